@@ -1,0 +1,32 @@
+"""privpub: publishing data under differential privacy.
+
+Subpackages: :mod:`privpub.core` (mechanisms, budget ledger, domains), :mod:`privpub.ldp`
+(local-DP frequency oracles), :mod:`privpub.metrics`, :mod:`privpub.datasets`, and one per
+publishing task: :mod:`privpub.histogram`, :mod:`privpub.ldp_synth`, :mod:`privpub.spatial`,
+:mod:`privpub.decision`, :mod:`privpub.stream`.
+"""
+
+from __future__ import annotations
+
+from privpub.errors import (
+    BudgetExceededError,
+    DataNotFoundError,
+    DomainError,
+    LedgerFrozenError,
+    ParameterError,
+    PrivacyWarning,
+    PrivpubError,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "BudgetExceededError",
+    "DataNotFoundError",
+    "DomainError",
+    "LedgerFrozenError",
+    "ParameterError",
+    "PrivacyWarning",
+    "PrivpubError",
+    "__version__",
+]

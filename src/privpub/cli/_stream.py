@@ -1,0 +1,9 @@
+"""CLI commands of privpub.stream (filled in by that part)."""
+
+from __future__ import annotations
+
+import typer
+
+
+def register(app: typer.Typer, reproduce_app: typer.Typer) -> None:
+    """Add this part's commands to the application."""

@@ -1,0 +1,227 @@
+"""Privacy budget: a frozen :class:`Budget` value, a :class:`BudgetLedger` and :func:`split`.
+
+Composition rules (pure epsilon-DP):
+
+* **sequential** -- steps that read the same data add up: the ledger total is the sum of the
+  entries.
+* **parallel** -- a step that runs one mechanism with budget ``epsilon`` on each of ``parts``
+  disjoint partitions of the records (each record in exactly one part) costs ``epsilon`` once.
+  It is recorded as a single entry with ``composition="parallel"`` and ``parts=k``.
+
+A ledger never holds more than its budget: :meth:`BudgetLedger.spend` raises
+:class:`~privpub.errors.BudgetExceededError` if the running total would exceed the budget by
+more than a relative tolerance of ``1e-9`` (floating-point slack from :func:`split`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from privpub.core._validation import check_epsilon, check_positive_int, check_real
+from privpub.errors import BudgetExceededError, LedgerFrozenError, ParameterError
+
+__all__ = ["Budget", "BudgetLedger", "LedgerEntry", "split"]
+
+#: relative slack allowed when checking a total against a budget
+BUDGET_RTOL = 1e-9
+
+
+@dataclass(frozen=True)
+class Budget:
+    """A pure epsilon-DP privacy budget (a validated value).
+
+    Examples
+    --------
+    >>> Budget(1.0).epsilon
+    1.0
+    """
+
+    epsilon: float
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "epsilon", check_epsilon(self.epsilon))
+
+
+@dataclass(frozen=True)
+class LedgerEntry:
+    """One step of a release: which mechanism spent how much epsilon, and how it composes."""
+
+    step: str
+    mechanism: str
+    epsilon: float
+    composition: str = "sequential"
+    parts: int = 1
+    note: str = ""
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "step": self.step,
+            "mechanism": self.mechanism,
+            "epsilon": self.epsilon,
+            "composition": self.composition,
+            "parts": self.parts,
+            "note": self.note,
+        }
+
+
+def split(epsilon: float, weights: Sequence[float]) -> tuple[float, ...]:
+    """Split ``epsilon`` into parts proportional to ``weights`` that add up to ``epsilon``.
+
+    The last part is ``epsilon - fsum(others)``, so ``math.fsum(parts) == epsilon`` up to one
+    rounding of that subtraction.
+
+    Examples
+    --------
+    >>> split(1.0, [1, 3])
+    (0.25, 0.75)
+    """
+    eps = check_epsilon(epsilon)
+    ws = [check_real(w, "weights") for w in weights]
+    if not ws:
+        raise ParameterError("weights must not be empty, got []")
+    if any(w <= 0 for w in ws):
+        raise ParameterError(f"weights must all be > 0, got {ws}")
+    total = math.fsum(ws)
+    parts = [eps * w / total for w in ws[:-1]]
+    parts.append(eps - math.fsum(parts))
+    return tuple(parts)
+
+
+@dataclass
+class BudgetLedger:
+    """The record of every privacy-spending step of one release.
+
+    Parameters
+    ----------
+    epsilon : float
+        The budget the ledger may spend (the epsilon the user asked for).
+
+    Examples
+    --------
+    >>> ledger = BudgetLedger(1.0)
+    >>> eps_sort, eps_means = split(1.0, [1, 1])
+    >>> ledger.spend("sort", "laplace", eps_sort)
+    0.5
+    >>> ledger.spend("group means", "laplace", eps_means, composition="parallel", parts=7)
+    0.5
+    >>> ledger.total
+    1.0
+    """
+
+    epsilon: float
+    _entries: list[LedgerEntry] = field(default_factory=list, repr=False)
+    _frozen: bool = field(default=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if isinstance(self.epsilon, Budget):
+            self.epsilon = self.epsilon.epsilon
+        self.epsilon = check_epsilon(self.epsilon)
+
+    # -- recording -------------------------------------------------------------------------
+    def spend(
+        self,
+        step: str,
+        mechanism: str,
+        epsilon: float,
+        *,
+        composition: str = "sequential",
+        parts: int = 1,
+        note: str = "",
+    ) -> float:
+        """Record one step and return its epsilon.
+
+        Parameters
+        ----------
+        step, mechanism : str
+            What the step does and which mechanism it runs.
+        epsilon : float
+            The step's epsilon (for a parallel step: the epsilon each disjoint part gets).
+        composition : {"sequential", "parallel"}
+            ``"parallel"`` means the mechanism ran on ``parts`` disjoint partitions.
+        parts : int
+            Number of disjoint partitions of a parallel step.
+
+        Raises
+        ------
+        BudgetExceededError
+            If the total would exceed the budget (relative tolerance ``1e-9``).
+        LedgerFrozenError
+            If the ledger belongs to a published release.
+        """
+        if self._frozen:
+            raise LedgerFrozenError("this ledger belongs to a release and is frozen; start a new one")
+        eps = check_epsilon(epsilon, name=f"epsilon of step {step!r}")
+        if composition not in ("sequential", "parallel"):
+            raise ParameterError(
+                f"composition must be 'sequential' or 'parallel', got {composition!r}"
+            )
+        n_parts = check_positive_int(parts, "parts")
+        new_total = math.fsum([e.epsilon for e in self._entries] + [eps])
+        if new_total > self.epsilon * (1.0 + BUDGET_RTOL):
+            raise BudgetExceededError(
+                f"step {step!r} would spend epsilon={eps:g}, bringing the total to {new_total:.12g}, "
+                f"over the budget epsilon={self.epsilon:g} (remaining {self.remaining:.12g})"
+            )
+        self._entries.append(LedgerEntry(step, mechanism, eps, composition, n_parts, note))
+        return eps
+
+    def spend_rest(self, step: str, mechanism: str, **kwargs: Any) -> float:
+        """Spend exactly the remaining budget on one step (avoids rounding gaps)."""
+        rest = self.epsilon - self.total
+        if rest <= self.epsilon * BUDGET_RTOL:
+            raise BudgetExceededError(f"step {step!r}: no budget left (total {self.total:.12g})")
+        return self.spend(step, mechanism, rest, **kwargs)
+
+    def freeze(self) -> BudgetLedger:
+        """Return a frozen copy: what a release carries."""
+        return BudgetLedger(self.epsilon, list(self._entries), True)
+
+    # -- reading ---------------------------------------------------------------------------
+    @property
+    def frozen(self) -> bool:
+        return self._frozen
+
+    @property
+    def entries(self) -> tuple[LedgerEntry, ...]:
+        return tuple(self._entries)
+
+    @property
+    def total(self) -> float:
+        """Epsilon spent so far under sequential composition of the entries."""
+        return math.fsum(e.epsilon for e in self._entries)
+
+    @property
+    def remaining(self) -> float:
+        return max(0.0, self.epsilon - self.total)
+
+    def is_exhausted(self, rtol: float = 1e-9) -> bool:
+        """True when the whole budget has been spent (within ``rtol``)."""
+        return abs(self.total - self.epsilon) <= rtol * self.epsilon
+
+    def __iter__(self) -> Iterator[LedgerEntry]:
+        return iter(self._entries)
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def to_records(self) -> list[dict[str, Any]]:
+        return [e.as_dict() for e in self._entries]
+
+    def to_frame(self) -> Any:
+        """The entries as a :class:`pandas.DataFrame` (one row per step)."""
+        import pandas as pd
+
+        return pd.DataFrame(
+            self.to_records(),
+            columns=["step", "mechanism", "epsilon", "composition", "parts", "note"],
+        )
+
+    def __str__(self) -> str:
+        lines = [f"budget epsilon={self.epsilon:g}, spent {self.total:.6g}"]
+        for e in self._entries:
+            extra = f" over {e.parts} disjoint parts" if e.composition == "parallel" else ""
+            lines.append(f"  {e.step}: {e.mechanism}, epsilon={e.epsilon:.6g} ({e.composition}{extra})")
+        return "\n".join(lines)

@@ -1,0 +1,154 @@
+"""Boundary validation: each checker returns the normalised value or raises a privpub error.
+
+Messages follow one pattern: ``"<name> must <rule>, got <value>"``.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from privpub.errors import DomainError, ParameterError
+
+__all__ = [
+    "check_array",
+    "check_counts",
+    "check_epsilon",
+    "check_in_domain",
+    "check_positive_int",
+    "check_probability",
+    "check_real",
+]
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def check_real(value: Any, name: str) -> float:
+    """Return ``value`` as a finite float or raise :class:`ParameterError`."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise ParameterError(f"{name} must be a real number, got {_short(value)}")
+    out = float(value)
+    if not math.isfinite(out):
+        raise ParameterError(f"{name} must be finite, got {out}")
+    return out
+
+
+def check_epsilon(epsilon: Any, name: str = "epsilon") -> float:
+    """Return ``epsilon`` as a float after checking it is finite and > 0.
+
+    Examples
+    --------
+    >>> check_epsilon(0.5)
+    0.5
+    """
+    if isinstance(epsilon, bool) or not isinstance(epsilon, numbers.Real):
+        raise ParameterError(f"{name} must be a finite number > 0, got {_short(epsilon)}")
+    out = float(epsilon)
+    if not math.isfinite(out) or out <= 0.0:
+        raise ParameterError(f"{name} must be finite and > 0, got {out}")
+    return out
+
+
+def check_probability(
+    value: Any,
+    name: str,
+    *,
+    low: float = 0.0,
+    high: float = 1.0,
+    closed: str = "neither",
+) -> float:
+    """Return ``value`` as a float inside the interval from ``low`` to ``high``.
+
+    ``closed`` is one of ``"neither"`` (the default, an open interval), ``"left"``, ``"right"``
+    or ``"both"``.
+    """
+    out = check_real(value, name)
+    left_ok = out >= low if closed in ("left", "both") else out > low
+    right_ok = out <= high if closed in ("right", "both") else out < high
+    if not (left_ok and right_ok):
+        lb = "[" if closed in ("left", "both") else "("
+        rb = "]" if closed in ("right", "both") else ")"
+        raise ParameterError(f"{name} must be in {lb}{low}, {high}{rb}, got {out}")
+    return out
+
+
+def check_positive_int(value: Any, name: str, *, minimum: int = 1) -> int:
+    """Return ``value`` as an int >= ``minimum`` (integral floats such as 3.0 are refused)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise ParameterError(f"{name} must be an integer >= {minimum}, got {_short(value)}")
+    out = int(value)
+    if out < minimum:
+        raise ParameterError(f"{name} must be an integer >= {minimum}, got {out}")
+    return out
+
+
+def check_array(
+    values: ArrayLike,
+    name: str,
+    *,
+    ndim: int | None = None,
+    finite: bool = True,
+    allow_empty: bool = False,
+    dtype: type | None = None,
+) -> NDArray[Any]:
+    """Return ``values`` as a numeric array after checking shape, emptiness and finiteness.
+
+    Raises
+    ------
+    ParameterError
+        On a non-numeric dtype, a wrong number of dimensions or an empty array.
+    DomainError
+        On NaN or infinite entries when ``finite`` is True.
+    """
+    try:
+        arr = np.asarray(values) if dtype is None else np.asarray(values, dtype=dtype)
+    except (TypeError, ValueError) as exc:
+        raise ParameterError(f"{name} must be a numeric array, got {_short(values)}") from exc
+    if arr.dtype.kind not in "biuf":
+        raise ParameterError(f"{name} must be a numeric array, got dtype {arr.dtype}")
+    if ndim is not None and arr.ndim != ndim:
+        raise ParameterError(f"{name} must be {ndim}-dimensional, got shape {arr.shape}")
+    if not allow_empty and arr.size == 0:
+        raise ParameterError(f"{name} must not be empty, got shape {arr.shape}")
+    if finite and arr.dtype.kind == "f" and not np.all(np.isfinite(arr)):
+        bad = int(np.count_nonzero(~np.isfinite(arr)))
+        raise DomainError(f"{name} must be finite, got {bad} NaN or infinite entries")
+    return arr
+
+
+def check_counts(counts: ArrayLike, name: str = "counts", *, ndim: int | None = 1) -> NDArray[np.int64]:
+    """Return ``counts`` as an int64 array of non-negative integers.
+
+    Floats are accepted only when every entry is integral (``3.0``); ``3.5``, negative entries,
+    NaN and infinities raise :class:`DomainError`.
+    """
+    arr = check_array(counts, name, ndim=ndim)
+    if arr.dtype.kind == "f":
+        if not np.all(arr == np.round(arr)):
+            raise DomainError(f"{name} must hold integers, got non-integral values such as "
+                              f"{arr[arr != np.round(arr)].flat[0]}")
+    if np.any(arr < 0):
+        raise DomainError(f"{name} must be non-negative, got minimum {arr.min()}")
+    return arr.astype(np.int64)
+
+
+def check_in_domain(values: ArrayLike, name: str, size: int) -> NDArray[np.int64]:
+    """Return ``values`` as int64 codes after checking each lies in ``{0, ..., size - 1}``."""
+    arr = check_array(values, name, allow_empty=False)
+    if arr.dtype.kind == "f":
+        if not np.all(arr == np.round(arr)):
+            raise DomainError(f"{name} must hold integer codes in [0, {size - 1}], got non-integral values")
+    codes = arr.astype(np.int64)
+    if codes.size and (codes.min() < 0 or codes.max() >= size):
+        bad = codes[(codes < 0) | (codes >= size)].flat[0]
+        raise DomainError(
+            f"{name} must hold integer codes in [0, {size - 1}] (the declared domain), got {bad}"
+        )
+    return codes

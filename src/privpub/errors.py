@@ -1,0 +1,58 @@
+"""The exceptions and warnings privpub raises.
+
+Every error a user can trigger is a :class:`PrivpubError`; the subclasses below also derive from
+the matching built-in so that ``except ValueError`` keeps working::
+
+    PrivpubError
+    ├── ParameterError (ValueError)      a model parameter, epsilon, rng or shape is invalid
+    ├── DomainError (ValueError)         data falls outside its declared public domain
+    ├── BudgetExceededError              a ledger was asked to spend more than its budget
+    ├── DataNotFoundError (FileNotFoundError)
+    │                                    a dataset file is missing from the data directory
+    └── LedgerFrozenError                a frozen (released) ledger was asked to spend
+
+    PrivacyWarning (UserWarning)         a call leaks information or returns a non-private result
+
+Messages name the argument, the rule and the offending value, e.g.
+``"epsilon must be finite and > 0, got -1.0"``.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "BudgetExceededError",
+    "DataNotFoundError",
+    "DomainError",
+    "LedgerFrozenError",
+    "ParameterError",
+    "PrivacyWarning",
+    "PrivpubError",
+]
+
+
+class PrivpubError(Exception):
+    """Base class of every error raised by privpub."""
+
+
+class ParameterError(PrivpubError, ValueError):
+    """A parameter (epsilon, a model parameter, rng, a shape) is invalid."""
+
+
+class DomainError(PrivpubError, ValueError):
+    """Data lies outside its declared public domain (unknown category, out-of-range value, NaN)."""
+
+
+class BudgetExceededError(PrivpubError):
+    """A privacy ledger was asked to spend more epsilon than its budget holds."""
+
+
+class LedgerFrozenError(PrivpubError):
+    """A released (frozen) ledger cannot record further spending."""
+
+
+class DataNotFoundError(PrivpubError, FileNotFoundError):
+    """A dataset file is missing; the message names the file and its public source."""
+
+
+class PrivacyWarning(UserWarning):
+    """Emitted when a call leaks private information or returns a non-private result."""
