@@ -149,13 +149,33 @@ def _bernoulli_exp_unit(num: NDArray[np.int64], den: int, gen: np.random.Generat
     return out
 
 
+# Bernoulli(exp(-1)) in one draw: in [CKS20]_'s loop for gamma = 1, P[K > k] = 1 / k!, so with
+# U uniform on {0, ..., 20! - 1}, K > k exactly when U < 20! / k! (k <= 20); U == 0 (probability
+# 1/20!) means K > 20 and the loop continues exactly from k = 21.
+_FACT20 = math.factorial(20)
+_EXP1_THRESHOLDS = np.array([_FACT20 // math.factorial(k) for k in range(20, 0, -1)], dtype=np.int64)
+
+
+def _bernoulli_exp1(n: int, gen: np.random.Generator) -> NDArray[np.bool_]:
+    """Exact Bernoulli(exp(-1)) draws (the result of [CKS20]_'s loop is ``K`` odd)."""
+    u = gen.integers(0, _FACT20, size=n, dtype=np.int64)
+    k = 1 + (_EXP1_THRESHOLDS.size - np.searchsorted(_EXP1_THRESHOLDS, u, side="right"))
+    out = (k & 1) == 1
+    deep = np.flatnonzero(u == 0)
+    for i in deep:  # probability 1/20! per draw: continue the loop exactly
+        kk = 21
+        while gen.integers(0, kk) < 1:
+            kk += 1
+        out[i] = (kk & 1) == 1
+    return out
+
+
 def _geometric_exp1(n: int, gen: np.random.Generator) -> NDArray[np.int64]:
     """Number of successes of Bernoulli(exp(-1)) before the first failure, exactly."""
     v = np.zeros(n, dtype=np.int64)
     alive = np.arange(n)
     while alive.size:
-        ok = _bernoulli_exp_unit(np.ones(alive.size, dtype=np.int64), 1, gen)
-        alive = alive[ok]
+        alive = alive[_bernoulli_exp1(alive.size, gen)]
         v[alive] += 1
     return v
 
@@ -167,7 +187,7 @@ def _discrete_laplace_exact(size: int, t: int, s: int, gen: np.random.Generator)
     while pending.size:
         m = pending.size
         u = gen.integers(0, t, size=m, dtype=np.int64)
-        d = _bernoulli_exp_unit(u, t, gen)
+        d = np.ones(m, dtype=bool) if t == 1 else _bernoulli_exp_unit(u, t, gen)
         u = u[d]
         idx = pending[d]
         v = _geometric_exp1(u.size, gen)

@@ -11,7 +11,7 @@ from privpub.errors import ParameterError
 
 __all__ = ["RNGLike", "as_generator", "secure_generator", "spawn"]
 
-RNGLike = int | np.random.Generator | np.random.SeedSequence | None
+RNGLike = int | np.random.Generator | np.random.SeedSequence | str | None
 
 
 def as_generator(rng: RNGLike = None) -> np.random.Generator:
@@ -19,10 +19,11 @@ def as_generator(rng: RNGLike = None) -> np.random.Generator:
 
     Parameters
     ----------
-    rng : int, numpy.random.Generator, numpy.random.SeedSequence or None
+    rng : int, numpy.random.Generator, numpy.random.SeedSequence, "secure" or None
         An int or seed sequence seeds a new PCG64 generator (same seed, same output); a
         Generator is returned unchanged (so callers share its stream); None draws fresh
-        entropy from the operating system. The legacy global ``np.random`` state is never used.
+        entropy from the operating system; ``"secure"`` is :func:`secure_generator` (for
+        production releases). The legacy global ``np.random`` state is never used.
 
     Raises
     ------
@@ -31,6 +32,10 @@ def as_generator(rng: RNGLike = None) -> np.random.Generator:
     """
     if isinstance(rng, np.random.Generator):
         return rng
+    if isinstance(rng, str):
+        if rng == "secure":
+            return secure_generator()
+        raise ParameterError(f"rng must be an int seed, a Generator, None or 'secure', got {rng!r}")
     if rng is None or isinstance(rng, np.random.SeedSequence):
         return np.random.default_rng(rng)
     if isinstance(rng, numbers.Integral) and not isinstance(rng, bool):

@@ -29,28 +29,28 @@ def bernoulli_words(n_words: int, threshold: int, bits: int, gen: np.random.Gene
         if rest == 0:  # every remaining U >= threshold: undecided bits are 0
             break
         bit = (threshold >> (bits - 1 - level)) & 1
+        # w is this level's bit of U for every cell (uniform, so w and ~w are interchangeable):
+        # bit 1: cells with U-bit 0 are decided 1 (und & ~w == und ^ (und & w)), the rest go on;
+        # bit 0: cells with U-bit 1 are decided 0, the rest go on.
         if active is None:
             w = gen.bit_generator.random_raw(n_words)
+            np.bitwise_and(w, und, out=w)
             if bit:
-                res |= und & ~w
-                und &= w
-            else:
-                und &= ~w
-            live = np.count_nonzero(und)
-            if live < n_words // 2:
+                np.bitwise_xor(und, w, out=und)
+                res |= und
+            und = w
+            if np.count_nonzero(und) < n_words // 2:
                 active = np.flatnonzero(und)
         else:
             if active.size == 0:
                 break
             w = gen.bit_generator.random_raw(active.size)
             u = und[active]
+            nu = u & w
             if bit:
-                res[active] |= u & ~w
-                u &= w
-            else:
-                u &= ~w
-            und[active] = u
-            active = active[u != 0]
+                res[active] |= u ^ nu
+            und[active] = nu
+            active = active[nu != 0]
     return res
 
 
