@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,7 +34,7 @@ class CategoricalAttribute:
     """
 
     name: str
-    categories: tuple[str, ...]
+    categories: Sequence[str]
     taxonomy: Any = None
 
     def __post_init__(self) -> None:
@@ -156,8 +156,8 @@ class NumericAttribute:
         edges = self.bin_edges
         c = np.asarray(codes)
         if rng is None:
-            return (edges[c] + edges[c + 1]) / 2.0
-        return edges[c] + (edges[c + 1] - edges[c]) * rng.random(c.shape)
+            return np.asarray((edges[c] + edges[c + 1]) / 2.0, dtype=np.float64)
+        return np.asarray(edges[c] + (edges[c + 1] - edges[c]) * rng.random(c.shape), dtype=np.float64)
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "type": "numeric", "lo": self.lo, "hi": self.hi, "resolution": self.resolution}
@@ -188,9 +188,9 @@ class Schema:
     ('age', 'sex')
     """
 
-    attributes: tuple[Attribute, ...]
+    attributes: Sequence[Attribute]
     class_name: str | None = None
-    classes: tuple[str, ...] | None = None
+    classes: Sequence[str] | None = None
     _index: dict[str, int] = field(default_factory=dict, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -234,7 +234,7 @@ class Schema:
     def __len__(self) -> int:
         return len(self.attributes)
 
-    def __iter__(self) -> Iterable[Attribute]:  # type: ignore[override]
+    def __iter__(self) -> Iterator[Attribute]:
         return iter(self.attributes)
 
     @property

@@ -160,7 +160,7 @@ def _bernoulli_exp1(n: int, gen: np.random.Generator) -> NDArray[np.bool_]:
     """Exact Bernoulli(exp(-1)) draws (the result of [CKS20]_'s loop is ``K`` odd)."""
     u = gen.integers(0, _FACT20, size=n, dtype=np.int64)
     k = 1 + (_EXP1_THRESHOLDS.size - np.searchsorted(_EXP1_THRESHOLDS, u, side="right"))
-    out = (k & 1) == 1
+    out: NDArray[np.bool_] = (k & 1) == 1
     deep = np.flatnonzero(u == 0)
     for i in deep:  # probability 1/20! per draw: continue the loop exactly
         kk = 21
@@ -286,7 +286,7 @@ def exponential_mechanism_probabilities(
     logits = eps * u / ((1.0 if monotone else 2.0) * sens)
     logits -= logits.max()
     w = np.exp(logits)
-    return w / w.sum()
+    return np.asarray(w / w.sum(), dtype=np.float64)
 
 
 def exponential_mechanism(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+from numpy.typing import NDArray
 
 from privpub.core import RNGLike, as_generator, discrete_laplace, laplace
 from privpub.experiments._common import DemoRow
@@ -11,7 +12,7 @@ from privpub.ldp import GRR, OLH, OUE, SUE
 __all__ = ["demo"]
 
 
-def _zipf_counts(n_bins: int = 256, total: int = 100_000) -> np.ndarray:
+def _zipf_counts(n_bins: int = 256, total: int = 100_000) -> NDArray[np.int64]:
     weights = 1.0 / np.arange(1, n_bins + 1)
     return np.floor(total * weights / weights.sum()).astype(np.int64)
 

@@ -33,7 +33,7 @@ def clip_renormalise(estimates: ArrayLike, total: float | None = None) -> NDArra
     s = clipped.sum()
     if s == 0:
         return np.full_like(est, t / est.size)
-    return clipped * (t / s)
+    return np.asarray(clipped * (t / s), dtype=np.float64)
 
 
 def norm_sub(estimates: ArrayLike, total: float | None = None) -> NDArray[np.float64]:
@@ -57,4 +57,4 @@ def norm_sub(estimates: ArrayLike, total: float | None = None) -> NDArray[np.flo
     valid = s - deltas > 0
     kk = int(np.flatnonzero(valid)[-1]) if valid.any() else 0
     delta = deltas[kk]
-    return np.clip(est - delta, 0.0, None)
+    return np.asarray(np.clip(est - delta, 0.0, None), dtype=np.float64)

@@ -126,7 +126,7 @@ class UnaryEncoding(FrequencyOracle):
             if not np.isin(r, (0, 1)).all():
                 raise DomainError("reports of a unary encoding must be 0/1 bits")
             r = r.astype(bool)
-        return np.count_nonzero(r, axis=0).astype(np.int64)
+        return np.asarray(np.count_nonzero(r, axis=0), dtype=np.int64)
 
     def n_reports(self, reports: ArrayLike) -> int:
         return int(np.asarray(reports).shape[0])
