@@ -49,6 +49,7 @@ _PART_MODULES = (
     "privpub.cli._decision",
     "privpub.cli._stream",
     "privpub.cli._audit",
+    "privpub.cli._report",
 )
 
 for _name in _PART_MODULES:
