@@ -23,11 +23,11 @@ from privpub.ldp._postprocess import clip_renormalise, isotonic_regression, norm
 from privpub.ldp._unary import OUE, SUE, UnaryEncoding, sue_epsilon, sue_flip_probability
 
 __all__ = [
+    "FrequencyOracle",
     "GRR",
     "OLH",
     "OUE",
     "SUE",
-    "FrequencyOracle",
     "UnaryEncoding",
     "clip_renormalise",
     "isotonic_regression",
