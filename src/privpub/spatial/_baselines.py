@@ -1,0 +1,332 @@
+"""KDG-HT's baselines: UG (uniform grid, OUE), RAPPOR (one-hot SUE grid), GT-R (quadtree levels)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from privpub.core import BudgetLedger, Publisher, RNGLike, as_generator, check_epsilon, check_positive_int
+from privpub.errors import ParameterError
+from privpub.ldp import norm_sub
+from privpub.spatial._collect import MODES, Bounds, Role, check_bounds, check_points, collect
+from privpub.spatial._kernels import ci_combine, grid_edges, oue_v1, round_half_up, uniform_interval_index
+from privpub.spatial._release import SpatialRelease, TreeLevel
+
+__all__ = ["GTR", "RapporGrid", "UniformGrid", "gtr_height", "rappor_granularity", "ug_granularity"]
+
+
+def ug_granularity(n_users: int, epsilon: float, rule: str = "qardaji") -> int:
+    """UG grid size: Qardaji's rule at the effective central epsilon (spec 3), at least 2.
+
+    ``g = round(sqrt(sqrt(N) (e^eps - 1) / (10 sqrt(2) e^(eps/2))))``; ``rule="hdg"`` uses
+    ``sqrt(2 * 0.03 * (e^eps - 1) * sqrt(N / e^eps))``.
+
+    Examples
+    --------
+    >>> [ug_granularity(10**6, e) for e in (0.1, 0.3, 0.5)]
+    [3, 5, 6]
+    """
+    e = math.exp(epsilon)
+    if rule == "qardaji":
+        g = math.sqrt(math.sqrt(n_users) * (e - 1.0) / (10.0 * math.sqrt(2.0) * math.exp(epsilon / 2.0)))
+    elif rule == "hdg":
+        g = math.sqrt(2.0 * 0.03 * (e - 1.0) * math.sqrt(n_users / e))
+    else:
+        raise ParameterError(f"grid_rule must be 'qardaji' or 'hdg', got {rule!r}")
+    return max(2, round_half_up(g))
+
+
+def rappor_granularity(n_users: int, epsilon: float, cap: int = 512) -> int:
+    """RAPPOR grid size ``round(sqrt(N eps / 10))`` (central-DP rule), between 2 and ``cap``.
+
+    Examples
+    --------
+    >>> rappor_granularity(10**6, 0.5)
+    224
+    """
+    return min(max(2, round_half_up(math.sqrt(n_users * epsilon / 10.0))), cap)
+
+
+def gtr_height(n_users: int, epsilon: float) -> int:
+    """GT-R leaf-grid height ``H = clamp(round(log2 sqrt(N eps / 10)), 1, 9)``.
+
+    Examples
+    --------
+    >>> [gtr_height(10**6, e) for e in (0.1, 0.3, 0.5)]
+    [7, 7, 8]
+    """
+    arg = n_users * epsilon / 10.0
+    if arg <= 1.0:
+        return 1
+    return min(max(round_half_up(math.log2(math.sqrt(arg))), 1), 9)
+
+
+def _prepare(points: ArrayLike, bounds: Any, epsilon: float, mode: str, clip: bool
+             ) -> tuple[NDArray[np.float64], Bounds, float]:
+    eps = check_epsilon(epsilon)
+    box = check_bounds(bounds)
+    pts = check_points(points, box, clip=clip)
+    if mode not in MODES:
+        raise ParameterError(f"mode must be one of {MODES}, got {mode!r}")
+    return pts, box, eps
+
+
+def _grid_cells(pts: NDArray[np.float64], box: Bounds, g: int) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    ix = uniform_interval_index(grid_edges(box[0], box[2], g), pts[:, 0])
+    iy = uniform_interval_index(grid_edges(box[1], box[3], g), pts[:, 1])
+    return ix, iy
+
+
+def _grid_rects(box: Bounds, g: int) -> tuple[NDArray[np.float64], ...]:
+    ex = grid_edges(box[0], box[2], g)
+    ey = grid_edges(box[1], box[3], g)
+    ii, jj = np.divmod(np.arange(g * g), g)
+    return ex[ii], ex[ii + 1], ey[jj], ey[jj + 1]
+
+
+def _ledger(eps: float, mechanism: str, roles: list[Role]) -> BudgetLedger:
+    ledger = BudgetLedger(eps)
+    if len(roles) == 1:
+        ledger.spend("collect", mechanism, eps, note=f"{roles[0].size} users, one report each")
+    else:
+        ledger.spend("collect", mechanism, eps, composition="parallel", parts=len(roles),
+                     note="one report per user over disjoint roles: "
+                     + "; ".join(f"{r.name} {r.size} users" for r in roles))
+    return ledger
+
+
+@dataclass(frozen=True, kw_only=True)
+class _FlatGrid(Publisher):
+    """A ``g × g`` uniform grid; every user sends one unary-encoded report of its cell."""
+
+    g: int | None = None
+    postprocess: str = "normsub"
+    clip: bool = False
+
+    _mechanism = "OUE"
+    _method = "grid"
+
+    def __post_init__(self) -> None:
+        if self.g is not None:
+            check_positive_int(self.g, "g", minimum=2)
+        if self.postprocess not in ("normsub", "none"):
+            raise ParameterError(f"postprocess must be 'normsub' or 'none', got {self.postprocess!r}")
+
+    def granularity(self, n_users: int, epsilon: float) -> int:
+        raise NotImplementedError
+
+    def publish(  # type: ignore[override]
+        self, points: ArrayLike, *, bounds: Any, epsilon: float, rng: RNGLike = None, mode: str = "simulate"
+    ) -> SpatialRelease:
+        """Collect one report per user on the grid and return the grid release (see the class doc)."""
+        pts, box, eps = _prepare(points, bounds, epsilon, mode, self.clip)
+        n_users = pts.shape[0]
+        g = self.g if self.g is not None else self.granularity(n_users, eps)
+        gen = as_generator(rng)
+        _, noise_gen = gen.spawn(2)
+        ix, iy = _grid_cells(pts, box, g)
+        est = collect(ix * g + iy, g * g, epsilon=eps, mode=mode, rng=noise_gen, mechanism=self._mechanism)
+        values = norm_sub(est, float(n_users)) if self.postprocess == "normsub" else est
+        roles = [Role("U", n_users, self._mechanism, eps)]
+        x0, x1, y0, y1 = _grid_rects(box, g)
+        params = asdict(self)
+        params["g"] = g
+        return SpatialRelease(
+            ledger=_ledger(eps, self._mechanism, roles), epsilon=eps, method=self._method, params=params,
+            bounds=box, x0=x0, x1=x1, y0=y0, y1=y1, values=values, n_users=n_users, grid_shape=(g, g),
+            roles=tuple(roles), mode=mode,
+        )
+
+
+@dataclass(frozen=True, kw_only=True)
+class UniformGrid(_FlatGrid):
+    """UG: a ``g × g`` uniform grid, every user reports its cell with OUE (Kim et al. 2018).
+
+    Parameters
+    ----------
+    g : int or None
+        Grid size per axis (default :func:`ug_granularity`).
+    grid_rule : {"qardaji", "hdg"}
+        Rule for the default ``g``.
+    postprocess : {"normsub", "none"}
+        Norm-Sub of the cells to total N.
+    clip : bool
+        Clamp points outside the bounds instead of raising ``DomainError``.
+
+    Notes
+    -----
+    **Privacy:** epsilon-LDP per user (replace-one on a location): one OUE report at epsilon;
+    the grid is public (it depends on N and epsilon only).
+
+    References
+    ----------
+    Kim, Kim, Jang. Application of local differential privacy to collection of indoor positioning
+    data. IEEE Access 6:4276-4286, 2018. Qardaji, Yang, Li. ICDE 2013.
+
+    Examples
+    --------
+    >>> from privpub.spatial import UniformGrid, synthetic_landmark
+    >>> pts = synthetic_landmark(20_000, rng=0)
+    >>> rel = UniformGrid().publish(pts, bounds=(0, 0, 1, 1), epsilon=1.0, rng=0)
+    >>> rel.grid_shape
+    (3, 3)
+    """
+
+    grid_rule: str = "qardaji"
+    _method = "ug"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.grid_rule not in ("qardaji", "hdg"):
+            raise ParameterError(f"grid_rule must be 'qardaji' or 'hdg', got {self.grid_rule!r}")
+
+    def granularity(self, n_users: int, epsilon: float) -> int:
+        return ug_granularity(n_users, epsilon, self.grid_rule)
+
+
+@dataclass(frozen=True, kw_only=True)
+class RapporGrid(_FlatGrid):
+    """RAPPOR baseline: basic one-time RAPPOR (symmetric unary encoding) on a fine uniform grid.
+
+    Parameters
+    ----------
+    g : int or None
+        Grid size per axis (default :func:`rappor_granularity`, capped at ``cap``).
+    cap : int
+        Largest default grid size (512).
+    postprocess : {"normsub", "none"}
+        Norm-Sub of the cells to total N.
+    clip : bool
+        Clamp points outside the bounds instead of raising ``DomainError``.
+
+    Notes
+    -----
+    **Privacy:** epsilon-LDP per user: one SUE report, each bit kept with probability
+    ``e^(eps/2) / (1 + e^(eps/2))``; two locations differ in two bits.
+
+    References
+    ----------
+    Erlingsson, Pihur, Korolova. RAPPOR. CCS 2014.
+
+    Examples
+    --------
+    >>> from privpub.spatial import RapporGrid, synthetic_landmark
+    >>> pts = synthetic_landmark(20_000, rng=0)
+    >>> rel = RapporGrid().publish(pts, bounds=(0, 0, 1, 1), epsilon=1.0, rng=0)
+    >>> rel.grid_shape
+    (45, 45)
+    """
+
+    cap: int = 512
+    _mechanism = "SUE"
+    _method = "rappor"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_positive_int(self.cap, "cap", minimum=2)
+
+    def granularity(self, n_users: int, epsilon: float) -> int:
+        return rappor_granularity(n_users, epsilon, self.cap)
+
+
+@dataclass(frozen=True, kw_only=True)
+class GTR(Publisher):
+    """GT-R: quadtree levels over a uniform grid, one random user group per level (Zhang et al. 2020).
+
+    Level ``l = 1..H`` is the ``2^l × 2^l`` grid; the users are split at random into ``H``
+    near-equal groups, group ``l`` reports its level-``l`` cell with OUE, estimates are scaled to
+    the population and combined by constrained inference (root = N); leaves are the ``2^H`` grid.
+
+    Parameters
+    ----------
+    height : int or None
+        Leaf-grid height ``H`` (default :func:`gtr_height`).
+    combine : {"ci", "last"}
+        Constrained inference over all levels, or the last level only.
+    postprocess : {"normsub", "none"}
+        Norm-Sub of the leaves to total N.
+    clip : bool
+        Clamp points outside the bounds instead of raising ``DomainError``.
+
+    Notes
+    -----
+    **Privacy:** epsilon-LDP per user: each user belongs to one data-independent random group and
+    sends one OUE report at epsilon (parallel composition over the groups).
+
+    References
+    ----------
+    Zhang, Fu, Meng. Towards spatial range queries under local differential privacy. J. Comput.
+    Res. Dev. 57(4):847-858, 2020.
+
+    Examples
+    --------
+    >>> from privpub.spatial import GTR, synthetic_checkin
+    >>> rel = GTR().publish(synthetic_checkin(20_000, rng=0), bounds=(0, 0, 1, 1), epsilon=1.0, rng=0)
+    >>> rel.grid_shape, len(rel.levels)
+    ((32, 32), 5)
+    """
+
+    height: int | None = None
+    combine: str = "ci"
+    postprocess: str = "normsub"
+    clip: bool = False
+
+    def __post_init__(self) -> None:
+        if self.height is not None:
+            check_positive_int(self.height, "height", minimum=1)
+        if self.combine not in ("ci", "last"):
+            raise ParameterError(f"combine must be 'ci' or 'last', got {self.combine!r}")
+        if self.postprocess not in ("normsub", "none"):
+            raise ParameterError(f"postprocess must be 'normsub' or 'none', got {self.postprocess!r}")
+
+    def publish(  # type: ignore[override]
+        self, points: ArrayLike, *, bounds: Any, epsilon: float, rng: RNGLike = None, mode: str = "simulate"
+    ) -> SpatialRelease:
+        """Collect one report per user on its group's level and return the leaf grid."""
+        pts, box, eps = _prepare(points, bounds, epsilon, mode, self.clip)
+        n_users = pts.shape[0]
+        big_h = self.height if self.height is not None else gtr_height(n_users, eps)
+        big_h = max(1, min(big_h, n_users))
+        gen = as_generator(rng)
+        role_gen, noise_gen = gen.spawn(2)
+        perm = role_gen.permutation(n_users)
+        sizes = [g.size for g in np.array_split(perm, big_h)]
+        cuts = np.concatenate([[0], np.cumsum(sizes)])
+        ix, iy = _grid_cells(pts, box, 2**big_h)
+        v1 = oue_v1(eps)
+        ys: list[NDArray[np.float64]] = []
+        variances: list[float] = []
+        parents: list[NDArray[np.int64]] = []
+        levels: list[TreeLevel] = []
+        roles: list[Role] = []
+        for lev in range(1, big_h + 1):
+            ids = perm[cuts[lev - 1]:cuts[lev]]
+            shift = big_h - lev
+            g = 2**lev
+            cells = (ix[ids] >> shift) * g + (iy[ids] >> shift)
+            n_l = ids.size
+            y = collect(cells, g * g, epsilon=eps, mode=mode, rng=noise_gen) * (n_users / n_l)
+            ii, jj = np.divmod(np.arange(g * g), g)
+            par = (ii // 2) * (g // 2) + jj // 2 if lev > 1 else np.full(g * g, -1, dtype=np.int64)
+            x0, x1, y0, y1 = _grid_rects(box, g)
+            levels.append(TreeLevel(x0=x0, x1=x1, y0=y0, y1=y1, parent=par, noisy=y))
+            ys.append(y)
+            variances.append(n_users**2 * v1 / n_l)
+            parents.append(par.astype(np.int64))
+            roles.append(Role(f"U^{lev}", int(n_l), "OUE", eps))
+        values = ci_combine(ys, variances, parents, float(n_users)) if self.combine == "ci" else ys[-1].copy()
+        if self.postprocess == "normsub":
+            values = norm_sub(values, float(n_users))
+        params = asdict(self)
+        params["height"] = big_h
+        g = 2**big_h
+        x0, x1, y0, y1 = _grid_rects(box, g)
+        return SpatialRelease(
+            ledger=_ledger(eps, "OUE", roles), epsilon=eps, method="gtr", params=params, bounds=box,
+            x0=x0, x1=x1, y0=y0, y1=y1, values=values, n_users=n_users, levels=tuple(levels),
+            grid_shape=(g, g), roles=tuple(roles), mode=mode,
+        )
