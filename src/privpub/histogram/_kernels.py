@@ -1,0 +1,576 @@
+"""Pure array kernels of privpub.histogram: optimal grouping (DPCluster), AHP clustering, publishing.
+
+Nothing here draws randomness or touches a budget, except :func:`publish_groups`, which takes
+already-drawn noise. The grouping kernels operate on a sorted (non-decreasing) vector ``x`` and
+return half-open boundaries ``b_0 = 0 < b_1 < ... < b_K = n``: group ``g`` is ``x[b_g:b_{g+1}]``.
+
+Segment cost (histogram spec section 2.4): for ``x[i:j]`` of length ``L = j - i``,
+``w(i, j) = SSE(x[i:j]) + c / L + gamma`` with ``SSE`` the sum of squared deviations from the
+segment mean (exactly 0 when ``L == 1``).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from privpub.errors import ParameterError
+
+__all__ = [
+    "ahp_clusters",
+    "ahp_min_error",
+    "dp_group",
+    "dp_group_deque",
+    "dp_group_fast",
+    "dp_group_quadratic",
+    "dp_group_wavefront",
+    "partition_cost",
+    "publish_groups",
+    "segment_cost",
+]
+
+
+def _prefix(x: NDArray[np.float64]) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """Prefix sums of the centred values and their squares (length n + 1)."""
+    d = x - x.mean()
+    s1 = np.concatenate([[0.0], np.cumsum(d)])
+    s2 = np.concatenate([[0.0], np.cumsum(d * d)])
+    return s1, s2
+
+
+def _check_grouping_args(x: ArrayLike, c: float, gamma: float) -> tuple[NDArray[np.float64], float, float]:
+    arr = np.asarray(x, dtype=np.float64)
+    if arr.ndim != 1 or arr.size == 0:
+        raise ParameterError(f"x must be a non-empty 1-D array, got shape {arr.shape}")
+    if not np.all(np.isfinite(arr)):
+        raise ParameterError("x must be finite, got NaN or infinity")
+    if arr.size > 1 and np.any(np.diff(arr) < 0):
+        raise ParameterError("x must be sorted non-decreasing (the grouping cost is Monge only on sorted input)")
+    c = float(c)
+    gamma = float(gamma)
+    if not (math.isfinite(c) and c >= 0):
+        raise ParameterError(f"c must be finite and >= 0, got {c}")
+    if not (math.isfinite(gamma) and gamma >= 0):
+        raise ParameterError(f"gamma must be finite and >= 0, got {gamma}")
+    return arr, c, gamma
+
+
+def segment_cost(x: ArrayLike, lo: ArrayLike, hi: ArrayLike, c: float, gamma: float = 0.0) -> NDArray[np.float64]:
+    """Vectorised segment costs ``w(lo, hi)`` of ``x[lo:hi]`` (half-open, ``lo < hi``).
+
+    Examples
+    --------
+    >>> segment_cost([0.0, 1.0, 2.0], [0, 0], [1, 3], c=6.0).tolist()
+    [6.0, 4.0]
+    """
+    arr = np.asarray(x, dtype=np.float64)
+    s1, s2 = _prefix(arr)
+    lo_a = np.asarray(lo, dtype=np.int64)
+    hi_a = np.asarray(hi, dtype=np.int64)
+    length = (hi_a - lo_a).astype(np.float64)
+    a = s1[hi_a] - s1[lo_a]
+    sse = np.maximum(s2[hi_a] - s2[lo_a] - a * a / length, 0.0)
+    sse = np.where(length == 1, 0.0, sse)
+    return np.asarray(sse + c / length + gamma, dtype=np.float64)
+
+
+def partition_cost(x: ArrayLike, boundaries: ArrayLike, c: float, gamma: float = 0.0) -> float:
+    """Total cost of the partition of ``x`` given by ``boundaries`` (``0 = b_0 < ... < b_K = n``).
+
+    Examples
+    --------
+    >>> partition_cost([0.0, 0.0, 5.0], [0, 2, 3], c=2.0)
+    3.0
+    """
+    b = np.asarray(boundaries, dtype=np.int64)
+    n = np.asarray(x).size
+    if b.ndim != 1 or b.size < 2 or b[0] != 0 or b[-1] != n or np.any(np.diff(b) <= 0):
+        raise ParameterError(f"boundaries must increase strictly from 0 to n={n}, got {b.tolist()[:10]}")
+    return float(np.sum(segment_cost(x, b[:-1], b[1:], c, gamma)))
+
+
+def dp_group_quadratic(x: ArrayLike, c: float, gamma: float = 0.0) -> tuple[float, NDArray[np.int64]]:
+    """Optimal grouping of sorted ``x`` by the O(n^2) dynamic programme (test oracle).
+
+    ``Q[0] = 0``, ``Q[j] = min_{i < j} Q[i] + w(i, j)``; O(n) memory, one vectorised row per
+    target ``j``; ties go to the smallest ``i``.
+
+    Returns
+    -------
+    cost : float
+        ``Q[n]``.
+    boundaries : ndarray of int64
+        Group boundaries ``0 = b_0 < ... < b_K = n``.
+
+    Examples
+    --------
+    >>> cost, b = dp_group_quadratic([0.0, 0.0, 0.0, 10.0], c=1.0)
+    >>> round(cost, 6), b.tolist()
+    (1.333333, [0, 3, 4])
+    """
+    arr, c, gamma = _check_grouping_args(x, c, gamma)
+    n = arr.size
+    s1, s2 = _prefix(arr)
+    q = np.zeros(n + 1)
+    back = np.zeros(n + 1, dtype=np.int64)
+    for j in range(1, n + 1):
+        length = j - np.arange(j, dtype=np.float64)
+        a = s1[j] - s1[:j]
+        sse = np.maximum(s2[j] - s2[:j] - a * a / length, 0.0)
+        sse[-1] = 0.0
+        f = q[:j] + sse + c / length + gamma
+        k = int(np.argmin(f))
+        q[j] = f[k]
+        back[j] = k
+    return float(q[n]), _backtrack(back.tolist(), n)
+
+
+def _backtrack(back: list[int], n: int) -> NDArray[np.int64]:
+    out = [n]
+    j = n
+    while j > 0:
+        j = back[j]
+        out.append(j)
+    return np.asarray(out[::-1], dtype=np.int64)
+
+
+def dp_group_deque(x: ArrayLike, c: float, gamma: float = 0.0) -> tuple[float, NDArray[np.int64]]:
+    """Optimal grouping of sorted ``x`` in O(n log n) time and O(n) memory (exact), deque version.
+
+    On sorted input the segment cost satisfies the quadrangle inequality (histogram spec
+    section 4), so a later candidate start that beats an earlier one for some target keeps
+    beating it for every later target. A deque holds the candidate starts together with the
+    first target from which each is best (Hirschberg and Larmore 1987; Galil and Giancarlo
+    1989); a new candidate's take-over point is found by galloping (from the previous
+    take-over distance) + binary search. The
+    prefix sums are numpy; the inherently sequential recurrence runs as a tight Python loop
+    over floats (the optional numba path of the spec is not used: numba is not a dependency).
+
+    Returns the same optimal cost as :func:`dp_group_quadratic` (up to floating-point rounding
+    of the prefix sums); on ties between equal-cost partitions the boundaries may differ.
+
+    Examples
+    --------
+    >>> cost, b = dp_group_deque([0.0, 0.0, 0.0, 10.0], c=1.0)
+    >>> round(cost, 6), b.tolist()
+    (1.333333, [0, 3, 4])
+    """
+    arr, c, gamma = _check_grouping_args(x, c, gamma)
+    return _deque(arr, c, gamma)
+
+
+def _deque(arr: NDArray[np.float64], c: float, gamma: float) -> tuple[float, NDArray[np.int64]]:
+    n = arr.size
+    s1a, s2a = _prefix(arr)
+    s1: list[float] = s1a.tolist()
+    s2: list[float] = s2a.tolist()
+    e = [0.0] * (n + 1)
+    back = [0] * (n + 1)
+    qi = [0] * (n + 1)  # deque of candidates ...
+    qs = [0] * (n + 1)  # ... and the first target from which each is the best
+    head, tail = 0, 1
+    qs[0] = 1
+    guess = 1
+
+    def cost(i: int, t: int) -> float:
+        length = t - i
+        a = s1[t] - s1[i]
+        sse = s2[t] - s2[i] - a * a / length
+        if sse < 0.0 or length == 1:
+            sse = 0.0
+        return e[i] + sse + c / length + gamma
+
+    def beats(j: int, b: int, t: int) -> bool:
+        # cost(j, t) <= cost(b, t), both inlined (this is the hot path)
+        lj = t - j
+        a = s1[t] - s1[j]
+        sj = s2[t] - s2[j] - a * a / lj
+        if sj < 0.0 or lj == 1:
+            sj = 0.0
+        lb = t - b
+        a = s1[t] - s1[b]
+        sb = s2[t] - s2[b] - a * a / lb
+        if sb < 0.0:
+            sb = 0.0
+        return e[j] + sj + c / lj <= e[b] + sb + c / lb
+
+    for j in range(1, n + 1):
+        while tail - head >= 2 and qs[head + 1] <= j:
+            head += 1
+        b = qi[head]
+        e[j] = cost(b, j)
+        back[j] = b
+        if j == n:
+            break
+        while tail > head:
+            b = qi[tail - 1]
+            s = qs[tail - 1]
+            if s <= j:
+                s = j + 1
+            if beats(j, b, s):
+                tail -= 1
+                continue
+            # smallest t in (s, n] with beats(j, b, t): gallop, then bisect
+            lo = s
+            hi = -1
+            step = guess  # start near the previous take-over distance
+            while True:
+                t = s + step
+                if t >= n:
+                    if beats(j, b, n):
+                        hi = n
+                    break
+                if beats(j, b, t):
+                    hi = t
+                    break
+                lo = t
+                step += step
+            if hi > 0:
+                while hi - lo > 1:
+                    mid = (lo + hi) >> 1
+                    if beats(j, b, mid):
+                        hi = mid
+                    else:
+                        lo = mid
+                qi[tail] = j
+                qs[tail] = hi
+                tail += 1
+                guess = (hi - s + 1) >> 1 or 1
+            break
+        if tail == head:
+            qi[tail] = j
+            qs[tail] = j + 1
+            tail += 1
+    return e[n], _backtrack(back, n)
+
+
+# ------------------------------------------------------------------------------------------
+# wavefront: the same recurrence advanced a window of targets at a time, with numpy
+# ------------------------------------------------------------------------------------------
+def _row_minima(
+    val: NDArray[np.float64],
+    s1: NDArray[np.float64],
+    s2: NDArray[np.float64],
+    c: float,
+    gamma: float,
+    t_lo: int,
+    t_hi: int,
+    a0: int,
+    b0: int,
+) -> tuple[NDArray[np.float64], NDArray[np.int64]]:
+    """Row minima of ``M[j, i] = val[i] + w(i, j)`` for targets ``j`` in ``[t_lo, t_hi)`` over
+    candidates ``i`` in ``[a0, min(b0, j - 1)]`` (requires ``a0 < t_lo``); smallest argmin.
+
+    ``w`` satisfies the quadrangle inequality on sorted input and adding ``val[i]`` keeps it,
+    so the argmins are monotone in ``j``: divide and conquer on the rows, one numpy pass over
+    all row intervals of a level (O((rows + candidates) log rows) work, log rows passes).
+    """
+    m = t_hi - t_lo
+    best = np.empty(m)
+    arg = np.empty(m, dtype=np.int64)
+    rl = np.zeros(1, dtype=np.int64)
+    rr = np.full(1, m, dtype=np.int64)
+    ca = np.full(1, a0, dtype=np.int64)
+    cb = np.full(1, b0, dtype=np.int64)
+    while rl.size:
+        mid = (rl + rr) >> 1
+        j = mid + t_lo
+        lens = np.minimum(cb, j - 1) - ca + 1
+        starts = np.cumsum(lens) - lens
+        idx = np.arange(int(lens.sum())) - np.repeat(starts - ca, lens)
+        jr = np.repeat(j, lens)
+        length = (jr - idx).astype(np.float64)
+        a = s1[jr] - s1[idx]
+        sse = s2[jr] - s2[idx] - a * a / length
+        sse[(sse < 0.0) | (length == 1.0)] = 0.0
+        f = val[idx] + sse + c / length + gamma
+        mins = np.minimum.reduceat(f, starts)
+        hit = np.flatnonzero(f <= np.repeat(mins, lens))
+        am = idx[hit[np.searchsorted(hit, starts)]]
+        best[mid] = mins
+        arg[mid] = am
+        left = mid > rl
+        right = mid + 1 < rr
+        rl, rr, ca, cb = (
+            np.concatenate([rl[left], mid[right] + 1]),
+            np.concatenate([mid[left], rr[right]]),
+            np.concatenate([ca[left], am[right]]),
+            np.concatenate([am[left], cb[right]]),
+        )
+    return best, arg
+
+
+def _wavefront(
+    arr: NDArray[np.float64], c: float, gamma: float, *, min_advance: float = 0.0
+) -> tuple[float, NDArray[np.int64]] | None:
+    """Exact DP advanced by windows of targets; None if the mean advance drops below ``min_advance``.
+
+    Invariant: ``E`` is final on ``[0, F]``. For the window ``(F, F + W]``, ``cross[j]`` is the
+    exact best cost with the last group starting at ``<= F`` (candidates ``>= back[F]``, by
+    monotonicity). Taking ``cross`` as tentative values, the best in-window start is computed
+    for every target; targets before the first strict improvement ``p`` are final (their
+    in-window candidates held exact values), and so is ``p`` itself. Each step finalises at
+    least one target, about one group in practice.
+    """
+    n = arr.size
+    s1, s2 = _prefix(arr)
+    e = np.zeros(n + 1)
+    back = np.zeros(n + 1, dtype=np.int64)
+    val = np.empty(n + 1)
+    final, width, steps = 0, 64, 0
+    while final < n:
+        steps += 1
+        if min_advance and steps > _WAVEFRONT_FREE_STEPS + final / min_advance:
+            return None  # groups are short here: the deque is faster
+        hi = min(n, final + width)
+        cross, carg = _row_minima(e, s1, s2, c, gamma, final + 1, hi + 1, int(back[final]), final)
+        p = -1
+        if hi - final >= 2:
+            val[final + 1 : hi + 1] = cross
+            inw, iarg = _row_minima(val, s1, s2, c, gamma, final + 2, hi + 1, final + 1, hi - 1)
+            better = np.flatnonzero(inw < cross[1:])
+            if better.size:
+                p = final + 2 + int(better[0])
+        if p < 0:
+            e[final + 1 : hi + 1] = cross
+            back[final + 1 : hi + 1] = carg
+            width *= 2
+            final = hi
+        else:
+            k = p - final
+            e[final + 1 : p] = cross[: k - 1]
+            back[final + 1 : p] = carg[: k - 1]
+            e[p] = inw[k - 2]
+            back[p] = iarg[k - 2]
+            width = max(64, 2 * k)
+            final = p
+    return float(e[n]), _backtrack(back.tolist(), n)
+
+
+def dp_group_wavefront(x: ArrayLike, c: float, gamma: float = 0.0) -> tuple[float, NDArray[np.int64]]:
+    """Optimal grouping of sorted ``x``: exact, numpy-vectorised, about one numpy step per group.
+
+    Each step solves the row minima of a window of targets by monotone divide and conquer
+    (the cost is Monge on sorted input), so the Python-level work is proportional to the number
+    of groups rather than to n. Fast when groups are long (large n, small epsilon); slower than
+    :func:`dp_group_deque` when groups hold a handful of bins.
+
+    Examples
+    --------
+    >>> cost, b = dp_group_wavefront([0.0, 0.0, 0.0, 10.0], c=1.0)
+    >>> round(cost, 6), b.tolist()
+    (1.333333, [0, 3, 4])
+    """
+    arr, c, gamma = _check_grouping_args(x, c, gamma)
+    out = _wavefront(arr, c, gamma)
+    return out if out is not None else _deque(arr, c, gamma)  # (no early exit without min_advance)
+
+
+#: below this size the deque is always faster; above it the wavefront is tried first
+_WAVEFRONT_MIN_N = 50_000
+#: mean bins finalised per wavefront step below which it hands over to the deque ...
+_WAVEFRONT_MIN_ADVANCE = 256.0
+#: ... after this many steps of grace (the sparse tails of sorted data hold short groups)
+_WAVEFRONT_FREE_STEPS = 32
+
+
+def dp_group_fast(x: ArrayLike, c: float, gamma: float = 0.0) -> tuple[float, NDArray[np.int64]]:
+    """Optimal grouping of sorted ``x`` (exact), picking the faster of two exact algorithms.
+
+    For ``n >= 50000`` the numpy wavefront (:func:`dp_group_wavefront`) runs first and hands over
+    to the O(n log n) deque (:func:`dp_group_deque`) when its groups turn out to be short (after
+    32 steps of grace, fewer than 256 bins finalised per step); smaller inputs use the deque. Both
+    return the optimal cost of the O(n^2) reference :func:`dp_group_quadratic` (up to rounding).
+
+    Examples
+    --------
+    >>> cost, b = dp_group_fast([0.0, 0.0, 0.0, 10.0], c=1.0)
+    >>> round(cost, 6), b.tolist()
+    (1.333333, [0, 3, 4])
+    """
+    arr, c, gamma = _check_grouping_args(x, c, gamma)
+    if arr.size >= _WAVEFRONT_MIN_N:
+        out = _wavefront(arr, c, gamma, min_advance=_WAVEFRONT_MIN_ADVANCE)
+        if out is not None:
+            return out
+    return _deque(arr, c, gamma)
+
+
+def dp_group(
+    x: ArrayLike, c: float, gamma: float = 0.0, *, method: str = "fast"
+) -> tuple[float, NDArray[np.int64]]:
+    """Optimal grouping of sorted ``x`` with group cost ``SSE + c / |G| + gamma``.
+
+    Parameters
+    ----------
+    x : array_like, shape (n,)
+        Sorted (non-decreasing) finite values.
+    c : float
+        Laplace-error constant (``2 / epsilon2**2`` for continuous Laplace noise on a group sum).
+    gamma : float
+        Per-group constant (noise correction of the private HPHP), default 0.
+    method : {"fast", "deque", "wavefront", "quadratic"}
+        ``"fast"`` (default) picks the wavefront or the deque (both exact); ``"quadratic"`` is the
+        O(n^2) reference.
+
+    Returns
+    -------
+    cost : float
+    boundaries : ndarray of int64
+    """
+    if method == "fast":
+        return dp_group_fast(x, c, gamma)
+    if method == "deque":
+        return dp_group_deque(x, c, gamma)
+    if method == "wavefront":
+        return dp_group_wavefront(x, c, gamma)
+    if method == "quadratic":
+        return dp_group_quadratic(x, c, gamma)
+    raise ParameterError(f"method must be 'fast', 'deque', 'wavefront' or 'quadratic', got {method!r}")
+
+
+# ------------------------------------------------------------------------------------------
+# AHP greedy clustering (DPComp's ahp_fast.pyx, histogram spec section 5)
+# ------------------------------------------------------------------------------------------
+def ahp_min_error(
+    prefix: list[float], run: list[int], j: int, n: int, c: float, *, use_runs: bool = True
+) -> float:
+    """AHP's optimistic cost ``err*(j)`` of opening a cluster at sorted position ``j``.
+
+    ``min_L (x_j - mean(x[j:j+L]))**2 + c / L**2`` scanned over ``L = 1, 2, ...`` with DPComp's
+    early-termination rule; with ``use_runs`` the run of values equal to ``x_j`` is skipped
+    in one step (exact: inside the run the first term is 0 and the rule cannot fire).
+    """
+    xj = prefix[j + 1] - prefix[j]
+    bound = c / float(n - j + 1) ** 2
+    if use_runs:
+        r = run[j]
+        best = c / float(r * r)
+        e1_prev = 0.0
+        e2_prev = best
+        length = r + 1
+    else:
+        best = c
+        e1_prev = 0.0
+        e2_prev = c
+        length = 2
+    while length <= n - j:
+        mean = (prefix[j + length] - prefix[j]) / length
+        e1 = (xj - mean) ** 2
+        if e1 - e1_prev >= e2_prev - bound:
+            break
+        e2 = c / float(length * length)
+        if e1 + e2 < best:
+            best = e1 + e2
+        e1_prev = e1
+        e2_prev = e2
+        length += 1
+    return best
+
+
+def ahp_clusters(x: ArrayLike, c: float, *, use_runs: bool = True) -> NDArray[np.int64]:
+    """AHP's greedy clustering of sorted ``x``; returns boundaries ``0 = b_0 < ... < b_K = n``.
+
+    ``err(s..j) = SSE(x[s..j]) + c / L``; cluster ``[s, j)`` is closed when extending it costs at
+    least as much as opening a new one at its optimistic cost ``err*(j)``
+    (:func:`ahp_min_error`).
+
+    Examples
+    --------
+    >>> ahp_clusters([0.0, 0.0, 0.0, 50.0, 50.0], c=2.0).tolist()
+    [0, 3, 5]
+    """
+    arr = np.asarray(x, dtype=np.float64)
+    n = arr.size
+    prefix = np.concatenate([[0.0], np.cumsum(arr)]).tolist()
+    s1a, s2a = _prefix(arr)
+    s1: list[float] = s1a.tolist()
+    s2: list[float] = s2a.tolist()
+    # run[j]: length of the run of values equal to x[j] starting at j
+    run_a = np.ones(n, dtype=np.int64)
+    if n > 1:
+        eq = arr[1:] == arr[:-1]
+        # right-to-left accumulation of equal neighbours
+        idx = np.arange(n)
+        brk = np.concatenate([~eq, [True]])  # True where a run ends at position k
+        ends = np.flatnonzero(brk)
+        end_of = ends[np.searchsorted(ends, idx)]
+        run_a = end_of - idx + 1
+    run: list[int] = run_a.tolist()
+    bounds = [0]
+    s = 0
+    last = c
+    for j in range(1, n):
+        length = j - s + 1
+        a = s1[j + 1] - s1[s]
+        sse = s2[j + 1] - s2[s] - a * a / length
+        if sse < 0.0:
+            sse = 0.0
+        now = sse + c / length
+        if now >= last + ahp_min_error(prefix, run, j, n, c, use_runs=use_runs):
+            bounds.append(j)
+            s = j
+            last = c
+        else:
+            last = now
+    bounds.append(n)
+    return np.asarray(bounds, dtype=np.int64)
+
+
+# ------------------------------------------------------------------------------------------
+# publishing
+# ------------------------------------------------------------------------------------------
+def publish_groups(
+    values: ArrayLike,
+    order: ArrayLike,
+    boundaries: ArrayLike,
+    noise: ArrayLike,
+    *,
+    clamp: bool = True,
+) -> NDArray[np.float64]:
+    """Spread noisy group sums evenly over each group's bins (post-processing of the noise).
+
+    Parameters
+    ----------
+    values : array_like, shape (n,)
+        The counts ``H`` (bin order).
+    order : array_like, shape (n,)
+        A permutation of ``range(n)``; group ``g`` is the bin set ``order[b_g:b_{g+1}]``.
+    boundaries : array_like
+        ``0 = b_0 < ... < b_K = n``.
+    noise : array_like, shape (K,)
+        One noise draw per group, added to the group sum.
+    clamp : bool
+        Clamp the published values at 0 (never increases the error, since ``H >= 0``).
+
+    Returns
+    -------
+    ndarray of float64, shape (n,)
+        ``(sum_G H + noise_G) / |G|`` on every bin of ``G``.
+
+    Examples
+    --------
+    >>> publish_groups([4, 0, 2], [1, 2, 0], [0, 2, 3], [1.0, -5.0]).tolist()
+    [0.0, 1.5, 1.5]
+    """
+    h = np.asarray(values)
+    perm = np.asarray(order, dtype=np.int64)
+    b = np.asarray(boundaries, dtype=np.int64)
+    n = h.shape[0]
+    if perm.shape != (n,) or not np.array_equal(np.sort(perm), np.arange(n)):
+        raise ParameterError("order must be a permutation of range(n): the groups must partition the bins")
+    if b.ndim != 1 or b.size < 2 or b[0] != 0 or b[-1] != n or np.any(np.diff(b) <= 0):
+        raise ParameterError("boundaries must increase strictly from 0 to n: the groups must partition the bins")
+    z = np.asarray(noise, dtype=np.float64)
+    if z.shape != (b.size - 1,):
+        raise ParameterError(f"noise must have one entry per group ({b.size - 1}), got shape {z.shape}")
+    sums = np.add.reduceat(h[perm].astype(np.float64), b[:-1])
+    sizes = np.diff(b)
+    means = (sums + z) / sizes
+    if clamp:
+        means = np.maximum(means, 0.0)
+    out = np.empty(n, dtype=np.float64)
+    out[perm] = np.repeat(means, sizes)
+    return out
