@@ -1,0 +1,217 @@
+"""The release of a decision-data publisher: a generalised contingency table with noisy counts."""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from numpy.typing import NDArray
+
+from privpub.core import Release, Schema, as_generator
+from privpub.core._rng import RNGLike
+from privpub.decision._model import Attr, Cut, Specialization, encode_frame
+from privpub.errors import ParameterError
+
+__all__ = ["DecisionRelease"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class DecisionRelease(Release):
+    """The output of :class:`MAXGDDP` or :class:`DiffGen` (all fields are public, DP output).
+
+    Attributes
+    ----------
+    schema : Schema
+        The public schema the release was built against.
+    cuts : dict of str to tuple of str
+        Final cut of every attribute: node labels, or ``"[a,b)"`` intervals for numbers.
+    history : tuple of Specialization
+        The candidate chosen at each level, in order.
+    cells : pandas.DataFrame
+        One row per (leaf partition, class) cell with noisy count >= 1: the generalised value of
+        every attribute, the class and ``count``.
+    cell_ids : numpy.ndarray, shape (m,)
+        Mixed-radix id of each released cell over (cut index of every attribute, class);
+        :attr:`cell_index` unpacks it.
+    counts : numpy.ndarray, shape (m,)
+        The noisy counts (``cells["count"]``).
+    n_cells : int
+        Number of cells of the cut, empty ones included (``K * prod |cut_a|``); all were noised.
+    """
+
+    schema: Schema
+    cuts: dict[str, tuple[str, ...]]
+    history: tuple[Specialization, ...]
+    cell_ids: NDArray[np.int64]
+    counts: NDArray[np.int64]
+    n_cells: int
+    final_cuts: tuple[Cut, ...] = field(repr=False, compare=False)
+
+    # -- the synthetic table -----------------------------------------------------------------
+    @property
+    def radix(self) -> tuple[int, ...]:
+        """Sizes of the cell-id digits: ``|cut_a|`` for every attribute, then the number of classes."""
+        return (*(len(c.starts) for c in self.final_cuts), len(self.schema.classes or ()))
+
+    def cell_digit(self, j: int) -> NDArray[np.int64]:
+        """Digit ``j`` of every cell id: the cut index of attribute ``j`` (``j = d``: the class code)."""
+        r = self.radix
+        stride = int(np.prod(np.asarray(r[j + 1 :], dtype=object))) if j + 1 < len(r) else 1
+        return (self.cell_ids // stride) % r[j]
+
+    @functools.cached_property
+    def cell_index(self) -> NDArray[np.int64]:
+        """``(m, d + 1)`` cut index of every attribute and class code of each row of ``cells``."""
+        return np.stack([self.cell_digit(j) for j in range(len(self.radix))], axis=1)
+
+    @functools.cached_property
+    def cells(self) -> pd.DataFrame:
+        """One row per released cell (count >= 1): generalised values, class and ``count``."""
+        data: dict[str, Any] = {}
+        for j, c in enumerate(self.final_cuts):
+            data[c.attr.name] = pd.Categorical.from_codes(self.cell_digit(j), categories=c.labels())
+        data[str(self.schema.class_name)] = pd.Categorical.from_codes(
+            self.cell_digit(len(self.final_cuts)), categories=list(self.schema.classes or ()))
+        data["count"] = self.counts
+        return pd.DataFrame(data)
+
+    @property
+    def attrs(self) -> tuple[Attr, ...]:
+        return tuple(c.attr for c in self.final_cuts)
+
+    def synthetic(self, kind: str = "generalized", *, rng: RNGLike = None) -> pd.DataFrame:
+        """The synthetic table: every cell row repeated ``count`` times.
+
+        Parameters
+        ----------
+        kind : {"generalized", "concrete"}
+            ``"generalized"`` keeps the cut labels; ``"concrete"`` draws a uniform tick inside
+            each interval (value ``lo + t * resolution``) and a uniform leaf category below each
+            taxonomy node (post-processing, so still DP).
+        rng : int, Generator or None
+            Randomness for ``kind="concrete"``.
+        """
+        if kind not in ("generalized", "concrete"):
+            raise ParameterError(f"kind must be 'generalized' or 'concrete', got {kind!r}")
+        rep = np.repeat(np.arange(len(self.counts)), self.counts)
+        if kind == "generalized":
+            return self.cells.drop(columns="count").iloc[rep].reset_index(drop=True)
+        gen = as_generator(rng)
+        idx = self.cell_index[rep].astype(np.int64)
+        out: dict[str, Any] = {}
+        for j, cut in enumerate(self.final_cuts):
+            a = cut.attr
+            lo = np.asarray(cut.starts, dtype=np.int64)[idx[:, j]]
+            hi = np.asarray(cut.ends(), dtype=np.int64)[idx[:, j]]
+            if a.kind == "cat":
+                fine = gen.integers(lo, hi) if len(rep) else lo
+                inv = np.empty(a.n_fine, dtype=np.int64)
+                inv[np.asarray(a.cat_to_fine)] = np.arange(a.n_fine)
+                out[a.name] = np.asarray(a.source.categories, dtype=object)[inv[fine]]
+            else:
+                tlo = lo if a.kind == "ticks" else np.asarray(a.edges, dtype=np.int64)[lo]
+                thi = hi if a.kind == "ticks" else np.asarray(a.edges, dtype=np.int64)[hi]
+                t = gen.integers(tlo, thi) if len(rep) else tlo
+                out[a.name] = np.round(a.lo + t * a.q, 9)
+        classes = np.asarray(self.schema.classes, dtype=object)
+        out[str(self.schema.class_name)] = classes[idx[:, -1]]
+        return pd.DataFrame(out)
+
+    # -- mapping raw rows onto the cut -------------------------------------------------------
+    def cut_index(self, data: pd.DataFrame) -> NDArray[np.int64]:
+        """The cut index of every attribute for each raw row, shape ``(n, d)``."""
+        fine, _ = encode_frame(self.attrs, self.schema, data, with_class=False)
+        return np.stack([c.index(fine[:, j]) for j, c in enumerate(self.final_cuts)], axis=1)
+
+    def generalize(self, data: pd.DataFrame) -> pd.DataFrame:
+        """Map raw rows (e.g. a test set) onto the released cut; no noise, no budget.
+
+        Unknown categories, NaN and numbers outside the declared range raise
+        :class:`~privpub.errors.DomainError`. The class column is copied when present.
+        """
+        idx = self.cut_index(data)
+        out = {c.attr.name: np.asarray(c.labels(), dtype=object)[idx[:, j]] for j, c in enumerate(self.final_cuts)}
+        frame = pd.DataFrame(out, index=data.index)
+        cls = self.schema.class_name
+        if cls is not None and cls in data.columns:
+            frame[cls] = data[cls].to_numpy()
+        return frame
+
+    # -- classifier features -----------------------------------------------------------------
+    def feature_names(self) -> list[str]:
+        names: list[str] = []
+        for c in self.final_cuts:
+            if c.attr.kind == "cat":
+                names.extend(f"{c.attr.name}={lab}" for lab in c.labels())
+            else:
+                names.append(c.attr.name)
+        return names
+
+    def _features(self, column: Any, m: int) -> NDArray[np.float32]:
+        width = sum(len(c.starts) if c.attr.kind == "cat" else 1 for c in self.final_cuts)
+        out = np.zeros((m, width), dtype=np.float32)
+        k = 0
+        for j, c in enumerate(self.final_cuts):
+            a, idx = c.attr, column(j)
+            if a.kind == "cat":
+                out[np.arange(m), k + idx] = 1.0
+                k += len(c.starts)
+            else:
+                tl = np.asarray([a.tick_of_fine(s) for s in c.starts], dtype=np.float64)
+                th = np.asarray([a.tick_of_fine(e) for e in c.ends()], dtype=np.float64)
+                out[:, k] = (a.lo + a.q * (tl + th) / 2.0)[idx]
+                k += 1
+        return out
+
+    def encode(self, data: pd.DataFrame) -> NDArray[np.float32]:
+        """Classifier features of raw rows generalised by the cut: interval midpoints (original
+        units) for numbers, one-hot over the final cut's nodes for categories (spec §4)."""
+        idx = self.cut_index(data)
+        return self._features(lambda j: idx[:, j], idx.shape[0])
+
+    def encode_cells(self) -> tuple[NDArray[np.float32], NDArray[np.int64], NDArray[np.int64]]:
+        """``(X, y, weight)`` of the released cells, for a classifier fit with ``sample_weight``."""
+        d = len(self.final_cuts)
+        return self._features(self.cell_digit, len(self.cell_ids)), self.cell_digit(d), self.counts.copy()
+
+
+def make_release(
+    *,
+    cuts: list[Cut],
+    fine: NDArray[np.int64],
+    y: NDArray[np.int64],
+    schema: Schema,
+    history: list[Specialization],
+    ledger: Any,
+    leaf_epsilon: float,
+    noise: str,
+    exact: bool,
+    max_rows: float,
+    gen: np.random.Generator,
+    epsilon: float,
+    method: str,
+    params: dict[str, Any],
+) -> DecisionRelease:
+    """Noise every (partition, class) cell of the final cut and wrap the result (spec §2.7-2.8)."""
+    from privpub.decision._model import cell_ids, noisy_cells
+
+    k = len(schema.classes or ())
+    radix = [len(c.starts) for c in cuts] + [k]
+    n_cells = int(np.prod(np.asarray(radix, dtype=object)))
+    cidx = np.stack([c.index(fine[:, j]) for j, c in enumerate(cuts)], axis=1)
+    ids = cell_ids(cidx, y, radix) if n_cells < 1 << 62 else np.zeros(0, dtype=np.int64)
+    out_ids, counts = noisy_cells(ids, n_cells, epsilon=leaf_epsilon, noise=noise, exact=exact,
+                                  max_rows=max_rows, gen=gen)
+    if not exact:
+        ledger.spend("leaf counts", "laplace" if noise == "laplace" else "discrete_laplace", leaf_epsilon,
+                     composition="parallel", parts=n_cells,
+                     note="every (partition, class) cell, empty ones included; L1 sensitivity 1")
+    return DecisionRelease(
+        ledger=ledger, epsilon=epsilon, method=method, private=not exact, params=params, schema=schema,
+        cuts={c.attr.name: tuple(c.labels()) for c in cuts}, history=tuple(history),
+        cell_ids=out_ids, counts=counts, n_cells=n_cells,
+        final_cuts=tuple(c.copy() for c in cuts),
+    )
