@@ -19,6 +19,7 @@ np.int64(100)
 
 from __future__ import annotations
 
+from privpub.core import Schema
 from privpub.datasets._base import CountsDataset, Dataset, SeriesDataset, TableDataset
 from privpub.datasets._files import load_counts
 from privpub.datasets._generators import (
@@ -60,6 +61,36 @@ __all__ = [
     "list_datasets",
     "load",
     "load_counts",
+    "schema",
     "zipf_histogram",
     "zipf_probabilities",
 ]
+
+
+def schema(name: str) -> Schema:
+    """The declared public schema of a built-in tabular dataset (no data is read).
+
+    Parameters
+    ----------
+    name : {"adult", "iris", "nltcs", "census_income_kdd"}
+        Dataset name.
+
+    Examples
+    --------
+    >>> schema("iris").class_name
+    'class'
+    """
+    from privpub.datasets import _schemas
+    from privpub.errors import ParameterError
+
+    makers = {
+        "adult": _schemas.adult_schema,
+        "iris": _schemas.iris_schema,
+        "nltcs": _schemas.nltcs_schema,
+        "census_income_kdd": _schemas.census_schema,
+    }
+    key = name.lower()
+    if key not in makers:
+        raise ParameterError(f"schema name must be one of {sorted(makers)}, got {name!r}")
+    return makers[key]()
+

@@ -99,14 +99,13 @@ def _grids(quick: bool) -> dict[str, dict[str, Any]]:
 # ---------------------------------------------------------------------------------------------
 def dataset_schema(name: str) -> Schema:
     """The public schema of a built-in dataset (from :mod:`privpub.datasets`, no data read)."""
-    from privpub.datasets import _schemas
+    from privpub.datasets import schema
     from privpub.errors import ParameterError
 
-    makers = {"adult": _schemas.adult_schema, "iris": _schemas.iris_schema,
-              "census_income_kdd": _schemas.census_schema}
-    if name not in makers:
-        raise ParameterError(f"dataset schema must be one of {sorted(makers)}, got {name!r}")
-    return makers[name]()
+    allowed = ("adult", "census_income_kdd", "iris")
+    if name not in allowed:
+        raise ParameterError(f"dataset schema must be one of {list(allowed)}, got {name!r}")
+    return schema(name)
 
 
 def dataset_taxonomies(name: str) -> dict[str, Any] | None:
