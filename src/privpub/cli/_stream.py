@@ -1,9 +1,116 @@
-"""CLI commands of privpub.stream (filled in by that part)."""
+"""CLI commands of privpub.stream: ``privpub stream`` and ``privpub reproduce stream``."""
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Annotated
+
+import numpy as np
+import pandas as pd
 import typer
+
+from privpub.cli._common import handle_errors, read_table, write_table
+from privpub.errors import ParameterError
+
+_METHODS = "hq_rtp|rtp|rtp_mm|hq_rtpmm|bt|bth"
+
+
+def _read_series(path: Path, column: str | None) -> np.ndarray:
+    if path.suffix in (".txt", ".npy"):
+        from privpub.stream import load_counts
+
+        return load_counts(path)
+    frame = read_table(path)
+    if column is None:
+        if frame.shape[1] != 1:
+            raise ParameterError(f"--column is required: {str(path)!r} has columns {list(frame.columns)}")
+        column = str(frame.columns[0])
+    if column not in frame.columns:
+        raise ParameterError(f"--column must name a column of {str(path)!r} {list(frame.columns)}, got {column!r}")
+    values = frame[column]
+    if not pd.api.types.is_numeric_dtype(values):
+        raise ParameterError(f"column {column!r} must be numeric, got dtype {values.dtype}")
+    return np.asarray(values.to_numpy())
+
+
+def _read_queries(path: Path) -> pd.DataFrame:
+    q = read_table(path)
+    missing = {"l", "r"} - set(q.columns)
+    if missing:
+        raise ParameterError(f"queries file must have columns l, r (and optionally time), missing {sorted(missing)}")
+    for c in [c for c in ("time", "l", "r") if c in q.columns]:
+        if not pd.api.types.is_integer_dtype(q[c]):
+            raise ParameterError(f"queries column {c!r} must hold integers, got dtype {q[c].dtype}")
+    return q
 
 
 def register(app: typer.Typer, reproduce_app: typer.Typer) -> None:
-    """Add this part's commands to the application."""
+    """Add ``privpub stream`` and ``privpub reproduce stream``."""
+
+    @app.command("stream")
+    @handle_errors
+    def stream(
+        input: Annotated[Path, typer.Argument(help="Count series: CSV/Parquet (with --column), .txt or .npy.")],
+        epsilon: Annotated[float, typer.Option("--epsilon", "-e", help="Event-level epsilon.")],
+        window: Annotated[int, typer.Option("--window", "-w", help="Sliding window W (queries must lie inside).")],
+        output: Annotated[Path, typer.Option("--output", "-o", help="Output CSV/Parquet.")],
+        column: Annotated[str | None, typer.Option("--column", "-c", help="Column holding the counts.")] = None,
+        method: Annotated[str, typer.Option("--method", "-m", help=_METHODS)] = "hq_rtp",
+        queries: Annotated[Path | None, typer.Option(
+            "--queries", "-q",
+            help="CSV with columns l, r (1-based, inclusive) and optionally time (items seen when asked; "
+            "default: all asked at the end).",
+        )] = None,
+        noise: Annotated[str, typer.Option("--noise", help="discrete (exact; integer counts) or laplace.")] = "discrete",
+        height: Annotated[int | None, typer.Option("--height", help="Tree height (HQ: the initial height).")] = None,
+        sensitivity: Annotated[float, typer.Option("--sensitivity", help="Max change of one item.")] = 1.0,
+        seed: Annotated[int | None, typer.Option("--seed", help="Random seed (omit: fresh OS entropy).")] = None,
+    ) -> None:
+        """Publish a count stream under event-level DP: noisy answers to range queries, or (without
+        --queries) the noisy per-step counts and prefix sums."""
+        from privpub.stream import make_publisher
+
+        data = _read_series(input, column)
+        kw: dict[str, object] = {"window": window, "epsilon": epsilon, "rng": seed, "noise": noise,
+                                 "sensitivity": sensitivity}
+        if height is not None:
+            kw["height"] = height
+        pub = make_publisher(method, **kw)
+        if queries is not None:
+            q = _read_queries(queries)
+            n = len(data)
+            qt = q["time"].to_numpy(np.int64) if "time" in q.columns else np.full(len(q), n, dtype=np.int64)
+            order = np.argsort(qt, kind="stable")
+            arr = np.stack([qt, q["l"].to_numpy(np.int64), q["r"].to_numpy(np.int64)], axis=1)[order]
+            answers = np.empty(len(q))
+            answers[order] = pub.replay(data, arr)
+            out = q.copy()
+            out["answer"] = answers
+        else:
+            arr = pub._check_items(data)
+            noisy = np.empty(arr.shape[0])
+            for a in range(0, arr.shape[0], window):
+                pub.extend(arr[a : a + window])
+                t = np.arange(a + 1, pub.t + 1, dtype=np.int64)
+                noisy[a : pub.t] = pub.answer(np.stack([t, t], axis=1), record=False)
+            out = pd.DataFrame({"time": np.arange(1, arr.shape[0] + 1), "noisy_count": noisy,
+                                "noisy_prefix": np.cumsum(noisy)})
+        path = write_table(out, output)
+        typer.echo(f"{pub.method}: {len(data)} items, epsilon={epsilon:g} (event-level), window={window}, "
+                   f"wrote {len(out)} rows to {path}")
+
+    @reproduce_app.command("stream")
+    @handle_errors
+    def reproduce_stream(
+        quick: Annotated[bool, typer.Option("--quick", help="2 repetitions, fewer sizes, 32768 items.")] = False,
+        out_dir: Annotated[Path | None, typer.Option(
+            "--out-dir", "-o", help="Output folder (default ./privpub-results/stream).")] = None,
+        data_dir: Annotated[Path | None, typer.Option("--data-dir", help="Dataset folder (default $PRIVPUB_DATA).")] = None,
+        seed: Annotated[int, typer.Option("--seed", help="Root seed.")] = 0,
+    ) -> None:
+        """Reproduce Figs 6-12 of the stream paper (RTP, HQ_RTP, RTP_MM, HQ_RTPMM, BT, BT_H)."""
+        from privpub.experiments._common import default_out_dir
+        from privpub.experiments.stream import reproduce
+
+        path = reproduce(out_dir or default_out_dir("stream"), quick=quick, data_dir=data_dir, rng=seed)
+        typer.echo(f"wrote {path}")

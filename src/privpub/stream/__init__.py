@@ -1,0 +1,66 @@
+"""Real-time publishing of count streams under event-level differential privacy.
+
+RTP (Fenwick trees of a fixed height), its adaptive variant HQ_RTP (tree heights chosen from
+predicted query lengths), their matrix-mechanism versions RTP_MM and HQ_RTPMM, and the textbook
+baselines BT (binary-tree counter, Chan-Shi-Song / Dwork et al.) and BTH (Honaker's
+least-squares tree). Paper: Wu, Huang, Ge, Sun, Computer Science 46(9), 2019
+(DOI 10.11896/j.issn.1002-137X.2019.09.013); spec: shared/specs/stream.md.
+
+The publishers are stateful: ``pub = HQRTP(window=W, epsilon=1.0, rng=0)``, then
+``pub.append(x)`` / ``pub.extend(items)``, ``pub.query(l, r)`` / ``pub.answer(queries)`` and
+``pub.ledger``.
+"""
+
+from __future__ import annotations
+
+from privpub.stream._binary import BT, BTH
+from privpub.stream._fenwick import HQRTP, HQRTPMM, RTP, RTPMM
+from privpub.stream._io import load_counts
+from privpub.stream._kernels import (
+    brute_force_nodes,
+    decompose,
+    expected_error,
+    expected_error_bt,
+    expected_error_bth,
+    expected_error_mm,
+    expected_error_mm_at,
+    expected_nodes,
+    expected_nodes_bt,
+    mm_budgets,
+    optimal_height,
+    optimal_height_bt,
+    optimal_height_bth,
+    optimal_height_mm,
+    paper_eq16,
+)
+from privpub.stream._predictors import EWMA, SMA
+from privpub.stream._registry import PUBLISHERS, make_publisher
+
+__all__ = [
+    "BT",
+    "BTH",
+    "EWMA",
+    "HQRTP",
+    "HQRTPMM",
+    "PUBLISHERS",
+    "RTP",
+    "RTPMM",
+    "SMA",
+    "brute_force_nodes",
+    "decompose",
+    "expected_error",
+    "expected_error_bt",
+    "expected_error_bth",
+    "expected_error_mm",
+    "expected_error_mm_at",
+    "expected_nodes",
+    "expected_nodes_bt",
+    "load_counts",
+    "make_publisher",
+    "mm_budgets",
+    "optimal_height",
+    "optimal_height_bt",
+    "optimal_height_bth",
+    "optimal_height_mm",
+    "paper_eq16",
+]

@@ -1,0 +1,30 @@
+"""The explicit registry of stream publishers (CLI, experiments, benchmarks)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from privpub.errors import ParameterError
+from privpub.stream._base import StreamPublisher
+from privpub.stream._binary import BT, BTH
+from privpub.stream._fenwick import HQRTP, HQRTPMM, RTP, RTPMM
+
+__all__ = ["PUBLISHERS", "make_publisher"]
+
+#: method name -> publisher class
+PUBLISHERS: dict[str, type[StreamPublisher]] = {
+    "rtp": RTP,
+    "hq_rtp": HQRTP,
+    "rtp_mm": RTPMM,
+    "hq_rtpmm": HQRTPMM,
+    "bt": BT,
+    "bth": BTH,
+}
+
+
+def make_publisher(method: str, **params: Any) -> StreamPublisher:
+    """Build a publisher by name (``"rtp"``, ``"hq_rtp"``, ``"rtp_mm"``, ``"hq_rtpmm"``, ``"bt"``, ``"bth"``)."""
+    cls = PUBLISHERS.get(method)
+    if cls is None:
+        raise ParameterError(f"method must be one of {sorted(PUBLISHERS)}, got {method!r}")
+    return cls(**params)
