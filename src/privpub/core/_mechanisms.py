@@ -96,7 +96,7 @@ def laplace(
     Examples
     --------
     >>> round(laplace(10.0, epsilon=1.0, rng=0), 3)
-    10.136
+    10.32
     """
     arr = check_array(values, "values", allow_empty=True).astype(np.float64)
     noisy = arr + laplace_noise(arr.shape, epsilon=epsilon, sensitivity=sensitivity, rng=rng)
