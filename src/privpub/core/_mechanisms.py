@@ -138,14 +138,14 @@ def _bernoulli_exp_unit(num: NDArray[np.int64], den: int, gen: np.random.Generat
     out = np.empty(n, dtype=bool)
     active = np.arange(n)
     act_num = num
-    k = np.ones(n, dtype=np.int64)
+    k = 1  # every still-active element is at the same step k of the loop
     while active.size:
-        success = gen.integers(0, den * k, dtype=np.int64) < act_num
+        success = gen.integers(0, den * k, size=active.size, dtype=np.int64) < act_num
         fail = ~success
-        out[active[fail]] = (k[fail] & 1) == 1
+        out[active[fail]] = (k & 1) == 1
         active = active[success]
         act_num = act_num[success]
-        k = k[success] + 1
+        k += 1
     return out
 
 
