@@ -1,9 +1,89 @@
-"""CLI commands of privpub.audit (filled in by that part)."""
+"""CLI commands of privpub.audit: ``privpub audit run`` and ``privpub audit list``."""
 
 from __future__ import annotations
 
+import math
+from pathlib import Path
+from typing import Annotated
+
+import pandas as pd
 import typer
+
+from privpub.cli._common import handle_errors, write_table
+
+audit_app = typer.Typer(
+    help="Empirical privacy audits: lower confidence bounds on epsilon with negative controls.",
+    no_args_is_help=True,
+)
 
 
 def register(app: typer.Typer, reproduce_app: typer.Typer) -> None:
-    """Add this part's commands to the application."""
+    """Add ``privpub audit ...`` to the application."""
+    app.add_typer(audit_app, name="audit")
+
+
+def _fmt(v: float) -> str:
+    return "" if isinstance(v, float) and math.isnan(v) else f"{v:.3f}"
+
+
+def markdown_table(frame: pd.DataFrame) -> str:
+    """The audit table as markdown (the format of docs/privacy.md)."""
+    lines = ["| step | declared ε | trials/input | 99% lower bound | exact ε | control | control bound | flagged |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for r in frame.itertuples():
+        lines.append(
+            f"| {r.case} | {r.epsilon:g} | {r.trials} | {_fmt(r.lower_bound)}{'' if r.passed else ' **FAIL**'} | "
+            f"{_fmt(r.exact_epsilon)} | {r.control} | {_fmt(r.control_lower_bound)} | "
+            f"{'yes' if r.control_flagged else '**NO**'} |"
+        )
+    return "\n".join(lines)
+
+
+@audit_app.command("run")
+@handle_errors
+def run(
+    full: Annotated[bool, typer.Option("--full", help="The full tier: 5x the trials, extra cases.")] = False,
+    part: Annotated[list[str] | None, typer.Option(
+        "--part", help="Only this part (repeatable): core, ldp, histogram, stream, spatial, decision, ldp_synth.")
+    ] = None,
+    seed: Annotated[int, typer.Option("--seed", help="Random seed of the audit.")] = 0,
+    output: Annotated[Path | None, typer.Option("--output", "-o", help="Also write the table (CSV).")] = None,
+    markdown: Annotated[bool, typer.Option("--markdown", help="Print a markdown table.")] = False,
+) -> None:
+    """Audit every private step against its declared epsilon, with its negative control.
+
+    Exits with code 1 if a step's lower bound exceeds its epsilon or a control is not flagged.
+    """
+    from privpub.audit import run_audits, skipped_parts
+
+    tier = "full" if full else "fast"
+    frame = run_audits(tier, parts=part, rng=seed,
+                       progress=lambda name: typer.echo(f"auditing {name} ...", err=True))
+    for name, reason in skipped_parts().items():
+        typer.echo(f"skipped {name}: {reason}", err=True)
+    if output is not None:
+        write_table(frame, output)
+    if markdown:
+        typer.echo(markdown_table(frame))
+    else:
+        cols = ["case", "epsilon", "trials", "lower_bound", "passed", "control_lower_bound", "control_flagged"]
+        typer.echo(frame[cols].to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+    bad = frame[~frame["passed"] | ~frame["control_flagged"]]
+    if not bad.empty:
+        typer.echo(f"FAILED: {', '.join(bad['case'])}", err=True)
+        raise typer.Exit(code=1)
+    typer.echo(f"all {len(frame)} audits passed; every negative control flagged", err=True)
+
+
+@audit_app.command("list")
+@handle_errors
+def list_cases(
+    full: Annotated[bool, typer.Option("--full", help="List the full tier.")] = False,
+) -> None:
+    """List the audited steps with their neighbouring inputs."""
+    from privpub.audit import audit_cases, skipped_parts
+
+    for case in audit_cases("full" if full else "fast"):
+        typer.echo(f"{case.name}  (epsilon {case.epsilon:g}; control: {case.control_note})\n    {case.neighbours}")
+    for name, reason in skipped_parts().items():
+        typer.echo(f"skipped {name}: {reason}")

@@ -1,0 +1,174 @@
+"""The library's own audit suite: one :class:`AuditCase` per private step, each with a negative control.
+
+A case names a mechanism, a worst-case pair of neighbouring inputs and the declared epsilon;
+its *control* is the same mechanism deliberately broken (noise scale halved or epsilon doubled),
+which the auditor must flag. :func:`run_audits` runs the cases of a tier and returns a table;
+``privpub audit run [--full]`` prints it (the numbers in docs/privacy.md).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+
+from privpub.audit._auditor import AuditResult, audit_epsilon
+from privpub.core import RNGLike, as_generator
+from privpub.errors import ParameterError
+
+__all__ = ["AuditCase", "audit_cases", "run_audits", "skipped_parts"]
+
+TIERS = ("fast", "full")
+#: trials of the full tier relative to the fast tier
+FULL_FACTOR = 5
+
+
+@dataclass(frozen=True)
+class AuditCase:
+    """One audited private step.
+
+    Attributes
+    ----------
+    name : str
+        ``"<part>.<step>"``.
+    part : str
+        ``"core"``, ``"ldp"`` or a part name.
+    mechanism : callable
+        ``mechanism(data, rng)`` (or ``mechanism(data, rng, n)`` when ``batch``).
+    x, x_neighbour : object
+        Worst-case neighbouring inputs.
+    epsilon : float
+        The epsilon the step declares.
+    trials : int
+        Runs per input in the fast tier (``FULL_FACTOR`` times more in the full tier).
+    neighbours : str
+        The neighbouring relation and why the pair is a worst case.
+    control : callable or None
+        The deliberately broken variant (same signature) that must be flagged.
+    control_note : str
+        What the control breaks.
+    batch : bool
+        Whether the mechanisms are batch mechanisms.
+    statistic : callable or None
+        Passed to :func:`audit_epsilon`.
+    exact : callable or None
+        Returns the exact epsilon of the step (small output spaces); checked to be ``<= epsilon``.
+    exact_control : callable or None
+        Returns the exact epsilon of the control (must exceed ``epsilon``).
+    full_only : bool
+        Run in the full tier only.
+    """
+
+    name: str
+    part: str
+    mechanism: Callable[..., Any]
+    x: Any
+    x_neighbour: Any
+    epsilon: float
+    trials: int
+    neighbours: str
+    control: Callable[..., Any] | None = None
+    control_note: str = "epsilon doubled"
+    batch: bool = False
+    statistic: Callable[[Any], float] | None = None
+    exact: Callable[[], float] | None = None
+    exact_control: Callable[[], float] | None = None
+    full_only: bool = False
+
+    def n_trials(self, tier: str) -> int:
+        return self.trials * (FULL_FACTOR if tier == "full" else 1)
+
+    def audit(self, *, tier: str = "fast", rng: RNGLike = 0, control: bool = False) -> AuditResult:
+        """Audit the mechanism (or, with ``control=True``, its broken variant)."""
+        mech = self.control if control else self.mechanism
+        if mech is None:
+            raise ParameterError(f"case {self.name!r} has no negative control")
+        return audit_epsilon(mech, self.x, self.x_neighbour, epsilon=self.epsilon,
+                             trials=self.n_trials(_tier(tier)), rng=rng, batch=self.batch,
+                             statistic=self.statistic)
+
+
+def _tier(tier: str) -> str:
+    if tier not in TIERS:
+        raise ParameterError(f"tier must be one of {TIERS}, got {tier!r}")
+    return tier
+
+
+def _builders() -> dict[str, Callable[[], list[AuditCase]]]:
+    from privpub.audit import _cases_core, _cases_parts
+
+    out: dict[str, Callable[[], list[AuditCase]]] = {
+        "core": _cases_core.core_cases,
+        "ldp": _cases_core.ldp_cases,
+    }
+    out.update(_cases_parts.PART_BUILDERS)
+    return out
+
+
+_SKIPPED: dict[str, str] = {}
+
+
+def audit_cases(tier: str = "fast", parts: list[str] | None = None) -> list[AuditCase]:
+    """The audit cases of a tier (``"fast"`` or ``"full"``), optionally for some parts only.
+
+    A part whose module cannot be imported (or whose public API lacks a step) is skipped; the
+    reason is available from :func:`skipped_parts`.
+    """
+    t = _tier(tier)
+    builders = _builders()
+    names = list(builders) if parts is None else list(parts)
+    unknown = [p for p in names if p not in builders]
+    if unknown:
+        raise ParameterError(f"parts must be among {sorted(builders)}, got {unknown}")
+    cases: list[AuditCase] = []
+    for name in names:
+        try:
+            built = builders[name]()
+        except (ImportError, AttributeError) as exc:
+            _SKIPPED[name] = f"{type(exc).__name__}: {exc}"
+            continue
+        _SKIPPED.pop(name, None)
+        cases.extend(c for c in built if t == "full" or not c.full_only)
+    return cases
+
+
+def skipped_parts() -> dict[str, str]:
+    """Parts skipped by the last :func:`audit_cases` call, with the reason."""
+    return dict(_SKIPPED)
+
+
+def run_audits(tier: str = "fast", *, parts: list[str] | None = None, rng: RNGLike = 0,
+               progress: Callable[[str], None] | None = None) -> pd.DataFrame:
+    """Run every case of a tier and its negative control; one row per case.
+
+    Columns: ``case``, ``part``, ``epsilon``, ``neighbours``, ``trials``, ``lower_bound``,
+    ``passed``, ``exact_epsilon``, ``control``, ``control_lower_bound``, ``control_flagged``,
+    ``exact_control``, ``seconds``.
+    """
+    gen = as_generator(rng)
+    rows = []
+    for case in audit_cases(tier, parts):
+        if progress is not None:
+            progress(case.name)
+        start = time.perf_counter()
+        res = case.audit(tier=tier, rng=gen)
+        ctl = case.audit(tier=tier, rng=gen, control=True) if case.control is not None else None
+        rows.append({
+            "case": case.name,
+            "part": case.part,
+            "epsilon": case.epsilon,
+            "neighbours": case.neighbours,
+            "trials": res.trials,
+            "lower_bound": res.lower_bound,
+            "passed": res.passed,
+            "exact_epsilon": case.exact() if case.exact is not None else float("nan"),
+            "control": case.control_note if ctl is not None else "",
+            "control_lower_bound": ctl.lower_bound if ctl is not None else float("nan"),
+            "control_flagged": (not ctl.passed) if ctl is not None else False,
+            "exact_control": case.exact_control() if case.exact_control is not None else float("nan"),
+            "seconds": time.perf_counter() - start,
+        })
+    return pd.DataFrame(rows)

@@ -1,0 +1,8 @@
+"""Make ``fuzz_strategies`` (the shared Hypothesis strategies of the fuzz tests) importable."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
