@@ -287,7 +287,9 @@ def lnmse(true: ArrayLike, estimates: ArrayLike, range_length: int | Sequence[in
     if e.ndim != 2 or e.shape[1] != t.shape[0]:
         raise ParameterError(f"estimates must have shape ({t.shape[0]},) or (T, {t.shape[0]}), got {e.shape}")
     scalar = isinstance(range_length, int | np.integer)
-    lengths: list[Any] = [range_length] if isinstance(range_length, int | np.integer) else list(range_length)
+    if not scalar and (isinstance(range_length, str | bytes) or not hasattr(range_length, "__iter__")):
+        raise ParameterError(f"range_length must be a positive int or a sequence of them, got {range_length!r}")
+    lengths: list[Any] = [range_length] if scalar else list(range_length)
     if not lengths:
         raise ParameterError("range_length must not be empty")
     n = t.shape[0]

@@ -101,36 +101,9 @@ def arrays(max_len: int = 6) -> st.SearchStrategy[Any]:
 
 #: Known defects in code this suite may not edit (reported to the lead; each has a strict-xfail
 #: reproducer in test_known_issues.py). entry point -> (exception type, message regex) tolerated.
-KNOWN: dict[str, list[tuple[type[BaseException], str]]] = {
-    # core: integral floats beyond int64 are cast without a range check
-    "core.discrete_laplace": [(RuntimeWarning, "invalid value encountered in cast"),
-                              (ValueError, "high is out of bounds")],  # scale >= 2**63 (epsilon ~ 1e-300)
-    "core.check_in_domain": [(RuntimeWarning, "invalid value encountered in cast")],
-    "core.check_counts": [(RuntimeWarning, "invalid value encountered in cast")],
-    # core: the `shape` of *_noise is passed to numpy unvalidated
-    "core.noise_shape": [(TypeError, ""), (ValueError, "negative dimensions|too big|high is out of bounds")],
-    # core: discrete_laplace_pmf does not validate z (ragged input; NaN gives NaN)
-    "core.discrete_laplace_pmf": [(ValueError, "inhomogeneous|could not convert"), (TypeError, ""),
-                                  (np.exceptions.ComplexWarning, "")],
-    # core: a sensitivity so small that epsilon / sensitivity overflows (e.g. 5e-324)
-    "core.selection": [(RuntimeWarning, "overflow encountered|invalid value encountered")],
-    # core: split() iterates `weights` without checking it is a sequence
-    "core.split": [(TypeError, "not iterable")],
-    # core: CategoricalAttribute iterates `categories` without checking it is a sequence
-    "core.CategoricalAttribute": [(TypeError, "not iterable")],
-    # ldp: epsilon > ~709 overflows math.exp; epsilon ~ 5e-324 gives p == q (division by zero);
-    # ragged or non-numeric values / reports / counts reach numpy unvalidated; sue_epsilon(f ~ 5e-324)
-    # divides by zero; variance(frequency=None) compares None
-    "ldp": [(OverflowError, "math range error"), (ZeroDivisionError, ""), (np.exceptions.ComplexWarning, ""),
-            (RuntimeWarning, "divide by zero|invalid value encountered|overflow encountered"),
-            (ValueError, "inhomogeneous|could not convert"), (AttributeError, "ndim"),
-            (TypeError, "not supported between|unsupported operand|must be real number|float\\(\\) argument")],
-}
-# metrics: lnmse iterates a scalar range_length it cannot use (e.g. NaN)
-KNOWN["metrics"] = [(TypeError, "not iterable")]
-# the parts inherit the core's discrete-Laplace defects (epsilon ~ 1e-300, counts beyond int64) and
-# the LDP overflow of math.exp for epsilon > ~709 (ldp_synth)
-KNOWN["parts"] = [*KNOWN["core.discrete_laplace"], (OverflowError, "math range error")]
+KNOWN: dict[str, list[tuple[type[BaseException], str]]] = {}
+# ldp_synth: f_from_epsilon overflows math.exp for epsilon > ~1400 (strict-xfail reproducer)
+KNOWN["parts"] = [(OverflowError, "math range error")]
 
 
 def call(fn: Callable[[], Any], known: str | None = None) -> tuple[bool, Any]:

@@ -79,6 +79,8 @@ def split(epsilon: float, weights: Sequence[float]) -> tuple[float, ...]:
     (0.25, 0.75)
     """
     eps = check_epsilon(epsilon)
+    if isinstance(weights, str | bytes) or not hasattr(weights, "__iter__"):
+        raise ParameterError(f"weights must be a sequence of positive numbers, got {weights!r}")
     ws = [check_real(w, "weights") for w in weights]
     if not ws:
         raise ParameterError("weights must not be empty, got []")

@@ -40,6 +40,10 @@ class CategoricalAttribute:
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
             raise ParameterError(f"attribute name must be a non-empty string, got {self.name!r}")
+        if isinstance(self.categories, str | bytes) or not hasattr(self.categories, "__iter__"):
+            raise ParameterError(
+                f"categories of {self.name!r} must be a sequence of labels, got {self.categories!r}"
+            )
         cats = tuple(str(c) for c in self.categories)
         if len(cats) == 0:
             raise ParameterError(f"categories of {self.name!r} must not be empty")

@@ -22,7 +22,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from privpub.core._rng import RNGLike, as_generator
-from privpub.core._validation import check_array, check_epsilon, check_real
+from privpub.core._validation import check_array, check_epsilon, check_int_values, check_real
 from privpub.errors import DomainError, ParameterError
 
 __all__ = [
@@ -47,6 +47,29 @@ def _check_sensitivity(sensitivity: Any) -> float:
     return out
 
 
+#: largest noise scale sensitivity / epsilon the samplers accept
+MAX_SCALE = 2.0**52
+
+
+def _check_scale(epsilon: float, sensitivity: float) -> float:
+    """``sensitivity / epsilon`` after checking it is a usable noise scale (and its inverse too)."""
+    scale = sensitivity / epsilon
+    if not math.isfinite(scale) or scale > MAX_SCALE or not math.isfinite(epsilon / sensitivity):
+        raise ParameterError(
+            f"sensitivity / epsilon must be a finite noise scale in (0, 2**52], got "
+            f"sensitivity={sensitivity:g}, epsilon={epsilon:g}"
+        )
+    return scale
+
+
+def _check_shape(shape: Any) -> tuple[int, ...]:
+    shp = (shape,) if not isinstance(shape, tuple | list) else tuple(shape)
+    for dim in shp:
+        if isinstance(dim, bool) or not isinstance(dim, int | np.integer) or int(dim) < 0:
+            raise ParameterError(f"shape must be a non-negative int or a tuple of them, got {shape!r}")
+    return tuple(int(d) for d in shp)
+
+
 # ---------------------------------------------------------------------------------------------
 # Laplace
 # ---------------------------------------------------------------------------------------------
@@ -56,7 +79,8 @@ def laplace_noise(
     """Draw continuous Laplace noise of scale ``sensitivity / epsilon`` with the given shape."""
     eps = check_epsilon(epsilon)
     sens = _check_sensitivity(sensitivity)
-    return as_generator(rng).laplace(0.0, sens / eps, size=shape)
+    scale = _check_scale(eps, sens)
+    return as_generator(rng).laplace(0.0, scale, size=_check_shape(shape))
 
 
 @overload
@@ -116,6 +140,7 @@ def rational_scale(epsilon: float, sensitivity: float = 1.0) -> tuple[int, int]:
     """
     eps = check_epsilon(epsilon)
     sens = _check_sensitivity(sensitivity)
+    _check_scale(eps, sens)
     exact = Fraction(sens) / Fraction(eps)
     decimal = Fraction(repr(sens)) / Fraction(repr(eps))
     for cand in (decimal, exact):
@@ -210,7 +235,7 @@ def discrete_laplace_noise(
     holes. The scale is :func:`rational_scale` (never below ``sensitivity / epsilon``).
     """
     t, s = rational_scale(epsilon, sensitivity)
-    shp = (shape,) if isinstance(shape, int) else tuple(shape)
+    shp = _check_shape(shape)
     size = int(np.prod(shp)) if shp else 1
     return _discrete_laplace_exact(size, t, s, as_generator(rng)).reshape(shp)
 
@@ -220,8 +245,9 @@ def discrete_laplace_pmf(z: ArrayLike, *, epsilon: float, sensitivity: float = 1
 
     ``P[Z = z] = (1 - p) / (1 + p) * p**|z|`` with ``p = exp(-epsilon / sensitivity)``.
     """
-    p = math.exp(-check_epsilon(epsilon) / _check_sensitivity(sensitivity))
-    zz = np.abs(np.asarray(z, dtype=np.float64))
+    eps = check_epsilon(epsilon)
+    p = math.exp(-eps / _check_sensitivity(sensitivity))
+    zz = np.abs(check_array(z, "z", allow_empty=True).astype(np.float64))
     return (1 - p) / (1 + p) * np.power(p, zz)
 
 
@@ -264,7 +290,7 @@ def discrete_laplace(
     if arr.dtype.kind == "f" and not np.all(arr == np.round(arr)):
         raise DomainError("values must be integers for the discrete Laplace mechanism; "
                           "use privpub.core.laplace for real-valued queries")
-    ints = arr.astype(np.int64)
+    ints = check_int_values(arr, "values")
     noisy = ints + discrete_laplace_noise(ints.shape, epsilon=epsilon, sensitivity=sensitivity, rng=rng)
     return int(noisy) if noisy.ndim == 0 else noisy
 
@@ -276,6 +302,18 @@ def _check_scores(scores: ArrayLike) -> NDArray[np.float64]:
     return check_array(scores, "scores", ndim=1).astype(np.float64)
 
 
+def _logits(u: NDArray[np.float64], eps: float, sens: float, monotone: bool) -> NDArray[np.float64]:
+    factor = eps / ((1.0 if monotone else 2.0) * sens)
+    with np.errstate(over="ignore", invalid="ignore"):
+        logits = factor * u
+    if not np.all(np.isfinite(logits)):
+        raise ParameterError(
+            "epsilon * scores / sensitivity overflows; rescale the scores or the sensitivity "
+            f"(largest |score| {np.max(np.abs(u)):g}, epsilon={eps:g}, sensitivity={sens:g})"
+        )
+    return logits
+
+
 def exponential_mechanism_probabilities(
     scores: ArrayLike, *, epsilon: float, sensitivity: float = 1.0, monotone: bool = False
 ) -> NDArray[np.float64]:
@@ -283,7 +321,8 @@ def exponential_mechanism_probabilities(
     u = _check_scores(scores)
     eps = check_epsilon(epsilon)
     sens = _check_sensitivity(sensitivity)
-    logits = eps * u / ((1.0 if monotone else 2.0) * sens)
+    _check_scale(eps, sens)
+    logits = _logits(u, eps, sens, monotone)
     logits -= logits.max()
     w = np.exp(logits)
     return np.asarray(w / w.sum(), dtype=np.float64)
@@ -328,8 +367,9 @@ def exponential_mechanism(
     u = _check_scores(scores)
     eps = check_epsilon(epsilon)
     sens = _check_sensitivity(sensitivity)
+    _check_scale(eps, sens)
     gen = as_generator(rng)
-    logits = eps * u / ((1.0 if monotone else 2.0) * sens)
+    logits = _logits(u, eps, sens, monotone)
     return int(np.argmax(logits + gen.gumbel(size=u.shape[0])))
 
 
@@ -376,6 +416,6 @@ def report_noisy_max(
     u = _check_scores(scores)
     eps = check_epsilon(epsilon)
     sens = _check_sensitivity(sensitivity)
-    scale = (1.0 if monotone else 2.0) * sens / eps
+    scale = (1.0 if monotone else 2.0) * _check_scale(eps, sens)
     gen = as_generator(rng)
     return int(np.argmax(u + gen.laplace(0.0, scale, size=u.shape[0])))

@@ -14,8 +14,13 @@ from numpy.typing import ArrayLike, NDArray
 
 from privpub.errors import DomainError, ParameterError
 
+#: integer inputs must stay within this magnitude (int64 with headroom for added noise)
+INT_LIMIT = 2**62
+
 __all__ = [
+    "INT_LIMIT",
     "check_array",
+    "check_int_values",
     "check_counts",
     "check_epsilon",
     "check_in_domain",
@@ -123,6 +128,20 @@ def check_array(
     return arr
 
 
+def check_int_values(arr: NDArray[Any], name: str) -> NDArray[np.int64]:
+    """Convert an already checked numeric array of integral values to int64, refusing fractions
+    and magnitudes beyond ``INT_LIMIT`` (which an int64 cast would silently corrupt)."""
+    if arr.dtype.kind == "f":
+        if not np.all(arr == np.round(arr)):
+            bad = arr[arr != np.round(arr)].flat[0]
+            raise DomainError(f"{name} must hold integers, got non-integral values such as {bad}")
+        if arr.size and np.max(np.abs(arr)) > INT_LIMIT:
+            raise DomainError(f"{name} must lie within +-2**62, got magnitude {np.max(np.abs(arr)):g}")
+    elif arr.dtype.kind == "u" and arr.size and int(arr.max()) > INT_LIMIT:
+        raise DomainError(f"{name} must lie within +-2**62, got {int(arr.max())}")
+    return arr.astype(np.int64)
+
+
 def check_counts(counts: ArrayLike, name: str = "counts", *, ndim: int | None = 1) -> NDArray[np.int64]:
     """Return ``counts`` as an int64 array of non-negative integers.
 
@@ -130,22 +149,21 @@ def check_counts(counts: ArrayLike, name: str = "counts", *, ndim: int | None = 
     NaN and infinities raise :class:`DomainError`.
     """
     arr = check_array(counts, name, ndim=ndim)
-    if arr.dtype.kind == "f":
-        if not np.all(arr == np.round(arr)):
-            raise DomainError(f"{name} must hold integers, got non-integral values such as "
-                              f"{arr[arr != np.round(arr)].flat[0]}")
-    if np.any(arr < 0):
-        raise DomainError(f"{name} must be non-negative, got minimum {arr.min()}")
-    return arr.astype(np.int64)
+    ints = check_int_values(arr, name)
+    if np.any(ints < 0):
+        raise DomainError(f"{name} must be non-negative, got minimum {ints.min()}")
+    return ints
 
 
 def check_in_domain(values: ArrayLike, name: str, size: int) -> NDArray[np.int64]:
     """Return ``values`` as int64 codes after checking each lies in ``{0, ..., size - 1}``."""
     arr = check_array(values, name, allow_empty=False)
-    if arr.dtype.kind == "f":
-        if not np.all(arr == np.round(arr)):
-            raise DomainError(f"{name} must hold integer codes in [0, {size - 1}], got non-integral values")
-    codes = arr.astype(np.int64)
+    if arr.dtype.kind == "f" and not np.all(arr == np.round(arr)):
+        raise DomainError(f"{name} must hold integer codes in [0, {size - 1}], got non-integral values")
+    if arr.dtype.kind == "f" and arr.size and np.max(np.abs(arr)) > INT_LIMIT:
+        raise DomainError(f"{name} must hold integer codes in [0, {size - 1}] (the declared domain), "
+                          f"got {arr[np.abs(arr) > INT_LIMIT].flat[0]:g}")
+    codes = check_int_values(arr, name) if arr.dtype.kind != "f" else arr.astype(np.int64)
     if codes.size and (codes.min() < 0 or codes.max() >= size):
         bad = codes[(codes < 0) | (codes >= size)].flat[0]
         raise DomainError(

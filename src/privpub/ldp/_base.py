@@ -24,16 +24,21 @@ from numpy.typing import ArrayLike, NDArray
 from privpub.core import (
     RNGLike,
     as_generator,
+    check_array,
     check_counts,
     check_epsilon,
     check_in_domain,
     check_positive_int,
+    check_real,
 )
 from privpub.errors import ParameterError
 
 __all__ = ["FrequencyOracle", "run_chunks", "threshold_down", "threshold_up", "uniform32"]
 
 _TWO32 = 1 << 32
+#: largest epsilon accepted by the local randomisers
+MAX_LOCAL_EPSILON = 40.0
+
 #: worker threads for chunked client kernels (numpy releases the GIL in them)
 N_THREADS = max(1, min(4, os.cpu_count() or 1))
 
@@ -92,12 +97,29 @@ class FrequencyOracle(ABC):
     def _epsilon(self, epsilon: float | None) -> float:
         if epsilon is None:
             raise ParameterError(f"epsilon must be given to {type(self).__name__}, got None")
-        return check_epsilon(epsilon)
+        eps = check_epsilon(epsilon)
+        if eps > MAX_LOCAL_EPSILON:
+            raise ParameterError(
+                f"epsilon must be <= {MAX_LOCAL_EPSILON:g} for a local randomiser (beyond that the "
+                f"32-bit response probabilities cannot represent it), got {eps:g}"
+            )
+        return eps
+
+    def _pq_for_estimation(self, epsilon: float | None) -> tuple[float, float]:
+        p, q = self.probabilities(epsilon)
+        if not p > q:
+            raise ParameterError(
+                f"epsilon={epsilon!r} is too small: the randomiser's p and q coincide, so nothing "
+                "can be estimated"
+            )
+        return p, q
 
     # -- client --------------------------------------------------------------------------------
     def _values(self, values: ArrayLike) -> NDArray[np.int64]:
-        return check_in_domain(np.asarray(values).reshape(-1) if np.ndim(values) == 0 else values,
-                               "values", self.domain_size)
+        codes = check_in_domain(values, "values", self.domain_size)
+        if codes.ndim > 1:
+            raise ParameterError(f"values must be 1-dimensional (one value per user), got shape {codes.shape}")
+        return codes.reshape(-1)
 
     @abstractmethod
     def perturb(self, values: ArrayLike, *, epsilon: float | None = None, rng: RNGLike = None) -> NDArray[Any]:
@@ -116,8 +138,8 @@ class FrequencyOracle(ABC):
         self, support: ArrayLike, n: int, *, epsilon: float | None = None
     ) -> NDArray[np.float64]:
         """Unbiased counts ``(support - n q) / (p - q)`` from support counts of ``n`` users."""
-        p, q = self.probabilities(epsilon)
-        sup = np.asarray(support, dtype=np.float64)
+        p, q = self._pq_for_estimation(epsilon)
+        sup = check_array(support, "support").astype(np.float64)
         if sup.shape != (self.domain_size,):
             raise ParameterError(f"support must have shape ({self.domain_size},), got {sup.shape}")
         return (sup - n * q) / (p - q)
@@ -134,9 +156,11 @@ class FrequencyOracle(ABC):
         usual approximation (Wang et al. 2017).
         """
         nn = check_positive_int(n, "n")
-        if not 0.0 <= frequency <= 1.0:
-            raise ParameterError(f"frequency must be in [0, 1], got {frequency}")
-        p, q = self.probabilities(epsilon)
+        freq = check_real(frequency, "frequency")
+        if not 0.0 <= freq <= 1.0:
+            raise ParameterError(f"frequency must be in [0, 1], got {freq}")
+        frequency = freq
+        p, q = self._pq_for_estimation(epsilon)
         return nn * (frequency * p * (1 - p) + (1 - frequency) * q * (1 - q)) / (p - q) ** 2
 
     # -- simulation ----------------------------------------------------------------------------

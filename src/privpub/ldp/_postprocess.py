@@ -6,12 +6,15 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from privpub.core import check_array, check_real, isotonic_regression
-from privpub.errors import ParameterError
+from privpub.errors import DomainError, ParameterError
 
 __all__ = ["clip_renormalise", "isotonic_regression", "norm_sub"]
 
 
 def _total(total: float | None, est: NDArray[np.float64]) -> float:
+    with np.errstate(over="ignore"):
+        if not np.isfinite(np.abs(est).sum()):
+            raise DomainError("estimates are too large to normalise (their sum overflows)")
     t = float(est.sum()) if total is None else check_real(total, "total")
     if t < 0:
         raise ParameterError(f"total must be >= 0, got {t}")

@@ -22,12 +22,15 @@ _CHUNK_WORDS = 1 << 16
 
 def sue_flip_probability(epsilon: float) -> float:
     """RAPPOR flip probability ``f = 2 / (1 + e^(eps/2))`` giving epsilon-LDP for a one-hot vector."""
-    return 2.0 / (1.0 + math.exp(check_epsilon(epsilon) / 2.0))
+    half = check_epsilon(epsilon) / 2.0
+    return 2.0 * math.exp(-half) / (1.0 + math.exp(-half))
 
 
 def sue_epsilon(f: float) -> float:
     """The LDP epsilon of one-hot RAPPOR with flip probability ``f``: ``2 ln((1 - f/2) / (f/2))``."""
     ff = check_probability(f, "f")
+    if ff / 2.0 == 0.0:
+        raise ParameterError(f"f must be a flip probability whose half is representable, got {ff!r}")
     return 2.0 * math.log((1.0 - ff / 2.0) / (ff / 2.0))
 
 
@@ -108,7 +111,10 @@ class UnaryEncoding(FrequencyOracle):
 
     def aggregate(self, reports: ArrayLike, *, epsilon: float | None = None) -> NDArray[np.int64]:
         """Support counts (ones per column) of bool ``(n, d)`` or packed ``(n, ceil(d/8))`` reports."""
-        r = np.asarray(reports)
+        try:
+            r = np.asarray(reports)
+        except (TypeError, ValueError) as exc:
+            raise ParameterError(f"reports must be an (n, {self.domain_size}) array of bits") from exc
         d = self.domain_size
         if r.ndim == 2 and r.dtype == np.uint8 and r.shape[1] == self.packed_width and r.shape[1] != d:
             n_words = (d + 63) // 64
@@ -207,5 +213,5 @@ class OUE(UnaryEncoding):
 
     def probabilities(self, epsilon: float | None = None) -> tuple[float, float]:
         eps = self._epsilon(epsilon)
-        return 0.5, threshold_up(1.0 / (1.0 + math.exp(eps))) / 2**32
+        return 0.5, threshold_up(math.exp(-eps) / (1.0 + math.exp(-eps))) / 2**32
 
