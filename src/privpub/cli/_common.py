@@ -12,7 +12,7 @@ import typer
 
 from privpub.errors import DataNotFoundError, ParameterError, PrivpubError
 
-__all__ = ["handle_errors", "read_table", "write_table"]
+__all__ = ["handle_errors", "read_json", "read_table", "write_table"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -37,8 +37,8 @@ def handle_errors(func: F) -> F:
 def read_table(path: Path | str) -> pd.DataFrame:
     """Read a CSV or Parquet file into a DataFrame; errors name the file."""
     p = Path(path)
-    if not p.exists():
-        raise DataNotFoundError(f"input file {str(p)!r} does not exist")
+    if not p.is_file():
+        raise DataNotFoundError(f"input file {str(p)!r} does not exist or is not a file")
     suffix = p.suffix.lower()
     if suffix in (".parquet", ".pq"):
         try:
@@ -51,6 +51,19 @@ def read_table(path: Path | str) -> pd.DataFrame:
         return pd.read_csv(p)
     except (pd.errors.ParserError, UnicodeDecodeError, pd.errors.EmptyDataError) as exc:
         raise ParameterError(f"could not read {str(p)!r} as CSV: {exc}") from exc
+
+
+def read_json(path: Path | str, what: str) -> Any:
+    """Read a JSON file (a schema, a taxonomy); every failure is a privpub error naming the file."""
+    import json
+
+    p = Path(path)
+    if not p.is_file():
+        raise DataNotFoundError(f"{what} file {str(p)!r} does not exist or is not a file")
+    try:
+        return json.loads(p.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError, OSError) as exc:
+        raise ParameterError(f"{what} file {str(p)!r} is not valid UTF-8 JSON: {exc}") from exc
 
 
 def write_table(frame: pd.DataFrame, path: Path | str) -> Path:

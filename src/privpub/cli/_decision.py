@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
-from privpub.cli._common import handle_errors, read_table, write_table
-from privpub.errors import DataNotFoundError, ParameterError
+from privpub.cli._common import handle_errors, read_json, read_table, write_table
+from privpub.errors import ParameterError
 
 _DATASET_SCHEMAS = ("adult", "iris", "census_income_kdd")
 
@@ -24,12 +23,7 @@ def _load_schema(schema_path: Path | None, dataset: str | None, target: str, cla
             f"--dataset-schema NAME (one of {', '.join(_DATASET_SCHEMAS)})"
         )
     if schema_path is not None:
-        if not schema_path.exists():
-            raise DataNotFoundError(f"schema file {str(schema_path)!r} does not exist")
-        try:
-            spec = json.loads(schema_path.read_text(encoding="utf-8"))
-        except json.JSONDecodeError as exc:
-            raise ParameterError(f"schema file {str(schema_path)!r} is not valid JSON: {exc}") from exc
+        spec = read_json(schema_path, "schema")
         if classes is not None:
             spec = {**spec, "class_name": target, "classes": [c.strip() for c in classes.split(",") if c.strip()]}
         schema = Schema.from_dict(spec)

@@ -68,7 +68,10 @@ def register(app: typer.Typer, reproduce_app: typer.Typer) -> None:
         for col in (x, y):
             if col not in frame.columns:
                 raise DomainError(f"column {col!r} is not in {str(input)!r} (columns: {', '.join(frame.columns)})")
-        pts = frame[[x, y]].to_numpy(dtype=np.float64)
+        try:
+            pts = frame[[x, y]].to_numpy(dtype=np.float64)
+        except (TypeError, ValueError) as exc:
+            raise DomainError(f"columns {x!r} and {y!r} must hold numbers: {exc}") from exc
         release = PUBLISHERS[method](clip=clip).publish(pts, bounds=box, epsilon=epsilon, rng=seed, mode=mode)
         release.to_json(output)
         typer.echo(f"{method}: {release.n_leaves} leaves from {release.n_users} users, "

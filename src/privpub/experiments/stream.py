@@ -19,10 +19,10 @@ import pandas as pd
 from numpy.typing import NDArray
 
 from privpub.core import RNGLike, as_generator
+from privpub.datasets import load_counts
 from privpub.errors import DataNotFoundError
 from privpub.experiments._common import DemoRow, resolve_data_dir
 from privpub.stream import make_publisher
-from privpub.stream._io import load_counts
 
 __all__ = ["analytic_mse", "demo", "make_queries", "reproduce", "run_method", "stand_in_per_second", "synthetic_stream"]
 

@@ -13,9 +13,9 @@ The publishers are stateful: ``pub = HQRTP(window=W, epsilon=1.0, rng=0)``, then
 
 from __future__ import annotations
 
+from privpub.datasets import load_counts
 from privpub.stream._binary import BT, BTH
 from privpub.stream._fenwick import HQRTP, HQRTPMM, RTP, RTPMM
-from privpub.stream._io import load_counts
 from privpub.stream._kernels import (
     brute_force_nodes,
     decompose,
