@@ -39,7 +39,7 @@ def bernoulli_words(n_words: int, threshold: int, bits: int, gen: np.random.Gene
                 np.bitwise_xor(und, w, out=und)
                 res |= und
             und = w
-            if np.count_nonzero(und) < n_words // 2:
+            if np.count_nonzero(und) < n_words // 8:
                 active = np.flatnonzero(und)
         else:
             if active.size == 0:

@@ -119,10 +119,20 @@ class UnaryEncoding(FrequencyOracle):
         if r.ndim == 2 and r.dtype == np.uint8 and r.shape[1] == self.packed_width and r.shape[1] != d:
             n_words = (d + 63) // 64
             if r.shape[1] == n_words * 8 and r.flags.c_contiguous:
-                return column_bit_counts(r.view(np.uint64), d)
-            buf = np.zeros((r.shape[0], n_words * 8), dtype=np.uint8)
-            buf[:, : r.shape[1]] = r
-            return column_bit_counts(buf.view(np.uint64), d)
+                words = r.view(np.uint64)
+            else:
+                buf = np.zeros((r.shape[0], n_words * 8), dtype=np.uint8)
+                buf[:, : r.shape[1]] = r
+                words = buf.view(np.uint64)
+            rows = 255 * 256
+            starts = list(range(0, words.shape[0], rows))
+            partial = np.zeros((len(starts), d), dtype=np.int64)
+
+            def count(k: int) -> None:
+                partial[k] = column_bit_counts(words[starts[k] : starts[k] + rows], d)
+
+            run_chunks(count, len(starts))
+            return partial.sum(axis=0)
         if r.ndim != 2 or r.shape[1] != d:
             raise ParameterError(
                 f"reports must have shape (n, {d}) (bool) or (n, {self.packed_width}) (packed uint8), "
