@@ -81,7 +81,10 @@ def _as_distribution(values: NDArray[np.float64], name: str, axis: int | None, *
             raise DomainError(f"{name} must be non-negative, got minimum {values.min()}")
     else:
         values = np.maximum(values, 0.0)
-    total = values.sum(axis=axis, keepdims=True)
+    with np.errstate(over="ignore"):
+        total = values.sum(axis=axis, keepdims=True)
+    if not np.all(np.isfinite(total)):
+        raise DomainError(f"{name} is too large to normalise (its sum overflows float64)")
     if reference and np.any(total <= 0):
         raise DomainError(f"{name} must have a positive sum, got 0")
     size = values.size if axis is None else values.shape[axis]

@@ -102,8 +102,6 @@ def arrays(max_len: int = 6) -> st.SearchStrategy[Any]:
 #: Known defects in code this suite may not edit (reported to the lead; each has a strict-xfail
 #: reproducer in test_known_issues.py). entry point -> (exception type, message regex) tolerated.
 KNOWN: dict[str, list[tuple[type[BaseException], str]]] = {}
-# ldp_synth: f_from_epsilon overflows math.exp for epsilon > ~1400 (strict-xfail reproducer)
-KNOWN["parts"] = [(OverflowError, "math range error")]
 
 
 def call(fn: Callable[[], Any], known: str | None = None) -> tuple[bool, Any]:

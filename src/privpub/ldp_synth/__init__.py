@@ -1,0 +1,57 @@
+"""Local-DP high-dimensional synthetic data through a Bayesian network (paper 000).
+
+Ren X B, Xu J Y, Yang X Y, Yang S S. Bayesian network-based high-dimensional crowdsourced data
+publication with local differential privacy (in Chinese). Sci Sin Inform 49:1586-1605, 2019.
+doi:10.1360/SSI-2019-0119.
+
+Clients one-hot encode each attribute and flip each bit with probability f (RAPPOR, through
+:class:`privpub.ldp.SUE`); the server estimates low-order joints by EM (or a fast linear
+estimator), builds a Bayesian network of in-degree k greedily by mutual information, and samples a
+synthetic table. Each report is ``2 d ln((2 - f)/f)``-LDP; everything after it is post-processing.
+
+Examples
+--------
+>>> from privpub.ldp_synth import epsilon_from_f
+>>> round(epsilon_from_f(0.5, d=15), 2)
+32.96
+"""
+
+from __future__ import annotations
+
+from privpub.ldp_synth._client import (
+    LDPReports,
+    encode,
+    epsilon_from_f,
+    f_from_epsilon,
+    perturb_codes,
+    simulate_clients,
+)
+from privpub.ldp_synth._evaluation import EmpiricalJoints, edge_accuracy, i_sum, marginal_errors, svm_accuracy
+from privpub.ldp_synth._network import build_network, conditional_tables, edges, sample_synthetic
+from privpub.ldp_synth._store import METHODS, JointEstimate, ReportStore, estimate_joint
+from privpub.ldp_synth._synthesizer import LDPBayesRelease, LDPBayesSynthesizer, sample_independent
+
+__all__ = [
+    "METHODS",
+    "EmpiricalJoints",
+    "JointEstimate",
+    "LDPBayesRelease",
+    "LDPBayesSynthesizer",
+    "LDPReports",
+    "ReportStore",
+    "build_network",
+    "conditional_tables",
+    "edge_accuracy",
+    "edges",
+    "encode",
+    "epsilon_from_f",
+    "estimate_joint",
+    "f_from_epsilon",
+    "i_sum",
+    "marginal_errors",
+    "perturb_codes",
+    "sample_independent",
+    "sample_synthetic",
+    "simulate_clients",
+    "svm_accuracy",
+]
