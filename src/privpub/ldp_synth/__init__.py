@@ -32,12 +32,12 @@ from privpub.ldp_synth._store import METHODS, JointEstimate, ReportStore, estima
 from privpub.ldp_synth._synthesizer import LDPBayesRelease, LDPBayesSynthesizer, sample_independent
 
 __all__ = [
-    "METHODS",
     "EmpiricalJoints",
     "JointEstimate",
     "LDPBayesRelease",
     "LDPBayesSynthesizer",
     "LDPReports",
+    "METHODS",
     "ReportStore",
     "build_network",
     "conditional_tables",
