@@ -8,19 +8,15 @@ from typing import Annotated
 
 import typer
 
-from privpub.cli._common import handle_errors, read_table, write_table
-from privpub.errors import DataNotFoundError, ParameterError
+from privpub.cli._common import handle_errors, read_json, read_table, write_table
+from privpub.core import Schema
+from privpub.errors import ParameterError
 
 
-def _load_schema(path: Path):  # type: ignore[no-untyped-def]
-    from privpub.core import Schema
-
-    if not path.exists():
-        raise DataNotFoundError(f"schema file {str(path)!r} does not exist")
-    try:
-        data = json.loads(path.read_text())
-    except json.JSONDecodeError as exc:
-        raise ParameterError(f"schema file {str(path)!r} is not valid JSON: {exc}") from exc
+def _load_schema(path: Path) -> Schema:
+    data = read_json(path, "schema")
+    if not isinstance(data, dict):
+        raise ParameterError(f"schema file {str(path)!r} must hold a JSON object with 'attributes'")
     return Schema.from_dict(data)
 
 

@@ -292,15 +292,22 @@ class Schema:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Schema:
+        """Build a schema from :meth:`to_dict` output (e.g. a JSON file); malformed input raises
+        :class:`~privpub.errors.ParameterError`."""
+        if not isinstance(data, Mapping):
+            raise ParameterError(f"a schema must be a mapping with 'attributes', got {type(data).__name__}")
         attrs: list[Attribute] = []
-        for spec in data.get("attributes", []):
-            kind = spec.get("type")
-            if kind == "categorical":
-                attrs.append(CategoricalAttribute(spec["name"], spec["categories"], spec.get("taxonomy")))
-            elif kind == "numeric":
-                attrs.append(NumericAttribute(spec["name"], spec["lo"], spec["hi"], spec.get("resolution", 1.0)))
-            else:
-                raise ParameterError(f"attribute type must be 'categorical' or 'numeric', got {kind!r}")
+        try:
+            for spec in data.get("attributes", []):
+                kind = spec.get("type")
+                if kind == "categorical":
+                    attrs.append(CategoricalAttribute(spec["name"], spec["categories"], spec.get("taxonomy")))
+                elif kind == "numeric":
+                    attrs.append(NumericAttribute(spec["name"], spec["lo"], spec["hi"], spec.get("resolution", 1.0)))
+                else:
+                    raise ParameterError(f"attribute type must be 'categorical' or 'numeric', got {kind!r}")
+        except (KeyError, TypeError, AttributeError) as exc:
+            raise ParameterError(f"malformed schema attribute: {exc!r}") from exc
         classes = data.get("classes")
         return cls(attrs, class_name=data.get("class_name"), classes=tuple(classes) if classes else None)
 
