@@ -80,7 +80,7 @@ def main() -> None:
         "Per-user cost is O(users x cells) random bits (OUE sends one bit per cell), so it follows "
         "the domain size: KDG-HT's few hundred leaves take about a second for 10^6 users, while "
         "GT-R's 65,536-cell last level (125,000 users x 65,536 bits) alone needs ~8 * 10^9 "
-        "random bits, which misses the 30 s goal. That is the protocol's communication cost, "
+        "random bits, which dominates its time. That is the protocol's communication cost, "
         "not an implementation overhead (the simulation path draws the same aggregates exactly).",
     ]
     text = "\n".join(lines) + "\n"
