@@ -40,7 +40,7 @@ def dlap_fit_pvalue(sample: np.ndarray, epsilon: float) -> float:
 
 
 @pytest.mark.statistical
-@pytest.mark.parametrize("epsilon", [0.3, 1.0, 2.5])
+@pytest.mark.parametrize("epsilon", [0.0625, 0.1, 0.3, 1.0, 2.5])
 def test_discrete_laplace_matches_pmf_on_a_million_draws(epsilon: float) -> None:
     sample = discrete_laplace_noise(10**6, epsilon=epsilon, rng=11)
     assert dlap_fit_pvalue(sample, epsilon) > 1e-4

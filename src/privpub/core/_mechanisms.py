@@ -153,17 +153,19 @@ def rational_scale(epsilon: float, sensitivity: float = 1.0) -> tuple[int, int]:
     return up.numerator, up.denominator
 
 
-def _bernoulli_exp_unit(num: NDArray[np.int64], den: int, gen: np.random.Generator) -> NDArray[np.bool_]:
-    """Exact Bernoulli(exp(-num/den)) for integer ``0 <= num <= den`` ([CKS20]_, Alg. 1).
+def _bernoulli_exp_loop(
+    num: NDArray[np.int64], den: int, gen: np.random.Generator, k0: int = 1
+) -> NDArray[np.bool_]:
+    """[CKS20]_'s loop for Bernoulli(exp(-num/den)) started at step ``k0`` (steps before it succeeded).
 
-    Draws A_k ~ Bernoulli(gamma / k) for k = 1, 2, ... until the first failure and returns
+    Draws A_k ~ Bernoulli(gamma / k) for k = k0, k0 + 1, ... until the first failure and returns
     whether that k is odd; every Bernoulli(a/b) is an exact integer comparison.
     """
     n = num.shape[0]
     out = np.empty(n, dtype=bool)
     active = np.arange(n)
     act_num = num
-    k = 1  # every still-active element is at the same step k of the loop
+    k = k0  # every still-active element is at the same step k of the loop
     while active.size:
         success = gen.integers(0, den * k, size=active.size, dtype=np.int64) < act_num
         fail = ~success
@@ -171,6 +173,51 @@ def _bernoulli_exp_unit(num: NDArray[np.int64], den: int, gen: np.random.Generat
         active = active[success]
         act_num = act_num[success]
         k += 1
+    return out
+
+
+_TABLE_LIMIT = 1 << 62
+_TABLE_CACHE: dict[int, tuple[int, int, NDArray[np.int64]]] = {}
+
+
+def _exp_table(den: int) -> tuple[int, int, NDArray[np.int64]] | None:
+    """For small ``den``: the loop's first ``m`` steps as one draw. ``P[K > k] = (u/den)^k / k!``,
+    so with ``R`` uniform on ``{0, ..., D - 1}``, ``D = den^m m!``, K > k exactly when
+    ``R < u^k den^(m-k) m!/k!``. Returns ``(m, D, thresholds[u, k-1])`` or None if m < 4."""
+    if den in _TABLE_CACHE:
+        return _TABLE_CACHE[den]
+    m = 0
+    while den ** (m + 1) * math.factorial(m + 1) < _TABLE_LIMIT:
+        m += 1
+    if m < 4 or den > 4096:
+        return None
+    big = den**m * math.factorial(m)
+    table = np.array(
+        [[u**k * den ** (m - k) * (math.factorial(m) // math.factorial(k)) for k in range(1, m + 1)]
+         for u in range(den)],
+        dtype=np.int64,
+    )
+    _TABLE_CACHE[den] = (m, big, table)
+    return _TABLE_CACHE[den]
+
+
+def _bernoulli_exp_unit(num: NDArray[np.int64], den: int, gen: np.random.Generator) -> NDArray[np.bool_]:
+    """Exact Bernoulli(exp(-num/den)) for integer ``0 <= num < den`` ([CKS20]_, Alg. 1).
+
+    For small ``den`` the first steps of the loop are decided by one table lookup
+    (:func:`_exp_table`); elements that pass all of them (probability <= 1/m!) continue the
+    loop exactly.
+    """
+    spec = _exp_table(den)
+    if spec is None:
+        return _bernoulli_exp_loop(num, den, gen)
+    m, big, table = spec
+    r = gen.integers(0, big, size=num.shape[0], dtype=np.int64)
+    k = 1 + np.count_nonzero(r[:, None] < table[num], axis=1)  # K = 1 + #{k <= m: K > k}
+    out: NDArray[np.bool_] = (k & 1) == 1
+    deep = np.flatnonzero(k > m)
+    if deep.size:
+        out[deep] = _bernoulli_exp_loop(num[deep], den, gen, k0=m + 1)
     return out
 
 
