@@ -15,7 +15,7 @@ def test_version() -> None:
 
 
 def test_demo_prints_a_row_per_run() -> None:
-    result = runner.invoke(app, ["demo", "--seed", "1"])
+    result = runner.invoke(app, ["demo", "--seed", "1", "--no-report"])
     assert result.exit_code == 0, result.output
     assert "discrete_laplace" in result.output
     assert "ldp.OUE" in result.output
