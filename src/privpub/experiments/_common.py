@@ -232,3 +232,43 @@ def resolve_data_dir(data_dir: str | os.PathLike[str] | None = None) -> Path | N
 def default_out_dir(part: str) -> Path:
     """Where ``privpub reproduce <part>`` writes by default: ``./privpub-results/<part>``."""
     return Path("privpub-results") / part
+
+
+_VERDICT_WORDS = {
+    "reproduced": "reproduced", "holds": "reproduced", "yes": "reproduced", "confirmed": "reproduced",
+    "not reproduced": "not reproduced", "fails": "not reproduced", "no": "not reproduced",
+    "does not hold": "not reproduced",
+}
+
+
+def claims_from_markdown(text: str) -> list[Claim]:
+    r"""Claims from a summary's markdown table whose header is ``| claim | ... | verdict |``.
+
+    Verdict words map to the three verdicts ("holds" -> reproduced, "fails" -> not reproduced);
+    anything else becomes "not applicable" with the original wording kept in the note.
+
+    Examples
+    --------
+    >>> md = "| claim | measured | verdict |\n|---|---|---|\n| A beats B | 3x | holds |\n| C | - | see text |"
+    >>> [(c.claim, c.verdict) for c in claims_from_markdown(md)]
+    [('A beats B', 'reproduced'), ('C', 'not applicable')]
+    """
+    claims: list[Claim] = []
+    lines = text.splitlines()
+    i = 0
+    while i < len(lines):
+        cells = [c.strip().lower() for c in lines[i].strip().strip("|").split("|")]
+        if lines[i].lstrip().startswith("|") and cells and cells[0] == "claim" and cells[-1] == "verdict":
+            i += 2  # header and separator
+            while i < len(lines) and lines[i].lstrip().startswith("|"):
+                row = [c.strip() for c in lines[i].strip().strip("|").split("|")]
+                if len(row) >= 2:
+                    word = row[-1].strip("* ").lower()
+                    verdict = _VERDICT_WORDS.get(word, "not applicable")
+                    our = " | ".join(row[1:-1])
+                    note = "" if word in _VERDICT_WORDS else f"summary says: {row[-1]}"
+                    claims.append(Claim(row[0], "", our, verdict, note))
+                i += 1
+        i += 1
+    return claims
+

@@ -23,7 +23,7 @@ from typing import Any
 import pandas as pd
 
 from privpub.errors import DataNotFoundError, ParameterError
-from privpub.experiments._common import resolve_data_dir
+from privpub.experiments._common import claims_from_markdown, read_claims, resolve_data_dir, write_claims
 from privpub.experiments._report import PartSection, build_report
 
 __all__ = [
@@ -360,6 +360,10 @@ def run_part(part: str, out_dir: Path, *, quick: bool, data_dir: Path | None, rn
             result = _call(runner, out_dir, quick=quick, data_dir=data_dir, rng=rng, progress=progress)
             if isinstance(result, str | os.PathLike) and Path(result).is_file():
                 summary = Path(result)
+                if read_claims(out_dir) is None:  # a part without claims.csv: its summary's claim table
+                    derived = claims_from_markdown(summary.read_text(encoding="utf-8"))
+                    if derived:
+                        write_claims(out_dir, derived)
     except DataNotFoundError as exc:
         status, message = "missing data", str(exc)
     except Exception as exc:
