@@ -213,7 +213,13 @@ def _bernoulli_exp_unit(num: NDArray[np.int64], den: int, gen: np.random.Generat
         return _bernoulli_exp_loop(num, den, gen)
     m, big, table = spec
     r = gen.integers(0, big, size=num.shape[0], dtype=np.int64)
-    k = 1 + np.count_nonzero(r[:, None] < table[num], axis=1)  # K = 1 + #{k <= m: K > k}
+    k = np.ones(num.shape[0], dtype=np.int64)  # K = 1 + #{j <= m: K > j}; thresholds fall with j
+    idx = np.arange(num.shape[0])
+    for j in range(m):
+        idx = idx[r[idx] < table[num[idx], j]]
+        if idx.size == 0:
+            break
+        k[idx] += 1
     out: NDArray[np.bool_] = (k & 1) == 1
     deep = np.flatnonzero(k > m)
     if deep.size:
@@ -226,12 +232,15 @@ def _bernoulli_exp_unit(num: NDArray[np.int64], den: int, gen: np.random.Generat
 # 1/20!) means K > 20 and the loop continues exactly from k = 21.
 _FACT20 = math.factorial(20)
 _EXP1_THRESHOLDS = np.array([_FACT20 // math.factorial(k) for k in range(20, 0, -1)], dtype=np.int64)
+_EXP1_T2, _EXP1_T3, _EXP1_T4 = (np.int64(_FACT20 // math.factorial(k)) for k in (2, 3, 4))
 
 
 def _bernoulli_exp1(n: int, gen: np.random.Generator) -> NDArray[np.bool_]:
     """Exact Bernoulli(exp(-1)) draws (the result of [CKS20]_'s loop is ``K`` odd)."""
     u = gen.integers(0, _FACT20, size=n, dtype=np.int64)
-    k = 1 + (_EXP1_THRESHOLDS.size - np.searchsorted(_EXP1_THRESHOLDS, u, side="right"))
+    k = 2 + (u < _EXP1_T2).astype(np.int64) + (u < _EXP1_T3)  # K >= 2 always; K > 2, K > 3
+    deep = np.flatnonzero(u < _EXP1_T4)  # K > 4 (probability 1/24): locate K exactly
+    k[deep] = 1 + (_EXP1_THRESHOLDS.size - np.searchsorted(_EXP1_THRESHOLDS, u[deep], side="right"))
     out: NDArray[np.bool_] = (k & 1) == 1
     deep = np.flatnonzero(u == 0)
     for i in deep:  # probability 1/20! per draw: continue the loop exactly
