@@ -15,24 +15,13 @@ from __future__ import annotations
 import argparse
 import os
 import platform
-import statistics
 import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+
+from _timing import median_run as _median
 
 from privpub.decision import MAXGDDP, DiffGen
 from privpub.experiments.decision import dataset_taxonomies, load_split, make_classifier
-
-
-def _median(fn: Callable[[], Any], repeats: int) -> tuple[float, Any]:
-    times, out = [], None
-    for _ in range(repeats):
-        start = time.perf_counter()
-        out = fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times), out
 
 
 def main() -> None:

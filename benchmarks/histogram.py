@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import argparse
 import platform
-import statistics
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
+from _timing import median_time
 
 from privpub.experiments.histogram import synthetic_like
 from privpub.histogram import HPHP, dp_group_deque, dp_group_fast, dp_group_quadratic
@@ -34,12 +34,7 @@ CLOCK: Callable[[], float] = time.perf_counter
 
 
 def _median_time(fn: Callable[[], object], repeats: int) -> float:
-    times = []
-    for _ in range(repeats):
-        start = CLOCK()
-        fn()
-        times.append(CLOCK() - start)
-    return statistics.median(times)
+    return median_time(fn, repeats, CLOCK)
 
 
 def _workload(n: int) -> tuple[np.ndarray, np.ndarray]:

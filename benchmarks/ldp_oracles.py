@@ -13,21 +13,11 @@ throughput is reported in users per second. Medians are recorded in docs/benchma
 from __future__ import annotations
 
 import argparse
-import statistics
-import time
 
 import numpy as np
+from _timing import median_time as _median_time
 
 from privpub.ldp import OUE
-
-
-def _median_time(fn, repeats: int) -> float:  # type: ignore[no-untyped-def]
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
 
 
 def main() -> None:

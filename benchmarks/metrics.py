@@ -10,22 +10,11 @@ Prints the median wall time of each call; medians are recorded in docs/benchmark
 from __future__ import annotations
 
 import argparse
-import statistics
-import time
-from collections.abc import Callable
 
 import numpy as np
+from _timing import median_time as _median
 
 import privpub.metrics as M
-
-
-def _median(fn: Callable[[], object], repeats: int) -> float:
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
 
 
 def main() -> None:

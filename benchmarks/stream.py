@@ -19,26 +19,17 @@ from __future__ import annotations
 
 import argparse
 import platform
-import statistics
 import time
 from pathlib import Path
 
 import numpy as np
+from _timing import median_time as _median_time
 
 from privpub.errors import DataNotFoundError
 from privpub.experiments.stream import load_dataset, make_queries, stand_in_per_second, synthetic_stream
 from privpub.stream import make_publisher
 
 W = 32768
-
-
-def _median_time(fn, repeats: int) -> float:
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
 
 
 def main() -> None:

@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from privpub.core import RNGLike, as_generator, check_array, check_positive_int, check_real
+from privpub.core import RNGLike, as_generator, check_array, check_bounds_2d, check_positive_int, check_real
 from privpub.errors import DomainError, ParameterError
 
 __all__ = [
@@ -561,11 +561,7 @@ def random_boxes_2d(
     lo_a, hi_a = (check_real(v, "area") for v in area)
     if not 0 < lo_a <= hi_a <= 1:
         raise ParameterError(f"area must satisfy 0 < low <= high <= 1, got {area}")
-    bx0, by0, bx1, by1 = (check_real(v, "bounds") for v in bounds)
-    if not (bx1 > bx0 and by1 > by0):
-        raise ParameterError(
-            f"bounds must be (x_lo, y_lo, x_hi, y_hi) with x_hi > x_lo and y_hi > y_lo, got {bounds}"
-        )
+    bx0, by0, bx1, by1 = check_bounds_2d(bounds)
     gen = as_generator(rng)
     a = gen.uniform(lo_a, hi_a, size=m)
     logr = gen.uniform(math.log(0.5), math.log(2.0), size=m)

@@ -102,7 +102,7 @@ def test_clustered_points_density() -> None:
     assert (np.abs(emp - cells) <= 5 * se + 1e-9).all()
     with pytest.raises(ParameterError, match=re.escape("background must be in [0.0, 1.0), got 1.0")):
         D.clustered_points(10, rng=0, background=1.0)
-    with pytest.raises(ParameterError, match="bounds must be"):
+    with pytest.raises(ParameterError, match="bounds must satisfy x1 > x0"):
         D.clustered_points(10, rng=0, bounds=(0, 0, 0, 1))
 
 

@@ -20,6 +20,7 @@ from privpub.core._publisher import Publisher, Release, readonly
 from privpub.core._rng import RNGLike, as_generator, secure_generator, spawn
 from privpub.core._validation import (
     check_array,
+    check_bounds_2d,
     check_counts,
     check_epsilon,
     check_in_domain,
@@ -40,6 +41,7 @@ __all__ = [
     "Schema",
     "as_generator",
     "check_array",
+    "check_bounds_2d",
     "check_counts",
     "check_epsilon",
     "check_in_domain",

@@ -20,6 +20,7 @@ INT_LIMIT = 2**62
 __all__ = [
     "INT_LIMIT",
     "check_array",
+    "check_bounds_2d",
     "check_int_values",
     "check_counts",
     "check_epsilon",
@@ -170,3 +171,25 @@ def check_in_domain(values: ArrayLike, name: str, size: int) -> NDArray[np.int64
             f"{name} must hold integer codes in [0, {size - 1}] (the declared domain), got {bad}"
         )
     return codes
+
+
+def check_bounds_2d(bounds: Any, name: str = "bounds") -> tuple[float, float, float, float]:
+    """Validate a public 2-D box ``(x0, y0, x1, y1)``: four finite numbers with ``x1 > x0`` and
+    ``y1 > y0``. The box is public knowledge, fixed in advance, never taken from the data."""
+    if bounds is None:
+        raise ParameterError(
+            f"{name} must be given as (x0, y0, x1, y1): the domain is public and fixed in advance, "
+            "never taken from the data, got None"
+        )
+    if isinstance(bounds, str | bytes) or not hasattr(bounds, "__iter__"):
+        raise ParameterError(f"{name} must be a sequence (x0, y0, x1, y1), got {bounds!r}")
+    vals = [check_real(b, name) for b in bounds]
+    if len(vals) != 4:
+        raise ParameterError(f"{name} must have 4 numbers (x0, y0, x1, y1), got {len(vals)}")
+    x0, y0, x1, y1 = vals
+    if not (x1 > x0 and y1 > y0):
+        raise ParameterError(
+            f"{name} must satisfy x1 > x0 and y1 > y0 (a non-degenerate box), got {tuple(vals)}"
+        )
+    return (x0, y0, x1, y1)
+

@@ -22,6 +22,7 @@ from privpub.core import (
     Schema,
     as_generator,
     check_array,
+    check_bounds_2d,
     check_positive_int,
     check_probability,
     check_real,
@@ -324,11 +325,7 @@ def clustered_points(
     lo_s, hi_s = (check_real(v, "spread") for v in spread)
     if not 0 < lo_s <= hi_s:
         raise ParameterError(f"spread must satisfy 0 < low <= high, got {spread}")
-    x0, y0, x1, y1 = (check_real(v, "bounds") for v in bounds)
-    if not (x1 > x0 and y1 > y0):
-        raise ParameterError(
-            f"bounds must be (x_lo, y_lo, x_hi, y_hi) with x_hi > x_lo and y_hi > y_lo, got {bounds}"
-        )
+    x0, y0, x1, y1 = check_bounds_2d(bounds)
     gen = as_generator(rng)
     centers = np.column_stack([gen.uniform(x0, x1, c), gen.uniform(y0, y1, c)])
     scales = gen.uniform(lo_s, hi_s, c) * (x1 - x0)

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from privpub.core import check_array, check_real
+from privpub.core import check_array, check_bounds_2d
 from privpub.errors import DomainError, ParameterError
 from privpub.ldp import OUE, SUE
 
@@ -37,24 +37,8 @@ class Role:
 
 
 def check_bounds(bounds: Any) -> Bounds:
-    """Validate the public domain ``(x0, y0, x1, y1)``: finite with ``x1 > x0`` and ``y1 > y0``."""
-    if bounds is None:
-        raise ParameterError(
-            "bounds must be given as (x0, y0, x1, y1): the domain is public and fixed in advance, "
-            "never taken from the data, got None"
-        )
-    try:
-        vals = [check_real(b, "bounds") for b in bounds]
-    except TypeError as exc:
-        raise ParameterError(f"bounds must be a sequence (x0, y0, x1, y1), got {bounds!r}") from exc
-    if len(vals) != 4:
-        raise ParameterError(f"bounds must have 4 numbers (x0, y0, x1, y1), got {len(vals)}")
-    x0, y0, x1, y1 = vals
-    if not (x1 > x0 and y1 > y0):
-        raise ParameterError(
-            f"bounds must satisfy x1 > x0 and y1 > y0 (a non-degenerate box), got {tuple(vals)}"
-        )
-    return (x0, y0, x1, y1)
+    """Validate the public domain ``(x0, y0, x1, y1)`` (see :func:`privpub.core.check_bounds_2d`)."""
+    return check_bounds_2d(bounds)
 
 
 def check_points(points: ArrayLike, bounds: Bounds, *, clip: bool = False) -> NDArray[np.float64]:
