@@ -1,6 +1,8 @@
 """privpub: publishing data under differential privacy.
 
-Subpackages: :mod:`privpub.core` (mechanisms, budget ledger, domains), :mod:`privpub.ldp`
+:class:`Session` caps the privacy budget across releases (every ``publish`` takes ``session=``).
+
+Subpackages: :mod:`privpub.core` (mechanisms, accountant and ledgers, sessions, domains), :mod:`privpub.ldp`
 (local-DP frequency oracles), :mod:`privpub.metrics`, :mod:`privpub.datasets`, and one per
 publishing task: :mod:`privpub.histogram`, :mod:`privpub.ldp_synth`, :mod:`privpub.spatial`,
 :mod:`privpub.decision`, :mod:`privpub.stream`.
@@ -8,6 +10,7 @@ publishing task: :mod:`privpub.histogram`, :mod:`privpub.ldp_synth`, :mod:`privp
 
 from __future__ import annotations
 
+from privpub.core._session import Session
 from privpub.errors import (
     BudgetExceededError,
     DataNotFoundError,
@@ -28,5 +31,6 @@ __all__ = [
     "ParameterError",
     "PrivacyWarning",
     "PrivpubError",
+    "Session",
     "__version__",
 ]

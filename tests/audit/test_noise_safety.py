@@ -41,6 +41,7 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("core/_mechanisms.py", "core.laplace"): "the continuous Laplace mechanism itself (docstring example)",
     ("core/_mechanisms.py", "core.laplace_noise"): "the continuous Laplace mechanism itself",
     ("histogram/_publishers.py", "core.laplace_noise"): "histogram noise='laplace' option (paper setting)",
+    ("histogram/_publishers.py", "core.laplace"): "histogram noise='laplace' option (paper setting)",
     ("stream/_noise.py", "Generator.laplace"): "stream noise='laplace' option (paper setting)",
     ("decision/_model.py", "core.laplace"): "decision noise='laplace' option (paper setting)",
     ("decision/_model.py", "Generator.exponential"):

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
-from privpub.core._budget import Budget, BudgetLedger, LedgerEntry, split
+from privpub.core._accountant import Accountant, Charge, ParallelBlock, accounting, active_accountant, charge
+from privpub.core._budget import Budget, BudgetLedger, LedgerEntry, ledger_total, split
 from privpub.core._domain import CategoricalAttribute, NumericAttribute, Schema, infer_schema
 from privpub.core._isotonic import isotonic_regression
 from privpub.core._mechanisms import (
+    FLOAT_EXACT_LIMIT,
+    add_int_noise,
+    check_float_exact,
     discrete_laplace,
     discrete_laplace_noise,
     discrete_laplace_pmf,
@@ -16,8 +20,16 @@ from privpub.core._mechanisms import (
     rational_scale,
     report_noisy_max,
 )
-from privpub.core._publisher import Publisher, Release, readonly
+from privpub.core._publisher import Publisher, Release, describe_data, readonly
 from privpub.core._rng import RNGLike, as_generator, secure_generator, spawn
+from privpub.core._session import (
+    FileSessionStore,
+    MemorySessionStore,
+    Reservation,
+    Session,
+    SessionCharge,
+    SessionStore,
+)
 from privpub.core._validation import (
     check_array,
     check_bounds_2d,
@@ -30,24 +42,40 @@ from privpub.core._validation import (
 )
 
 __all__ = [
+    "Accountant",
     "Budget",
     "BudgetLedger",
     "CategoricalAttribute",
+    "Charge",
+    "FLOAT_EXACT_LIMIT",
+    "FileSessionStore",
     "LedgerEntry",
+    "MemorySessionStore",
     "NumericAttribute",
+    "ParallelBlock",
     "Publisher",
     "RNGLike",
     "Release",
+    "Reservation",
     "Schema",
+    "Session",
+    "SessionCharge",
+    "SessionStore",
+    "accounting",
+    "active_accountant",
+    "add_int_noise",
     "as_generator",
+    "charge",
     "check_array",
     "check_bounds_2d",
     "check_counts",
     "check_epsilon",
+    "check_float_exact",
     "check_in_domain",
     "check_positive_int",
     "check_probability",
     "check_real",
+    "describe_data",
     "discrete_laplace",
     "discrete_laplace_noise",
     "discrete_laplace_pmf",
@@ -57,6 +85,7 @@ __all__ = [
     "isotonic_regression",
     "laplace",
     "laplace_noise",
+    "ledger_total",
     "rational_scale",
     "readonly",
     "report_noisy_max",

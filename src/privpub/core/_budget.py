@@ -23,7 +23,7 @@ from typing import Any
 from privpub.core._validation import check_epsilon, check_positive_int, check_real
 from privpub.errors import BudgetExceededError, LedgerFrozenError, ParameterError
 
-__all__ = ["Budget", "BudgetLedger", "LedgerEntry", "split"]
+__all__ = ["Budget", "BudgetLedger", "LedgerEntry", "ledger_total", "split"]
 
 #: relative slack allowed when checking a total against a budget
 BUDGET_RTOL = 1e-9
@@ -47,7 +47,28 @@ class Budget:
 
 @dataclass(frozen=True)
 class LedgerEntry:
-    """One step of a release: which mechanism spent how much epsilon, and how it composes."""
+    """One charge of a release: which mechanism spent how much epsilon, and how it composes.
+
+    Attributes
+    ----------
+    step : str
+        What the charge was for (e.g. ``"structure"``).
+    mechanism : str
+        The mechanism that drew the noise and made the charge.
+    epsilon : float
+        Its epsilon (``inf`` for a step that is not differentially private at all).
+    composition : {"sequential", "parallel"}
+        ``"parallel"``: the charge belongs to parallel block ``block``: it ran on ``parts``
+        disjoint parts of the records (branches of kind ``branch``).
+    parts : int
+        Number of disjoint parts (branches) that ran exactly this sequence of charges.
+    note : str
+        Free text (neighbouring relation, sizes).
+    sensitivity : float or None
+        The sensitivity the mechanism was calibrated to, when it has one.
+    block, branch : str
+        The parallel block and the branch kind the charge belongs to (empty: top level).
+    """
 
     step: str
     mechanism: str
@@ -55,6 +76,9 @@ class LedgerEntry:
     composition: str = "sequential"
     parts: int = 1
     note: str = ""
+    sensitivity: float | None = None
+    block: str = ""
+    branch: str = ""
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -64,7 +88,49 @@ class LedgerEntry:
             "composition": self.composition,
             "parts": self.parts,
             "note": self.note,
+            "sensitivity": self.sensitivity,
+            "block": self.block,
+            "branch": self.branch,
         }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> LedgerEntry:
+        """Inverse of :meth:`as_dict` (older records without the newer keys are accepted)."""
+        sens = d.get("sensitivity")
+        return cls(
+            step=str(d["step"]),
+            mechanism=str(d["mechanism"]),
+            epsilon=float(d["epsilon"]),
+            composition=str(d.get("composition", "sequential")),
+            parts=int(d.get("parts", 1)),
+            note=str(d.get("note", "")),
+            sensitivity=None if sens is None else float(sens),
+            block=str(d.get("block", "") or ""),
+            branch=str(d.get("branch", "") or ""),
+        )
+
+
+def ledger_total(entries: Sequence[LedgerEntry]) -> float:
+    """Total epsilon of ``entries`` under basic composition.
+
+    Top-level entries add up. Entries of one parallel block are grouped by branch kind; a
+    branch kind costs the sum of its entries, and the block costs its most expensive branch
+    kind (the branches hold disjoint records). An old-style parallel entry with no block name
+    is a block of its own.
+    """
+    seq: list[float] = []
+    blocks: dict[str, dict[str, list[float]]] = {}
+    for i, e in enumerate(entries):
+        if e.composition == "parallel":
+            block = e.block or f"#{i}"
+            blocks.setdefault(block, {}).setdefault(e.branch, []).append(e.epsilon)
+        else:
+            seq.append(e.epsilon)
+    for kinds in blocks.values():
+        seq.append(max(math.fsum(v) for v in kinds.values()))
+    if any(math.isinf(v) for v in seq):
+        return math.inf
+    return math.fsum(seq)
 
 
 def split(epsilon: float, weights: Sequence[float]) -> tuple[float, ...]:
@@ -96,10 +162,18 @@ def split(epsilon: float, weights: Sequence[float]) -> tuple[float, ...]:
 class BudgetLedger:
     """The record of every privacy-spending step of one release.
 
+    Releases carry a frozen ledger made by a :class:`~privpub.core.Accountant`: the mechanisms
+    charge the accountant when they draw, and the accountant's record *is* the ledger. The
+    low-level :meth:`spend` remains for building a record by hand outside a release (tests,
+    tutorials); the publishers never call it.
+
     Parameters
     ----------
     epsilon : float
         The budget the ledger may spend (the epsilon the user asked for).
+    private : bool
+        False for the record of a non-private reference run (a step with ``epsilon = inf``
+        may then be recorded and :attr:`total` is ``inf``).
 
     Examples
     --------
@@ -116,6 +190,7 @@ class BudgetLedger:
     epsilon: float
     _entries: list[LedgerEntry] = field(default_factory=list, repr=False)
     _frozen: bool = field(default=False, repr=False)
+    private: bool = True
 
     def __post_init__(self) -> None:
         if isinstance(self.epsilon, Budget):
@@ -133,7 +208,7 @@ class BudgetLedger:
         parts: int = 1,
         note: str = "",
     ) -> float:
-        """Record one step and return its epsilon.
+        """Record one step by hand and return its epsilon (low level; publishers never call it).
 
         Parameters
         ----------
@@ -153,22 +228,25 @@ class BudgetLedger:
         LedgerFrozenError
             If the ledger belongs to a published release.
         """
-        if self._frozen:
-            raise LedgerFrozenError("this ledger belongs to a release and is frozen; start a new one")
         eps = check_epsilon(epsilon, name=f"epsilon of step {step!r}")
         if composition not in ("sequential", "parallel"):
             raise ParameterError(
                 f"composition must be 'sequential' or 'parallel', got {composition!r}"
             )
         n_parts = check_positive_int(parts, "parts")
-        new_total = math.fsum([e.epsilon for e in self._entries] + [eps])
-        if new_total > self.epsilon * (1.0 + BUDGET_RTOL):
-            raise BudgetExceededError(
-                f"step {step!r} would spend epsilon={eps:g}, bringing the total to {new_total:.12g}, "
-                f"over the budget epsilon={self.epsilon:g} (remaining {self.remaining:.12g})"
-            )
-        self._entries.append(LedgerEntry(step, mechanism, eps, composition, n_parts, note))
+        self._append_checked(LedgerEntry(step, mechanism, eps, composition, n_parts, note))
         return eps
+
+    def _append_checked(self, entry: LedgerEntry) -> None:
+        if self._frozen:
+            raise LedgerFrozenError("this ledger belongs to a release and is frozen; start a new one")
+        new_total = ledger_total([*self._entries, entry])
+        if new_total > self.epsilon * (1.0 + BUDGET_RTOL) and not (math.isinf(new_total) and not self.private):
+            raise BudgetExceededError(
+                f"step {entry.step!r} would spend epsilon={entry.epsilon:g}, bringing the total to "
+                f"{new_total:.12g}, over the budget epsilon={self.epsilon:g} (remaining {self.remaining:.12g})"
+            )
+        self._entries.append(entry)
 
     def spend_rest(self, step: str, mechanism: str, **kwargs: Any) -> float:
         """Spend exactly the remaining budget on one step (avoids rounding gaps)."""
@@ -179,7 +257,13 @@ class BudgetLedger:
 
     def freeze(self) -> BudgetLedger:
         """Return a frozen copy: what a release carries."""
-        return BudgetLedger(self.epsilon, list(self._entries), True)
+        return BudgetLedger(self.epsilon, list(self._entries), True, self.private)
+
+    @classmethod
+    def from_records(cls, epsilon: float, records: Sequence[dict[str, Any]], *, private: bool = True) -> BudgetLedger:
+        """A frozen ledger from :meth:`to_records` output (reading a saved release)."""
+        entries = [LedgerEntry.from_dict(r) for r in records]
+        return BudgetLedger(epsilon, entries, True, private)
 
     # -- reading ---------------------------------------------------------------------------
     @property
@@ -192,8 +276,8 @@ class BudgetLedger:
 
     @property
     def total(self) -> float:
-        """Epsilon spent so far under sequential composition of the entries."""
-        return math.fsum(e.epsilon for e in self._entries)
+        """Epsilon spent (sequential entries add, each parallel block costs its costliest branch)."""
+        return ledger_total(self._entries)
 
     @property
     def remaining(self) -> float:
@@ -209,6 +293,13 @@ class BudgetLedger:
     def __len__(self) -> int:
         return len(self._entries)
 
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, BudgetLedger):
+            return NotImplemented
+        return (self.epsilon, self._entries, self.private) == (other.epsilon, other._entries, other.private)
+
+    __hash__ = None  # type: ignore[assignment]
+
     def to_records(self) -> list[dict[str, Any]]:
         return [e.as_dict() for e in self._entries]
 
@@ -218,12 +309,18 @@ class BudgetLedger:
 
         return pd.DataFrame(
             self.to_records(),
-            columns=["step", "mechanism", "epsilon", "composition", "parts", "note"],
+            columns=["step", "mechanism", "epsilon", "composition", "parts", "note", "sensitivity",
+                     "block", "branch"],
         )
 
     def __str__(self) -> str:
         lines = [f"budget epsilon={self.epsilon:g}, spent {self.total:.6g}"]
         for e in self._entries:
-            extra = f" over {e.parts} disjoint parts" if e.composition == "parallel" else ""
+            if e.composition == "parallel":
+                where = f" in block {e.block!r}" if e.block else ""
+                kind = f", branch {e.branch}" if e.branch else ""
+                extra = f" over {e.parts} disjoint parts{where}{kind}"
+            else:
+                extra = ""
             lines.append(f"  {e.step}: {e.mechanism}, epsilon={e.epsilon:.6g} ({e.composition}{extra})")
         return "\n".join(lines)

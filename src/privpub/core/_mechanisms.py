@@ -21,11 +21,15 @@ from typing import Any, overload
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from privpub.core._accountant import Accountant, charge
 from privpub.core._rng import RNGLike, as_generator
-from privpub.core._validation import check_array, check_epsilon, check_int_values, check_real
+from privpub.core._validation import INT_LIMIT, check_array, check_epsilon, check_int_values, check_real
 from privpub.errors import DomainError, ParameterError
 
 __all__ = [
+    "FLOAT_EXACT_LIMIT",
+    "add_int_noise",
+    "check_float_exact",
     "discrete_laplace",
     "discrete_laplace_noise",
     "discrete_laplace_pmf",
@@ -49,6 +53,19 @@ def _check_sensitivity(sensitivity: Any) -> float:
 
 #: largest noise scale sensitivity / epsilon the samplers accept
 MAX_SCALE = 2.0**52
+#: largest magnitude a real value may have for float noise to be added exactly enough (2**52:
+#: below it, float64 has a resolution of at most 1, so unit noise is not rounded away)
+FLOAT_EXACT_LIMIT = 2.0**52
+
+
+def check_float_exact(values: NDArray[Any], name: str = "values") -> None:
+    """Refuse values too large for float64 noise (rounding would erase it; the issue of 2**60 counts)."""
+    if values.size and float(np.max(np.abs(values))) > FLOAT_EXACT_LIMIT:
+        raise DomainError(
+            f"{name} must be at most 2**52 in magnitude for floating-point noise (float64 rounding would "
+            f"erase the noise), got {float(np.max(np.abs(values))):.6g}; use integer counts with "
+            "discrete Laplace noise (the default) for larger counts"
+        )
 
 
 def _check_scale(epsilon: float, sensitivity: float) -> float:
@@ -74,23 +91,44 @@ def _check_shape(shape: Any) -> tuple[int, ...]:
 # Laplace
 # ---------------------------------------------------------------------------------------------
 def laplace_noise(
-    shape: int | tuple[int, ...], *, epsilon: float, sensitivity: float = 1.0, rng: RNGLike = None
+    shape: int | tuple[int, ...],
+    *,
+    epsilon: float,
+    sensitivity: float = 1.0,
+    rng: RNGLike = None,
+    accountant: Accountant | None = None,
+    note: str = "",
 ) -> NDArray[np.float64]:
-    """Draw continuous Laplace noise of scale ``sensitivity / epsilon`` with the given shape."""
+    """Draw continuous Laplace noise of scale ``sensitivity / epsilon`` with the given shape.
+
+    **Privacy:** the caller adds it to a real vector of L1 sensitivity ``sensitivity``; that is
+    epsilon-DP (in real arithmetic, see :func:`laplace`). Charges ``accountant`` (or the active
+    one) ``epsilon`` before drawing.
+    """
     eps = check_epsilon(epsilon)
     sens = _check_sensitivity(sensitivity)
     scale = _check_scale(eps, sens)
-    return as_generator(rng).laplace(0.0, scale, size=_check_shape(shape))
+    shp = _check_shape(shape)
+    charge("laplace", eps, sensitivity=sens, note=note, accountant=accountant)
+    return as_generator(rng).laplace(0.0, scale, size=shp)
 
 
 @overload
-def laplace(values: float, *, epsilon: float, sensitivity: float = ..., rng: RNGLike = ...) -> float: ...
+def laplace(values: float, *, epsilon: float, sensitivity: float = ..., rng: RNGLike = ...,
+            accountant: Accountant | None = ..., note: str = ...) -> float: ...
 @overload
 def laplace(
-    values: ArrayLike, *, epsilon: float, sensitivity: float = ..., rng: RNGLike = ...
+    values: ArrayLike, *, epsilon: float, sensitivity: float = ..., rng: RNGLike = ...,
+    accountant: Accountant | None = ..., note: str = ...
 ) -> NDArray[np.float64] | float: ...
 def laplace(
-    values: ArrayLike, *, epsilon: float, sensitivity: float = 1.0, rng: RNGLike = None
+    values: ArrayLike,
+    *,
+    epsilon: float,
+    sensitivity: float = 1.0,
+    rng: RNGLike = None,
+    accountant: Accountant | None = None,
+    note: str = "",
 ) -> NDArray[np.float64] | float:
     """The Laplace mechanism: add Laplace noise of scale ``sensitivity / epsilon``.
 
@@ -104,11 +142,22 @@ def laplace(
         L1 sensitivity of the whole vector ``values`` under the caller's neighbouring relation.
     rng : int, Generator or None
         Randomness (see :func:`privpub.core.as_generator`).
+    accountant : Accountant, optional
+        The accountant to charge (default: the active one, if any).
+    note : str
+        Recorded with the charge.
 
     Returns
     -------
     float or numpy.ndarray
         ``values`` plus independent noise; a scalar for scalar input.
+
+    Raises
+    ------
+    DomainError
+        If a value exceeds 2**52 in magnitude (float64 rounding would erase the noise).
+    BudgetExceededError
+        If the charge would take the accountant over its budget (nothing is drawn).
 
     Notes
     -----
@@ -116,14 +165,18 @@ def laplace(
     L1 sensitivity at most ``sensitivity`` [DMNS06]_. The guarantee is for real-valued
     arithmetic; IEEE floating-point Laplace sampling can leak through the low-order bits
     (Mironov 2012). Integer counts should use :func:`discrete_laplace`, which has no such hole.
+    Charges ``epsilon`` (with ``sensitivity``) to the accountant before drawing.
 
     Examples
     --------
     >>> round(laplace(10.0, epsilon=1.0, rng=0), 3)
     10.32
     """
-    arr = check_array(values, "values", allow_empty=True).astype(np.float64)
-    noisy = arr + laplace_noise(arr.shape, epsilon=epsilon, sensitivity=sensitivity, rng=rng)
+    arr = check_array(values, "values", allow_empty=True)
+    check_float_exact(arr)
+    arr = arr.astype(np.float64)
+    noisy = arr + laplace_noise(arr.shape, epsilon=epsilon, sensitivity=sensitivity, rng=rng,
+                                accountant=accountant, note=note)
     return float(noisy) if noisy.ndim == 0 else noisy
 
 
@@ -283,16 +336,27 @@ def _discrete_laplace_exact(size: int, t: int, s: int, gen: np.random.Generator)
 
 
 def discrete_laplace_noise(
-    shape: int | tuple[int, ...], *, epsilon: float, sensitivity: float = 1, rng: RNGLike = None
+    shape: int | tuple[int, ...],
+    *,
+    epsilon: float,
+    sensitivity: float = 1,
+    rng: RNGLike = None,
+    accountant: Accountant | None = None,
+    note: str = "",
 ) -> NDArray[np.int64]:
     """Exact discrete Laplace noise: ``P[Z = z]`` proportional to ``exp(-|z| epsilon / sensitivity)``.
 
     Sampled with integer arithmetic only ([CKS20]_), so the distribution has no floating-point
     holes. The scale is :func:`rational_scale` (never below ``sensitivity / epsilon``).
+
+    **Privacy:** the caller adds it to an integer vector of L1 sensitivity ``sensitivity``; that
+    is epsilon-DP. Charges ``accountant`` (or the active one) ``epsilon`` before drawing.
     """
     t, s = rational_scale(epsilon, sensitivity)
     shp = _check_shape(shape)
     size = int(np.prod(shp)) if shp else 1
+    charge("discrete_laplace", check_epsilon(epsilon), sensitivity=_check_sensitivity(sensitivity),
+           note=note, accountant=accountant)
     return _discrete_laplace_exact(size, t, s, as_generator(rng)).reshape(shp)
 
 
@@ -308,7 +372,13 @@ def discrete_laplace_pmf(z: ArrayLike, *, epsilon: float, sensitivity: float = 1
 
 
 def discrete_laplace(
-    values: ArrayLike, *, epsilon: float, sensitivity: float = 1, rng: RNGLike = None
+    values: ArrayLike,
+    *,
+    epsilon: float,
+    sensitivity: float = 1,
+    rng: RNGLike = None,
+    accountant: Accountant | None = None,
+    note: str = "",
 ) -> NDArray[np.int64] | int:
     """The discrete Laplace (two-sided geometric) mechanism for integer-valued queries.
 
@@ -323,19 +393,24 @@ def discrete_laplace(
         L1 sensitivity of the vector ``values`` (usually 1 for counts).
     rng : int, Generator or None
         Randomness.
+    accountant : Accountant, optional
+        The accountant to charge (default: the active one, if any).
+    note : str
+        Recorded with the charge.
 
     Returns
     -------
     int or numpy.ndarray of int64
         ``values`` plus noise ``Z`` with ``P[Z = z]`` proportional to
-        ``exp(-epsilon |z| / sensitivity)``.
+        ``exp(-epsilon |z| / sensitivity)``, computed in int64 (exact; an overflow raises).
 
     Notes
     -----
     **Privacy:** epsilon-DP for any neighbouring relation under which the integer vector
     ``values`` changes by at most ``sensitivity`` in L1 norm [GRS12]_. The noise is sampled
-    exactly with integer arithmetic ([CKS20]_), so the guarantee holds on a real computer, not
-    just in real arithmetic (up to the quality of the PCG64 bit stream).
+    exactly with integer arithmetic ([CKS20]_) and added in int64, so the guarantee holds on a
+    real computer, not just in real arithmetic (up to the quality of the PCG64 bit stream), at
+    any count up to 2**62. Charges ``epsilon`` to the accountant before drawing.
 
     Examples
     --------
@@ -347,8 +422,22 @@ def discrete_laplace(
         raise DomainError("values must be integers for the discrete Laplace mechanism; "
                           "use privpub.core.laplace for real-valued queries")
     ints = check_int_values(arr, "values")
-    noisy = ints + discrete_laplace_noise(ints.shape, epsilon=epsilon, sensitivity=sensitivity, rng=rng)
+    noise = discrete_laplace_noise(ints.shape, epsilon=epsilon, sensitivity=sensitivity, rng=rng,
+                                   accountant=accountant, note=note)
+    noisy = add_int_noise(ints, noise)
     return int(noisy) if noisy.ndim == 0 else noisy
+
+
+def add_int_noise(values: NDArray[np.int64], noise: NDArray[np.int64]) -> NDArray[np.int64]:
+    """``values + noise`` in int64, refusing any result beyond ``±2**62`` (never wraps around)."""
+    v = np.asarray(values, dtype=np.int64)
+    z = np.asarray(noise, dtype=np.int64)
+    if (v.size and int(np.max(np.abs(v))) > INT_LIMIT) or (z.size and int(np.max(np.abs(z))) > INT_LIMIT):
+        raise DomainError("counts or noise exceed 2**62 in magnitude; int64 arithmetic would overflow")
+    out: NDArray[np.int64] = v + z  # |v|, |z| <= 2**62: the sum fits in int64
+    if out.size and int(np.max(np.abs(out))) > INT_LIMIT:
+        raise DomainError("a noisy count exceeds 2**62 in magnitude; int64 arithmetic would overflow")
+    return out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -391,6 +480,8 @@ def exponential_mechanism(
     sensitivity: float = 1.0,
     monotone: bool = False,
     rng: RNGLike = None,
+    accountant: Accountant | None = None,
+    note: str = "",
 ) -> int:
     """The exponential mechanism: return index ``i`` with probability proportional to
     ``exp(epsilon * scores[i] / (2 * sensitivity))``.
@@ -408,12 +499,16 @@ def exponential_mechanism(
         counting scores); the exponent is then ``epsilon * score / sensitivity``.
     rng : int, Generator or None
         Randomness.
+    accountant : Accountant, optional
+        The accountant to charge (default: the active one, if any).
+    note : str
+        Recorded with the charge.
 
     Notes
     -----
     **Privacy:** epsilon-DP [MT07]_ (``monotone``: [DR14]_, Thm 3.10 remark). Sampled with the
     Gumbel-max trick, ``argmax(logits + Gumbel)``, which is exact in distribution and never
-    overflows.
+    overflows. Charges ``epsilon`` to the accountant before drawing.
 
     Examples
     --------
@@ -426,6 +521,7 @@ def exponential_mechanism(
     _check_scale(eps, sens)
     gen = as_generator(rng)
     logits = _logits(u, eps, sens, monotone)
+    charge("exponential_mechanism", eps, sensitivity=sens, note=note, accountant=accountant)
     return int(np.argmax(logits + gen.gumbel(size=u.shape[0])))
 
 
@@ -436,6 +532,8 @@ def report_noisy_max(
     sensitivity: float = 1.0,
     monotone: bool = False,
     rng: RNGLike = None,
+    accountant: Accountant | None = None,
+    note: str = "",
 ) -> int:
     """Report-noisy-max with Laplace noise: ``argmax_i(scores[i] + Lap(b))``; only the index is released.
 
@@ -454,6 +552,10 @@ def report_noisy_max(
         for arbitrary scores of that sensitivity.
     rng : int, Generator or None
         Randomness.
+    accountant : Accountant, optional
+        The accountant to charge (default: the active one, if any).
+    note : str
+        Recorded with the charge.
 
     Returns
     -------
@@ -462,7 +564,8 @@ def report_noisy_max(
 
     Notes
     -----
-    **Privacy:** epsilon-DP; only the argmax is released, never the noisy value.
+    **Privacy:** epsilon-DP; only the argmax is released, never the noisy value. Charges
+    ``epsilon`` to the accountant before drawing.
 
     Examples
     --------
@@ -474,4 +577,5 @@ def report_noisy_max(
     sens = _check_sensitivity(sensitivity)
     scale = (1.0 if monotone else 2.0) * _check_scale(eps, sens)
     gen = as_generator(rng)
+    charge("report_noisy_max", eps, sensitivity=sens, note=note, accountant=accountant)
     return int(np.argmax(u + gen.laplace(0.0, scale, size=u.shape[0])))

@@ -1,23 +1,40 @@
 """The one publisher shape shared by every part.
 
-``Publisher(**model_parameters).publish(data, *, epsilon, rng=None) -> Release``: the
-constructor stores and validates model parameters only (a frozen dataclass, failing fast);
-``publish`` touches the data, spends exactly ``epsilon`` through a :class:`BudgetLedger` and
-returns an immutable :class:`Release` that carries the result and the frozen ledger.
+``Publisher(**model_parameters).publish(data, *, epsilon, rng=None, session=None) -> Release``:
+the constructor stores and validates model parameters only (a frozen dataclass, failing fast);
+``publish`` validates the data, opens :func:`~privpub.core.accounting` (which reserves
+``epsilon`` in the ``session``, if any, before anything is drawn), lets the mechanisms charge
+the accountant as they draw, and returns an immutable :class:`Release` that carries the result
+and the sealed ledger: the record of what its mechanisms actually spent.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, fields
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from privpub.core._budget import BudgetLedger
 from privpub.core._rng import RNGLike
 
-__all__ = ["Publisher", "Release", "readonly"]
+if TYPE_CHECKING:
+    from privpub.core._session import Session
+
+__all__ = ["Publisher", "Release", "describe_data", "readonly"]
+
+
+def describe_data(data: Any) -> str:
+    """A coarse description of ``data`` for a session's record (its shape, never its content)."""
+    shape = getattr(data, "shape", None)
+    kind = type(data).__name__
+    if shape is not None:
+        return f"{kind} of shape {tuple(int(s) for s in shape)}"
+    try:
+        return f"{kind} of length {len(data)}"
+    except TypeError:
+        return kind
 
 
 def readonly(arr: Any) -> Any:
@@ -34,7 +51,8 @@ class Release:
     Attributes
     ----------
     ledger : BudgetLedger
-        The frozen ledger; ``ledger.total`` equals ``epsilon``.
+        The sealed record of the charges the release's mechanisms made as they drew;
+        ``ledger.total <= epsilon`` (``inf`` for a non-private reference run).
     epsilon : float
         The budget the user asked for.
     method : str
@@ -52,6 +70,8 @@ class Release:
     params: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
+        if not isinstance(self.ledger, BudgetLedger):
+            raise TypeError(f"ledger must be a BudgetLedger, got {type(self.ledger).__name__}")
         if not self.ledger.frozen:
             object.__setattr__(self, "ledger", self.ledger.freeze())
         for f in fields(self):
@@ -64,5 +84,9 @@ class Publisher(ABC):
     """Abstract publisher: subclasses are frozen keyword-only dataclasses of model parameters."""
 
     @abstractmethod
-    def publish(self, data: Any, *, epsilon: float, rng: RNGLike = None) -> Release:
-        """Run the mechanism on ``data`` with total budget ``epsilon`` and return a release."""
+    def publish(self, data: Any, *, epsilon: float, rng: RNGLike = None, session: Session | None = None) -> Release:
+        """Run the mechanism on ``data`` with total budget ``epsilon`` and return a release.
+
+        Under a ``session``, the session must be able to pay ``epsilon`` or nothing is published
+        (:class:`~privpub.errors.BudgetExceededError`).
+        """

@@ -16,6 +16,7 @@ import math
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from privpub.core._mechanisms import add_int_noise
 from privpub.errors import ParameterError
 
 __all__ = [
@@ -563,12 +564,16 @@ def publish_groups(
         raise ParameterError("order must be a permutation of range(n): the groups must partition the bins")
     if b.ndim != 1 or b.size < 2 or b[0] != 0 or b[-1] != n or np.any(np.diff(b) <= 0):
         raise ParameterError("boundaries must increase strictly from 0 to n: the groups must partition the bins")
-    z = np.asarray(noise, dtype=np.float64)
+    z = np.asarray(noise)
     if z.shape != (b.size - 1,):
         raise ParameterError(f"noise must have one entry per group ({b.size - 1}), got shape {z.shape}")
-    sums = np.add.reduceat(h[perm].astype(np.float64), b[:-1])
     sizes = np.diff(b)
-    means = (sums + z) / sizes
+    if z.dtype.kind in "iu" and h.dtype.kind in "iu":
+        # integer noise on integer counts: exact group sums in int64, then the means (post-processing)
+        sums = add_int_noise(np.add.reduceat(h[perm].astype(np.int64), b[:-1]), z.astype(np.int64))
+        means = sums / sizes
+    else:
+        means = (np.add.reduceat(h[perm].astype(np.float64), b[:-1]) + z.astype(np.float64)) / sizes
     if clamp:
         means = np.maximum(means, 0.0)
     out = np.empty(n, dtype=np.float64)

@@ -19,18 +19,24 @@ import pandas as pd
 from numpy.typing import ArrayLike, NDArray
 
 from privpub.core import (
+    FLOAT_EXACT_LIMIT,
     BudgetLedger,
     Publisher,
     Release,
     RNGLike,
+    Session,
+    accounting,
     as_generator,
     check_array,
     check_counts,
     check_epsilon,
     check_probability,
     check_real,
+    describe_data,
+    discrete_laplace,
     discrete_laplace_noise,
     isotonic_regression,
+    laplace,
     laplace_noise,
     rational_scale,
     split,
@@ -92,15 +98,37 @@ def noise_variance(epsilon: float, noise: str = "discrete") -> float:
     return 2.0 * p / (1.0 - p) ** 2
 
 
-def _draw(size: int, epsilon: float, noise: str, gen: np.random.Generator) -> NDArray[np.float64]:
-    """Sensitivity-1 noise of ``size`` entries (discrete Laplace or continuous Laplace)."""
+def _draw(size: int, epsilon: float, noise: str, gen: np.random.Generator, note: str = "") -> NDArray[Any]:
+    """Noise for a vector of ``size`` values of L1 sensitivity 1 (int64 discrete or float Laplace).
+
+    The mechanism charges the active accountant ``epsilon`` as it draws.
+    """
     if noise == "discrete":
-        return discrete_laplace_noise(size, epsilon=epsilon, sensitivity=1, rng=gen).astype(np.float64)
-    return laplace_noise(size, epsilon=epsilon, sensitivity=1.0, rng=gen)
+        return discrete_laplace_noise(size, epsilon=epsilon, sensitivity=1, rng=gen, note=note)
+    return laplace_noise(size, epsilon=epsilon, sensitivity=1.0, rng=gen, note=note)
+
+
+def _noisy(counts: NDArray[np.int64], epsilon: float, noise: str, gen: np.random.Generator, note: str
+           ) -> NDArray[Any]:
+    """``counts`` plus noise: exact int64 for discrete Laplace, float64 for continuous Laplace."""
+    if noise == "discrete":
+        return np.asarray(discrete_laplace(counts, epsilon=epsilon, sensitivity=1, rng=gen, note=note))
+    return np.asarray(laplace(counts, epsilon=epsilon, sensitivity=1.0, rng=gen, note=note))
 
 
 def _counts(data: ArrayLike) -> NDArray[np.int64]:
     return check_counts(data, "counts", ndim=1)
+
+
+def _check_float_output(counts: NDArray[np.int64], method: str) -> None:
+    """Publishers whose output is real (group means, float noise) refuse totals above 2**52."""
+    total = float(np.sum(counts, dtype=np.float64))
+    if total > FLOAT_EXACT_LIMIT:
+        raise DomainError(
+            f"{method} publishes real-valued counts, which float64 cannot hold exactly beyond 2**52; the "
+            f"counts total {total:.6g}. Use LaplaceHistogram with the default discrete noise (exact int64 "
+            "up to 2**62) or rescale the counts"
+        )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -109,9 +137,11 @@ class HistogramRelease(Release):
 
     Attributes
     ----------
-    counts : ndarray of float64, shape (n,)
+    counts : ndarray, shape (n,)
         The published counts, in bin order (for ``HPHP(variant="unattributed")``: in
-        ascending rank order, with no bin labels).
+        ascending rank order, with no bin labels). int64 for :class:`LaplaceHistogram` with
+        discrete noise (exact end to end); float64 group means otherwise (computed from exact
+        int64 noisy sums with discrete noise).
     order : ndarray of int64, shape (n,)
         A permutation of the bins (ranks for an unattributed release): group ``g`` is
         ``order[boundaries[g]:boundaries[g + 1]]``.
@@ -123,7 +153,7 @@ class HistogramRelease(Release):
         False when the release carries no bin labels (unattributed histogram).
     """
 
-    counts: NDArray[np.float64]
+    counts: NDArray[Any]
     order: NDArray[np.int64]
     boundaries: NDArray[np.int64]
     noise: str = "discrete"
@@ -348,7 +378,8 @@ class HPHP(Publisher):
     the release has no bin labels. ``"paper"``: **not private** -- line 6 of the paper's
     Algorithm 2 assigns groups to bins with the true sort order, which nothing pays for; two
     neighbouring histograms can produce groupings that are impossible under the other
-    (histogram spec section 3). The ledger records ε1 and ε2 for every variant.
+    (histogram spec section 3). The ledger records ε1 and ε2 for every variant, and for
+    ``"paper"`` a step with epsilon = inf (its total is inf: it is not private).
 
     References
     ----------
@@ -398,47 +429,60 @@ class HPHP(Publisher):
     def private(self) -> bool:
         return self.variant != "paper"
 
-    def publish(self, data: ArrayLike, *, epsilon: float, rng: RNGLike = None) -> HistogramRelease:
-        """Publish the histogram ``data`` (1-D non-negative integer counts) with budget ``epsilon``."""
+    def publish(
+        self, data: ArrayLike, *, epsilon: float, rng: RNGLike = None, session: Session | None = None
+    ) -> HistogramRelease:
+        """Publish the histogram ``data`` (1-D non-negative integer counts) with budget ``epsilon``.
+
+        Under a ``session``, ``epsilon`` is reserved there first (refused if the session cannot pay;
+        the ``"paper"`` variant is not private and is refused under any session).
+        """
         counts = _counts(data)
         eps = check_epsilon(epsilon)
         gen = as_generator(rng)
+        method = {"private": "hphp", "unattributed": "hphp_unattributed", "paper": "hphp_paper"}[self.variant]
+        _check_float_output(counts, method)
         eps1, eps2 = split(eps, [self.rho, 1.0 - self.rho])
-        ledger = BudgetLedger(eps)
         n = counts.size
         params = {**asdict(self), "rho": self.rho, "epsilon1": eps1, "epsilon2": eps2}
-        if self.variant == "private":
-            ledger.spend("structure", f"{self.noise} laplace on the counts", eps1)
-            y = counts + _draw(n, eps1, self.noise, gen)
-            order, bounds = hphp_structure(
-                y, epsilon1=eps1, epsilon2=eps2, noise=self.noise,
-                noise_correction=self.noise_correction, eta=self.eta, grouping=self.grouping,
-            )
-            ledger.spend("publish", f"{self.noise} laplace on group sums", eps2,
-                         composition="parallel", parts=bounds.size - 1)
-            z = _draw(bounds.size - 1, eps2, self.noise, gen)
-            out = publish_groups(counts, order, bounds, z)
-            return _release(counts=out, order=order, boundaries=bounds, ledger=ledger, epsilon=eps,
-                            method="hphp", noise=self.noise, params=params)
-        # lines 1-5 of the paper's Algorithm 2: noise on the sorted counts, isotonic fit, DPCluster
-        perm = np.argsort(counts, kind="stable").astype(np.int64)
-        sorted_counts = counts[perm]
-        ledger.spend("structure", f"{self.noise} laplace on the sorted counts", eps1,
-                     note="" if self.private else "groups mapped to bins by the TRUE order: not private")
-        bounds = rank_structure(sorted_counts + _draw(n, eps1, self.noise, gen), epsilon2=eps2,
-                                noise=self.noise, nonneg_inference=self.nonneg_inference,
-                                grouping=self.grouping)
-        ledger.spend("publish", f"{self.noise} laplace on group sums", eps2,
-                     composition="parallel", parts=bounds.size - 1)
-        z = _draw(bounds.size - 1, eps2, self.noise, gen)
-        if self.variant == "unattributed":
-            ranks = np.arange(n, dtype=np.int64)
-            out = publish_groups(sorted_counts, ranks, bounds, z)
-            return _release(counts=out, order=ranks, boundaries=bounds, ledger=ledger, epsilon=eps,
-                            method="hphp_unattributed", noise=self.noise, params=params, attributed=False)
-        out = publish_groups(counts, perm, bounds, z)
-        return _release(counts=out, order=perm, boundaries=bounds, ledger=ledger, epsilon=eps,
-                        method="hphp_paper", noise=self.noise, params=params, private=False)
+        with accounting(eps, method=method, session=session, data=describe_data(counts),
+                        private=self.private) as acc:
+            if self.variant == "private":
+                with acc.step("structure"):
+                    y = _noisy(counts, eps1, self.noise, gen, note=f"the {n} counts (L1 sensitivity 1)")
+                order, bounds = hphp_structure(
+                    y, epsilon1=eps1, epsilon2=eps2, noise=self.noise,
+                    noise_correction=self.noise_correction, eta=self.eta, grouping=self.grouping,
+                )
+                k = bounds.size - 1
+                with acc.step("publish"):
+                    z = _draw(k, eps2, self.noise, gen,
+                              note=f"one draw per group sum; {k} disjoint groups (L1 sensitivity 1)")
+                out = publish_groups(counts, order, bounds, z)
+                return _release(counts=out, order=order, boundaries=bounds, ledger=acc.seal(), epsilon=eps,
+                                method=method, noise=self.noise, params=params)
+            # lines 1-5 of the paper's Algorithm 2: noise on the sorted counts, isotonic fit, DPCluster
+            perm = np.argsort(counts, kind="stable").astype(np.int64)
+            sorted_counts = counts[perm]
+            with acc.step("structure"):
+                noisy_sorted = _noisy(sorted_counts, eps1, self.noise, gen,
+                                      note=f"the {n} sorted counts (L1 sensitivity 1, Hay et al. 2010)")
+            bounds = rank_structure(noisy_sorted, epsilon2=eps2, noise=self.noise,
+                                    nonneg_inference=self.nonneg_inference, grouping=self.grouping)
+            k = bounds.size - 1
+            with acc.step("publish"):
+                z = _draw(k, eps2, self.noise, gen,
+                          note=f"one draw per group sum; {k} disjoint groups (L1 sensitivity 1)")
+            if self.variant == "unattributed":
+                ranks = np.arange(n, dtype=np.int64)
+                out = publish_groups(sorted_counts, ranks, bounds, z)
+                return _release(counts=out, order=ranks, boundaries=bounds, ledger=acc.seal(), epsilon=eps,
+                                method=method, noise=self.noise, params=params, attributed=False)
+            acc.leak("group-to-bin mapping", "line 6 of the paper's Algorithm 2 maps the groups to bins through "
+                     "the TRUE sort order of the counts: not differentially private")
+            out = publish_groups(counts, perm, bounds, z)
+            return _release(counts=out, order=perm, boundaries=bounds, ledger=acc.seal(), epsilon=eps,
+                            method=method, noise=self.noise, params=params, private=False)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -483,23 +527,28 @@ class AHP(Publisher):
             raise ParameterError(f"eta must be >= 0, got {eta}")
         _check_noise(self.noise)
 
-    def publish(self, data: ArrayLike, *, epsilon: float, rng: RNGLike = None) -> HistogramRelease:
-        """Publish the histogram ``data`` with budget ``epsilon``."""
+    def publish(
+        self, data: ArrayLike, *, epsilon: float, rng: RNGLike = None, session: Session | None = None
+    ) -> HistogramRelease:
+        """Publish the histogram ``data`` with budget ``epsilon`` (reserved in ``session`` first, if any)."""
         counts = _counts(data)
         eps = check_epsilon(epsilon)
         gen = as_generator(rng)
+        _check_float_output(counts, "ahp")
         eps1, eps2 = split(eps, [self.ratio, 1.0 - self.ratio])
-        ledger = BudgetLedger(eps)
         n = counts.size
-        ledger.spend("structure", f"{self.noise} laplace on the counts", eps1)
-        y = counts + _draw(n, eps1, self.noise, gen)
-        order, bounds = ahp_structure(y, epsilon1=eps1, epsilon2=eps2, eta=self.eta, noise=self.noise)
-        ledger.spend("publish", f"{self.noise} laplace on cluster sums", eps2,
-                     composition="parallel", parts=bounds.size - 1)
-        out = publish_groups(counts, order, bounds, _draw(bounds.size - 1, eps2, self.noise, gen))
-        params = {**asdict(self), "epsilon1": eps1, "epsilon2": eps2}
-        return _release(counts=out, order=order, boundaries=bounds, ledger=ledger, epsilon=eps,
-                        method="ahp", noise=self.noise, params=params)
+        with accounting(eps, method="ahp", session=session, data=describe_data(counts)) as acc:
+            with acc.step("structure"):
+                y = _noisy(counts, eps1, self.noise, gen, note=f"the {n} counts (L1 sensitivity 1)")
+            order, bounds = ahp_structure(y, epsilon1=eps1, epsilon2=eps2, eta=self.eta, noise=self.noise)
+            k = bounds.size - 1
+            with acc.step("publish"):
+                z = _draw(k, eps2, self.noise, gen,
+                          note=f"one draw per cluster sum; {k} disjoint clusters (L1 sensitivity 1)")
+            out = publish_groups(counts, order, bounds, z)
+            params = {**asdict(self), "epsilon1": eps1, "epsilon2": eps2}
+            return _release(counts=out, order=order, boundaries=bounds, ledger=acc.seal(), epsilon=eps,
+                            method="ahp", noise=self.noise, params=params)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -534,20 +583,25 @@ class LaplaceHistogram(Publisher):
     def __post_init__(self) -> None:
         _check_noise(self.noise)
 
-    def publish(self, data: ArrayLike, *, epsilon: float, rng: RNGLike = None) -> HistogramRelease:
-        """Publish the histogram ``data`` with budget ``epsilon``."""
+    def publish(
+        self, data: ArrayLike, *, epsilon: float, rng: RNGLike = None, session: Session | None = None
+    ) -> HistogramRelease:
+        """Publish the histogram ``data`` with budget ``epsilon`` (reserved in ``session`` first, if any).
+
+        With the default discrete noise the counts stay int64 end to end (exact up to 2**62).
+        """
         counts = _counts(data)
         eps = check_epsilon(epsilon)
         gen = as_generator(rng)
-        ledger = BudgetLedger(eps)
-        ledger.spend("publish", f"{self.noise} laplace on the counts", eps)
-        out = counts + _draw(counts.size, eps, self.noise, gen)
-        if self.clamp:
-            out = np.maximum(out, 0.0)
         n = counts.size
-        return _release(counts=out, order=np.arange(n, dtype=np.int64),
-                        boundaries=np.arange(n + 1, dtype=np.int64), ledger=ledger, epsilon=eps,
-                        method="laplace", noise=self.noise, params=asdict(self))
+        with accounting(eps, method="laplace", session=session, data=describe_data(counts)) as acc:
+            with acc.step("publish"):
+                out = _noisy(counts, eps, self.noise, gen, note=f"the {n} counts (L1 sensitivity 1)")
+            if self.clamp:
+                out = np.maximum(out, 0)
+            return _release(counts=out, order=np.arange(n, dtype=np.int64),
+                            boundaries=np.arange(n + 1, dtype=np.int64), ledger=acc.seal(), epsilon=eps,
+                            method="laplace", noise=self.noise, params=asdict(self))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -569,8 +623,8 @@ class OptimalGrouping(Publisher):
 
     Notes
     -----
-    **Privacy:** none for the structure (it reads the exact counts). The ledger records the
-    nominal split so that its total is ε, with the structure entry marked non-private.
+    **Privacy:** none for the structure (it reads the exact counts). The ledger records that
+    step with epsilon = inf next to the ε2 charge of the group sums; its total is inf.
 
     Examples
     --------
@@ -592,24 +646,29 @@ class OptimalGrouping(Publisher):
         _check_noise(self.noise)
         _check_grouping(self.grouping)
 
-    def publish(self, data: ArrayLike, *, epsilon: float, rng: RNGLike = None) -> HistogramRelease:
-        """Publish the histogram ``data`` (non-private grouping) with budget ``epsilon``."""
+    def publish(
+        self, data: ArrayLike, *, epsilon: float, rng: RNGLike = None, session: Session | None = None
+    ) -> HistogramRelease:
+        """Publish the histogram ``data`` (non-private grouping); refused under any ``session``."""
         counts = _counts(data)
         eps = check_epsilon(epsilon)
         gen = as_generator(rng)
+        _check_float_output(counts, "optimal")
         eps1, eps2 = split(eps, [self.split, 1.0 - self.split])
-        ledger = BudgetLedger(eps)
-        ledger.spend("structure", "exact sort and grouping of the true counts", eps1,
-                     note="NOT private: nominal budget, the structure reads the exact counts")
-        perm = np.argsort(counts, kind="stable").astype(np.int64)
-        _, bounds = dp_group(counts[perm].astype(np.float64), noise_variance(eps2, self.noise), 0.0,
-                             method=self.grouping)
-        ledger.spend("publish", f"{self.noise} laplace on group sums", eps2,
-                     composition="parallel", parts=bounds.size - 1)
-        out = publish_groups(counts, perm, bounds, _draw(bounds.size - 1, eps2, self.noise, gen))
-        params = {**asdict(self), "epsilon1": eps1, "epsilon2": eps2}
-        return _release(counts=out, order=perm, boundaries=bounds, ledger=ledger, epsilon=eps,
-                        method="optimal", noise=self.noise, params=params, private=False)
+        with accounting(eps, method="optimal", session=session, data=describe_data(counts),
+                        private=False) as acc:
+            acc.leak("structure", "exact sort and grouping of the TRUE counts: not differentially private")
+            perm = np.argsort(counts, kind="stable").astype(np.int64)
+            _, bounds = dp_group(counts[perm].astype(np.float64), noise_variance(eps2, self.noise), 0.0,
+                                 method=self.grouping)
+            k = bounds.size - 1
+            with acc.step("publish"):
+                z = _draw(k, eps2, self.noise, gen,
+                          note=f"one draw per group sum; {k} disjoint groups (L1 sensitivity 1)")
+            out = publish_groups(counts, perm, bounds, z)
+            params = {**asdict(self), "epsilon1": eps1, "epsilon2": eps2}
+            return _release(counts=out, order=perm, boundaries=bounds, ledger=acc.seal(), epsilon=eps,
+                            method="optimal", noise=self.noise, params=params, private=False)
 
 
 #: the registry the CLI and the experiments use (name -> publisher factory)

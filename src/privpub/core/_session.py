@@ -1,0 +1,374 @@
+"""Budget sessions: one privacy budget across many releases.
+
+Every ``publish`` takes ``session=``. A :class:`Session` holds a total epsilon; each release
+published under it reserves its whole epsilon *before* any noise is drawn and is refused with
+:class:`~privpub.errors.BudgetExceededError` when the rest is too small. Releases compose
+sequentially (basic composition: the epsilons add up), which is what protects a dataset against
+the averaging attack: fifty releases of the same counts at epsilon 1 cost 50, not 1.
+
+Three stores keep the record:
+
+* in memory (``Session(total_epsilon=3.0)``), for one Python process;
+* a JSON file (``Session.open("budget.json", total_epsilon=3.0)``, the CLI's ``--budget-file``),
+  locked while it is read and rewritten, written atomically, so concurrent processes cannot
+  overspend it;
+* a database (the service's store, in :mod:`privpub.service`), through the same
+  :class:`SessionStore` interface.
+
+What a session cannot do: it only knows the releases made through it. A curator who starts a
+new session, edits the file, or publishes without ``session=`` escapes it; privacy across
+sessions is the curator's responsibility (see ``docs/privacy.md``). A session does not hash the
+data: a fingerprint of private data stored next to its releases would let anyone who holds the
+file test guesses about the data. Releases are listed with the label the caller gives
+(:meth:`Session.on`) and a coarse description (shape) of the data.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import tempfile
+import threading
+import uuid
+from abc import ABC, abstractmethod
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from privpub.core._budget import BUDGET_RTOL
+from privpub.core._validation import check_epsilon
+from privpub.errors import BudgetExceededError, ParameterError
+
+__all__ = ["FileSessionStore", "MemorySessionStore", "Reservation", "Session", "SessionCharge", "SessionStore"]
+
+_FORMAT = "privpub-session"
+_VERSION = 1
+
+
+def _now() -> str:
+    return datetime.now(UTC).replace(microsecond=0).isoformat()
+
+
+@dataclass(frozen=True)
+class SessionCharge:
+    """One release's line in a session: what was published, at what epsilon, on which data.
+
+    ``status`` is ``"reserved"`` (publishing, or interrupted: counted as spent), ``"spent"`` or
+    ``"returned"`` (the publisher failed before drawing any noise; not counted).
+    """
+
+    id: str
+    time: str
+    method: str
+    epsilon: float
+    data: str
+    status: str
+    note: str = ""
+
+    @property
+    def counts(self) -> bool:
+        """Whether this line counts against the session's budget."""
+        return self.status != "returned"
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _spent(charges: list[SessionCharge]) -> float:
+    return math.fsum(c.epsilon for c in charges if c.counts)
+
+
+def _refuse(total: float, charges: list[SessionCharge], epsilon: float, method: str) -> None:
+    spent = _spent(charges)
+    if spent + epsilon > total * (1.0 + BUDGET_RTOL):
+        raise BudgetExceededError(
+            f"the session cannot pay for {method} at epsilon={epsilon:g}: {spent:.6g} of its "
+            f"{total:g} is spent, {max(0.0, total - spent):.6g} remains; nothing was published"
+        )
+
+
+class SessionStore(ABC):
+    """Where a session keeps its record; :meth:`reserve` must check and append atomically."""
+
+    total_epsilon: float
+
+    @abstractmethod
+    def reserve(self, epsilon: float, *, method: str, data: str) -> SessionCharge:
+        """Append a ``"reserved"`` charge if the rest of the budget covers it, else raise."""
+
+    @abstractmethod
+    def settle(self, charge_id: str, *, status: str, note: str = "") -> None:
+        """Mark a reserved charge ``"spent"`` or ``"returned"``."""
+
+    @abstractmethod
+    def charges(self) -> list[SessionCharge]:
+        """Every charge so far, oldest first."""
+
+
+class MemorySessionStore(SessionStore):
+    """A session record in this process's memory (thread-safe)."""
+
+    def __init__(self, total_epsilon: float) -> None:
+        self.total_epsilon = check_epsilon(total_epsilon, "total_epsilon")
+        self._charges: list[SessionCharge] = []
+        self._lock = threading.Lock()
+
+    def reserve(self, epsilon: float, *, method: str, data: str) -> SessionCharge:
+        with self._lock:
+            _refuse(self.total_epsilon, self._charges, epsilon, method)
+            c = SessionCharge(uuid.uuid4().hex, _now(), method, epsilon, data, "reserved")
+            self._charges.append(c)
+            return c
+
+    def settle(self, charge_id: str, *, status: str, note: str = "") -> None:
+        with self._lock:
+            self._charges = [replace(c, status=status, note=note) if c.id == charge_id else c
+                             for c in self._charges]
+
+    def charges(self) -> list[SessionCharge]:
+        with self._lock:
+            return list(self._charges)
+
+
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    import fcntl
+
+    lock_path = path.with_name(path.name + ".lock")
+    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
+
+
+def _atomic_write_json(path: Path, payload: dict[str, Any]) -> None:
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump(payload, fh, indent=2)
+            fh.write("\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+class FileSessionStore(SessionStore):
+    """A session record in a JSON file, shared safely by concurrent processes (POSIX ``flock``)."""
+
+    def __init__(self, path: str | os.PathLike[str], total_epsilon: float | None = None) -> None:
+        self.path = Path(path)
+        if self.path.is_dir():
+            raise ParameterError(f"budget file {str(self.path)!r} is a directory; give a file path")
+        if not self.path.parent.is_dir():
+            raise ParameterError(f"budget file {str(self.path)!r}: folder {str(self.path.parent)!r} does not exist")
+        with _locked(self.path):
+            if self.path.exists():
+                stored = self._read()["total_epsilon"]
+                if total_epsilon is not None and not math.isclose(check_epsilon(total_epsilon, "total_epsilon"),
+                                                                  stored, rel_tol=1e-12):
+                    raise ParameterError(
+                        f"budget file {str(self.path)!r} holds a session of total epsilon {stored:g}; "
+                        f"it cannot be reopened with total_epsilon={total_epsilon:g} (a session's total is fixed)"
+                    )
+                self.total_epsilon = stored
+            else:
+                if total_epsilon is None:
+                    raise ParameterError(
+                        f"budget file {str(self.path)!r} does not exist; give total_epsilon to create it"
+                    )
+                self.total_epsilon = check_epsilon(total_epsilon, "total_epsilon")
+                _atomic_write_json(self.path, {"format": _FORMAT, "version": _VERSION,
+                                               "total_epsilon": self.total_epsilon, "created": _now(),
+                                               "charges": []})
+
+    def _read(self) -> dict[str, Any]:
+        try:
+            payload = json.loads(self.path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise ParameterError(f"budget file {str(self.path)!r} is not a privpub session file: {exc}") from exc
+        if not isinstance(payload, dict) or payload.get("format") != _FORMAT:
+            raise ParameterError(f"budget file {str(self.path)!r} is not a privpub session file")
+        try:
+            payload["total_epsilon"] = check_epsilon(payload.get("total_epsilon"), "total_epsilon")
+            payload["charges"] = [SessionCharge(**c) for c in payload.get("charges", [])]
+        except TypeError as exc:
+            raise ParameterError(f"budget file {str(self.path)!r} is damaged: {exc}") from exc
+        return payload
+
+    def _write(self, payload: dict[str, Any]) -> None:
+        out = dict(payload)
+        out["charges"] = [c.as_dict() for c in payload["charges"]]
+        _atomic_write_json(self.path, out)
+
+    def reserve(self, epsilon: float, *, method: str, data: str) -> SessionCharge:
+        with _locked(self.path):
+            payload = self._read()
+            _refuse(payload["total_epsilon"], payload["charges"], epsilon, method)
+            c = SessionCharge(uuid.uuid4().hex, _now(), method, epsilon, data, "reserved")
+            payload["charges"].append(c)
+            self._write(payload)
+            return c
+
+    def settle(self, charge_id: str, *, status: str, note: str = "") -> None:
+        with _locked(self.path):
+            payload = self._read()
+            payload["charges"] = [replace(c, status=status, note=note) if c.id == charge_id else c
+                                  for c in payload["charges"]]
+            self._write(payload)
+
+    def charges(self) -> list[SessionCharge]:
+        with _locked(self.path):
+            return list(self._read()["charges"])
+
+
+class Reservation:
+    """A session's hold on one release's epsilon, settled when the publisher finishes."""
+
+    def __init__(self, store: SessionStore, charge: SessionCharge) -> None:
+        self._store = store
+        self.charge = charge
+        self._settled = False
+
+    def settle(self, *, spent: bool, note: str = "") -> None:
+        """Keep the charge (``spent``) or return it (the publisher drew nothing)."""
+        if self._settled:
+            return
+        self._settled = True
+        self._store.settle(self.charge.id, status="spent" if spent else "returned", note=note)
+
+
+class Session:
+    """A privacy budget shared by every release published under it.
+
+    Parameters
+    ----------
+    total_epsilon : float
+        The budget of the whole session (finite, > 0).
+    store : SessionStore, optional
+        Where the record lives (default: memory). See :meth:`open` for a file.
+    data_label : str
+        The label recorded with each release (see :meth:`on`).
+
+    Notes
+    -----
+    **Privacy:** releases under one session compose sequentially, so the session's total is an
+    epsilon-DP guarantee for everything published through it (under the neighbouring relation
+    of each release; parts that use different relations are stated in their docs). Each
+    release reserves its declared epsilon before drawing; a release that fails before any noise
+    is drawn is returned to the session.
+
+    Examples
+    --------
+    >>> from privpub import Session
+    >>> from privpub.histogram import LaplaceHistogram
+    >>> session = Session(total_epsilon=1.0)
+    >>> _ = LaplaceHistogram().publish([5, 3], epsilon=0.6, rng=0, session=session)
+    >>> round(session.remaining, 6)
+    0.4
+    >>> LaplaceHistogram().publish([5, 3], epsilon=0.6, rng=1, session=session)
+    Traceback (most recent call last):
+    ...
+    privpub.errors.BudgetExceededError: the session cannot pay for laplace at epsilon=0.6: 0.6 of its 1 is spent, 0.4 remains; nothing was published
+    """
+
+    def __init__(self, total_epsilon: float | None = None, *, store: SessionStore | None = None,
+                 data_label: str = "") -> None:
+        if store is None:
+            if total_epsilon is None:
+                raise ParameterError("total_epsilon must be given for a new session")
+            store = MemorySessionStore(total_epsilon)
+        elif total_epsilon is not None and not math.isclose(check_epsilon(total_epsilon, "total_epsilon"),
+                                                            store.total_epsilon, rel_tol=1e-12):
+            raise ParameterError(
+                f"total_epsilon={total_epsilon:g} disagrees with the store's total {store.total_epsilon:g}"
+            )
+        self._store = store
+        self.data_label = str(data_label)
+
+    @classmethod
+    def open(cls, path: str | os.PathLike[str], *, total_epsilon: float | None = None) -> Session:
+        """A session kept in the JSON file ``path`` (created with ``total_epsilon`` if missing).
+
+        Database URLs (``sqlite:///...``, ``postgresql+psycopg://...``) open the service's store
+        and need the ``privpub[service]`` extra.
+        """
+        text = os.fspath(path)
+        if "://" in text:
+            from privpub.service import database_session_store  # type: ignore[attr-defined]
+
+            return cls(total_epsilon, store=database_session_store(text, total_epsilon=total_epsilon))
+        return cls(total_epsilon, store=FileSessionStore(text, total_epsilon))
+
+    def on(self, data_label: str) -> Session:
+        """The same session (same budget and record), labelling the data of the next releases."""
+        return Session(store=self._store, data_label=data_label)
+
+    # -- reading -------------------------------------------------------------------------------
+    @property
+    def store(self) -> SessionStore:
+        return self._store
+
+    @property
+    def total_epsilon(self) -> float:
+        return self._store.total_epsilon
+
+    @property
+    def charges(self) -> tuple[SessionCharge, ...]:
+        """Every release so far (oldest first), including returned reservations."""
+        return tuple(self._store.charges())
+
+    @property
+    def spent(self) -> float:
+        """Epsilon spent or reserved so far."""
+        return _spent(self._store.charges())
+
+    @property
+    def remaining(self) -> float:
+        return max(0.0, self.total_epsilon - self.spent)
+
+    def can_pay(self, epsilon: float) -> bool:
+        """Whether a release at ``epsilon`` would be accepted now."""
+        eps = check_epsilon(epsilon)
+        return self.spent + eps <= self.total_epsilon * (1.0 + BUDGET_RTOL)
+
+    def reserve(self, epsilon: float, *, method: str, data: str = "") -> Reservation:
+        """Hold ``epsilon`` for one release (called by the publishers before they draw)."""
+        eps = check_epsilon(epsilon)
+        label = f"{self.data_label} ({data})" if self.data_label and data else (self.data_label or data)
+        return Reservation(self._store, self._store.reserve(eps, method=method, data=label))
+
+    def spent_on(self) -> dict[str, float]:
+        """Epsilon spent per data label."""
+        out: dict[str, float] = {}
+        for c in self._store.charges():
+            if c.counts:
+                out[c.data] = out.get(c.data, 0.0) + c.epsilon
+        return out
+
+    def to_frame(self) -> Any:
+        """The record as a :class:`pandas.DataFrame`, one row per release."""
+        import pandas as pd
+
+        return pd.DataFrame([c.as_dict() for c in self._store.charges()],
+                            columns=["id", "time", "method", "epsilon", "data", "status", "note"])
+
+    def __repr__(self) -> str:
+        return f"Session(total_epsilon={self.total_epsilon:g}, spent={self.spent:.6g})"
+
+    def __str__(self) -> str:
+        lines = [f"session: total epsilon {self.total_epsilon:g}, spent {self.spent:.6g}, "
+                 f"remaining {self.remaining:.6g}"]
+        for c in self._store.charges():
+            lines.append(f"  {c.time}  {c.method:<16} epsilon={c.epsilon:<8g} {c.status:<8} {c.data}")
+        return "\n".join(lines)
