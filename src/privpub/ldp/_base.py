@@ -22,6 +22,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from privpub.core import (
+    Accountant,
     RNGLike,
     as_generator,
     check_array,
@@ -31,6 +32,7 @@ from privpub.core import (
     check_positive_int,
     check_real,
 )
+from privpub.core import charge as charge_accountant
 from privpub.errors import ParameterError
 
 __all__ = ["FrequencyOracle", "run_chunks", "threshold_down", "threshold_up", "uniform32"]
@@ -114,6 +116,17 @@ class FrequencyOracle(ABC):
             )
         return p, q
 
+    # -- accounting ----------------------------------------------------------------------------
+    def _charge(self, epsilon: float | None, n_users: int, accountant: Accountant | None, note: str) -> None:
+        """Charge the accountant (explicit or active) for ``n_users`` epsilon-LDP reports.
+
+        Under local DP the neighbouring relation is one user's value; every user in the call sends
+        one report, so the call costs ``epsilon`` for each of them (parallel over users).
+        """
+        eps = epsilon if epsilon is not None else self.effective_epsilon(None)
+        charge_accountant(type(self).__name__, eps,
+                          note=note or f"{n_users} users, one epsilon-LDP report each", accountant=accountant)
+
     # -- client --------------------------------------------------------------------------------
     def _values(self, values: ArrayLike) -> NDArray[np.int64]:
         codes = check_in_domain(values, "values", self.domain_size)
@@ -122,8 +135,19 @@ class FrequencyOracle(ABC):
         return codes.reshape(-1)
 
     @abstractmethod
-    def perturb(self, values: ArrayLike, *, epsilon: float | None = None, rng: RNGLike = None) -> NDArray[Any]:
-        """Client side: randomise each user's value (vectorised over all users)."""
+    def perturb(
+        self,
+        values: ArrayLike,
+        *,
+        epsilon: float | None = None,
+        rng: RNGLike = None,
+        accountant: Accountant | None = None,
+        note: str = "",
+    ) -> NDArray[Any]:
+        """Client side: randomise each user's value (vectorised over all users).
+
+        Charges ``accountant`` (or the active one) ``epsilon`` for the users' reports before drawing.
+        """
 
     # -- server --------------------------------------------------------------------------------
     @abstractmethod
@@ -171,24 +195,38 @@ class FrequencyOracle(ABC):
         return counts
 
     def simulate_support(
-        self, true_counts: ArrayLike, *, epsilon: float | None = None, rng: RNGLike = None
+        self,
+        true_counts: ArrayLike,
+        *,
+        epsilon: float | None = None,
+        rng: RNGLike = None,
+        accountant: Accountant | None = None,
+        note: str = "",
     ) -> NDArray[np.int64]:
         """Draw the support counts that ``perturb`` + ``aggregate`` would give, without per-user work.
 
         Default (unary encodings): independent binomials per cell, ``Bin(n_v, p) + Bin(n - n_v, q)``,
-        which is the exact joint distribution when cells are randomised independently.
+        which is the exact joint distribution when cells are randomised independently. Charges the
+        accountant exactly as :meth:`perturb` of the same users would.
         """
         counts = self._true_counts(true_counts)
         p, q = self.probabilities(epsilon)
         gen = as_generator(rng)
         n = int(counts.sum())
+        self._charge(epsilon, n, accountant, note)
         return gen.binomial(counts, p) + gen.binomial(n - counts, q)
 
     def simulate(
-        self, true_counts: ArrayLike, *, epsilon: float | None = None, rng: RNGLike = None
+        self,
+        true_counts: ArrayLike,
+        *,
+        epsilon: float | None = None,
+        rng: RNGLike = None,
+        accountant: Accountant | None = None,
+        note: str = "",
     ) -> NDArray[np.float64]:
         """Unbiased estimated counts for users with histogram ``true_counts``, simulated exactly
         at the aggregate level (cost O(domain_size), independent of the number of users)."""
         counts = self._true_counts(true_counts)
-        support = self.simulate_support(counts, epsilon=epsilon, rng=rng)
+        support = self.simulate_support(counts, epsilon=epsilon, rng=rng, accountant=accountant, note=note)
         return self.estimate_from_support(support, int(counts.sum()), epsilon=epsilon)

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from privpub.core import RNGLike, as_generator, check_in_domain
+from privpub.core import Accountant, RNGLike, as_generator, check_in_domain
 from privpub.errors import ParameterError
 from privpub.ldp._base import FrequencyOracle, threshold_down, uniform32
 
@@ -52,11 +52,20 @@ class GRR(FrequencyOracle):
     def _epsilon_of(self, p: float, q: float) -> float:
         return math.log(p / q)
 
-    def perturb(self, values: ArrayLike, *, epsilon: float | None = None, rng: RNGLike = None) -> NDArray[np.int64]:
+    def perturb(
+        self,
+        values: ArrayLike,
+        *,
+        epsilon: float | None = None,
+        rng: RNGLike = None,
+        accountant: Accountant | None = None,
+        note: str = "",
+    ) -> NDArray[np.int64]:
         """Client side: each value is kept with probability ``p``, else replaced by a uniform other value."""
         v = self._values(values)
         p, _ = self.probabilities(epsilon)
         gen = as_generator(rng)
+        self._charge(epsilon, v.size, accountant, note)
         keep = uniform32(gen, v.size) < np.uint32(min(threshold_down(p), 2**32 - 1))
         other = gen.integers(0, self.domain_size - 1, size=v.size, dtype=np.int64)
         other += other >= v
@@ -70,13 +79,20 @@ class GRR(FrequencyOracle):
         return int(np.asarray(reports).size)
 
     def simulate_support(
-        self, true_counts: ArrayLike, *, epsilon: float | None = None, rng: RNGLike = None
+        self,
+        true_counts: ArrayLike,
+        *,
+        epsilon: float | None = None,
+        rng: RNGLike = None,
+        accountant: Accountant | None = None,
+        note: str = "",
     ) -> NDArray[np.int64]:
         """Exact report counts: GRR is the mixture "report the truth w.p. ``p - q``, else a uniform
         value of the whole domain", so counts are ``Bin(n_v, p - q) + Multinomial(rest, 1/d)``."""
         counts = self._true_counts(true_counts)
         p, q = self.probabilities(epsilon)
         gen = as_generator(rng)
+        self._charge(epsilon, int(counts.sum()), accountant, note)
         keep = gen.binomial(counts, p - q)
         rest = int(counts.sum() - keep.sum())
         d = self.domain_size

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from privpub.core import RNGLike, as_generator, check_array, check_positive_int
+from privpub.core import Accountant, RNGLike, as_generator, check_array, check_positive_int
 from privpub.errors import DomainError, ParameterError
 from privpub.ldp._base import FrequencyOracle, threshold_down, uniform32
 
@@ -85,12 +85,21 @@ class OLH(FrequencyOracle):
         g = round(1.0 / q)
         return math.log(p * (g - 1) / (1.0 - p))
 
-    def perturb(self, values: ArrayLike, *, epsilon: float | None = None, rng: RNGLike = None) -> NDArray[np.int64]:
+    def perturb(
+        self,
+        values: ArrayLike,
+        *,
+        epsilon: float | None = None,
+        rng: RNGLike = None,
+        accountant: Accountant | None = None,
+        note: str = "",
+    ) -> NDArray[np.int64]:
         """Client side: ``(n, 3)`` reports ``(a, b, y)``."""
         v = self._values(values)
         p, _ = self._bucket_probabilities(epsilon)
         g = self.buckets(epsilon)
         gen = as_generator(rng)
+        self._charge(epsilon, v.size, accountant, note)
         n = v.size
         a = gen.integers(1, _PRIME, size=n, dtype=np.int64)
         b = gen.integers(0, _PRIME, size=n, dtype=np.int64)

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from privpub.core import RNGLike, as_generator, check_epsilon, check_probability
+from privpub.core import Accountant, RNGLike, as_generator, check_epsilon, check_probability
 from privpub.errors import DomainError, ParameterError
 from privpub.ldp._base import FrequencyOracle, run_chunks, threshold_up, uniform32
 from privpub.ldp._bits import bernoulli_words, column_bit_counts, unpack_bits
@@ -58,6 +58,8 @@ class UnaryEncoding(FrequencyOracle):
         epsilon: float | None = None,
         rng: RNGLike = None,
         packed: bool = False,
+        accountant: Accountant | None = None,
+        note: str = "",
     ) -> NDArray[Any]:
         """Client side: randomised one-hot vectors of all users.
 
@@ -73,10 +75,15 @@ class UnaryEncoding(FrequencyOracle):
             False: an ``(n, domain_size)`` bool array. True: an ``(n, ceil(domain_size / 8))``
             uint8 array with the bits in little-endian bit order (``np.unpackbits(...,
             bitorder="little")``), 8x smaller; :meth:`aggregate` accepts both.
+        accountant : Accountant, optional
+            Charged ``epsilon`` for the users' reports before drawing (default: the active one).
+        note : str
+            Recorded with the charge.
         """
         v = self._values(values)
         tp, tq = self._thresholds(epsilon)
         gen = as_generator(rng)
+        self._charge(epsilon, v.size, accountant, note)
         d = self.domain_size
         n_words = (d + 63) // 64
         n = v.size
