@@ -162,3 +162,22 @@ def test_baselines_and_metrics() -> None:
     assert i_sum(EmpiricalJoints(ind, sizes), net) < i_sum(EmpiricalJoints(bn, sizes), net)
     avd_r, kl_r = marginal_errors(x, ind, sizes, 2)
     assert 0 <= avd_r <= 1 and kl_r >= 0
+
+
+def test_ledger_is_made_by_the_clients_randomisers_and_sessions_are_charged() -> None:
+    from privpub import Session
+    from privpub.errors import BudgetExceededError
+
+    df, schema = _table(800)
+    session = Session(total_epsilon=epsilon_from_f(0.3, 5) * 1.5)
+    release = LDPBayesSynthesizer(degree=1).publish(df, schema=schema, flip_prob=0.3, rng=0, session=session)
+    # one SUE charge per attribute block, made by the randomiser as it flipped the bits
+    assert [(e.mechanism, e.step) for e in release.ledger] == [("SUE", "local perturbation")] * 5
+    assert all(math.isclose(e.epsilon, epsilon_from_f(0.3, 1), rel_tol=1e-12) for e in release.ledger)
+    assert [e.note.split(":")[0] for e in release.ledger] == list(schema.names)
+    assert math.isclose(session.spent, release.epsilon, rel_tol=1e-12)
+    gen = np.random.default_rng(9)
+    state = gen.bit_generator.state
+    with pytest.raises(BudgetExceededError, match="the session cannot pay"):
+        LDPBayesSynthesizer(degree=1).publish(df, schema=schema, flip_prob=0.3, rng=gen, session=session)
+    assert gen.bit_generator.state == state

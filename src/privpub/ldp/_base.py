@@ -123,9 +123,13 @@ class FrequencyOracle(ABC):
         Under local DP the neighbouring relation is one user's value; every user in the call sends
         one report, so the call costs ``epsilon`` for each of them (parallel over users).
         """
-        eps = epsilon if epsilon is not None else self.effective_epsilon(None)
+        eps = epsilon if epsilon is not None else self._declared_epsilon()
         charge_accountant(type(self).__name__, eps,
                           note=note or f"{n_users} users, one epsilon-LDP report each", accountant=accountant)
+
+    def _declared_epsilon(self) -> float:
+        """The epsilon an oracle configured without a per-call epsilon guarantees (see SUE's ``f``)."""
+        return self.effective_epsilon(None)
 
     # -- client --------------------------------------------------------------------------------
     def _values(self, values: ArrayLike) -> NDArray[np.int64]:

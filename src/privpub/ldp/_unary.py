@@ -193,6 +193,11 @@ class SUE(UnaryEncoding):
         if self.f is not None:
             object.__setattr__(self, "f", check_probability(self.f, "f"))
 
+    def _declared_epsilon(self) -> float:
+        # configured by f: the guarantee is the nominal 2 ln((1 - f/2) / (f/2)); the quantised
+        # randomiser realises at most that (effective_epsilon)
+        return sue_epsilon(self.f) if self.f is not None else self.effective_epsilon(None)
+
     def probabilities(self, epsilon: float | None = None) -> tuple[float, float]:
         if self.f is not None:
             if epsilon is not None and not math.isclose(check_epsilon(epsilon), sue_epsilon(self.f), rel_tol=1e-9):

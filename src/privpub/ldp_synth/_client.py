@@ -202,13 +202,17 @@ def perturb_codes(
     Notes
     -----
     **Privacy:** each report is epsilon-LDP with ``epsilon = 2 d ln((2 - f) / f)`` against any change of
-    the user's whole record (``2 ln((2 - f) / f)`` per attribute, composed over the d blocks).
+    the user's whole record (``2 ln((2 - f) / f)`` per attribute, composed over the d blocks). Each
+    block's randomiser charges the active accountant (if any) as it draws.
     """
     f = _check_f(flip_prob)
     gen = as_generator(rng)
     sizes_t = tuple(int(s) for s in sizes)
     arr = _check_codes(codes, sizes_t)
-    blocks = [SUE(domain_size=s, f=f).perturb(arr[:, j], rng=gen) for j, s in enumerate(sizes_t)]
+    label = (lambda j: names[j]) if names is not None else (lambda j: f"attribute {j}")
+    blocks = [SUE(domain_size=s, f=f).perturb(arr[:, j], rng=gen,
+                                              note=f"{label(j)}: {arr.shape[0]} users, one report each")
+              for j, s in enumerate(sizes_t)]
     return LDPReports(np.concatenate(blocks, axis=1), sizes_t, f, None if names is None else tuple(names))
 
 

@@ -12,14 +12,18 @@ import pandas as pd
 from numpy.typing import ArrayLike, NDArray
 
 from privpub.core import (
+    Accountant,
     BudgetLedger,
     Publisher,
     Release,
     RNGLike,
     Schema,
+    Session,
+    accounting,
     as_generator,
     check_positive_int,
     check_real,
+    describe_data,
     readonly,
 )
 from privpub.errors import ParameterError
@@ -208,6 +212,7 @@ class LDPBayesSynthesizer(Publisher):
         flip_prob: float | None = None,
         rng: RNGLike = None,
         progress: Callable[[int, int], None] | None = None,
+        session: Session | None = None,
     ) -> LDPBayesRelease:
         """Simulate every user's local perturbation of ``data``, then fit and return the release.
 
@@ -223,6 +228,9 @@ class LDPBayesSynthesizer(Publisher):
             Drives the clients' flips, then the random start node (if any).
         progress : callable or None
             ``progress(i, d)`` after each network node.
+        session : Session, optional
+            Budget session charged the per-report epsilon ``2 d ln((2 - f) / f)`` (refused,
+            perturbing nothing, if it cannot pay).
 
         Raises
         ------
@@ -234,10 +242,16 @@ class LDPBayesSynthesizer(Publisher):
         if not isinstance(schema, Schema):
             raise ParameterError(f"schema must be a privpub.core.Schema, got {type(schema).__name__}")
         self._check_degree(len(schema))
+        f, eps = resolve_flip_prob(epsilon, flip_prob, len(schema))
+        if not isinstance(data, pd.DataFrame):
+            raise ParameterError(f"data must be a pandas DataFrame, got {type(data).__name__}")
         gen = as_generator(rng)
-        reports = simulate_clients(data, schema, epsilon=epsilon, flip_prob=flip_prob, rng=gen)
+        with accounting(eps, method="ldp_bayes", session=session, data=describe_data(data)) as acc:
+            with acc.step("local perturbation"):
+                reports = simulate_clients(data, schema, flip_prob=f, rng=gen)
+            ledger = acc.seal()
         columns = tuple(str(c) for c in data.columns)
-        return self._fit(reports, schema, gen, progress, columns)
+        return self._fit(reports, schema, gen, progress, columns, ledger)
 
     def fit_reports(
         self,
@@ -286,7 +300,7 @@ class LDPBayesSynthesizer(Publisher):
         else:
             f, _ = resolve_flip_prob(epsilon, flip_prob, len(schema))
             rep = LDPReports(np.asarray(reports), schema.sizes, f, schema.names)
-        return self._fit(rep, schema, as_generator(rng), progress, schema.names)
+        return self._fit(rep, schema, as_generator(rng), progress, schema.names, report_ledger(rep.flip_prob, len(schema)))
 
     def _fit(
         self,
@@ -295,10 +309,9 @@ class LDPBayesSynthesizer(Publisher):
         gen: np.random.Generator,
         progress: Callable[[int, int], None] | None,
         columns: tuple[str, ...],
+        ledger: BudgetLedger,
     ) -> LDPBayesRelease:
-        d = len(schema)
         f = reports.flip_prob
-        ledger = report_ledger(f, d)
         eps = ledger.epsilon
         eps_attr = epsilon_from_f(f, 1)
         store = ReportStore(reports, method=self.method, tol=self.tol, max_iter=self.max_iter,
@@ -324,22 +337,21 @@ class LDPBayesSynthesizer(Publisher):
 
 
 def report_ledger(flip_prob: float, d: int) -> BudgetLedger:
-    """The budget ledger of one LDP report of ``d`` attributes flipped with probability ``f``.
+    """The ledger of reports perturbed on the clients' devices (the :meth:`fit_reports` path).
 
-    One entry, epsilon = ``2 d ln((2 - f) / f)``; everything the server does afterwards is
-    post-processing and spends nothing.
+    The clients ran :class:`privpub.ldp.SUE` with flip probability ``f`` on each of the ``d``
+    attribute blocks; the server never draws privacy noise. The record is made by charging an
+    accountant for those declared client-side draws (each at SUE's per-attribute epsilon
+    ``2 ln((2 - f) / f)``), so its total is ``2 d ln((2 - f) / f)``. Everything the server does
+    afterwards is post-processing and spends nothing.
     """
     eps = epsilon_from_f(flip_prob, d)
-    eps_attr = epsilon_from_f(flip_prob, 1)
-    ledger = BudgetLedger(eps)
-    ledger.spend(
-        "local perturbation",
-        "SUE (one-hot RAPPOR) per attribute, concatenated",
-        eps,
-        note=f"f={flip_prob:.6g}; {d} attributes x {eps_attr:.6g} each (sequential); server side is "
-        "post-processing",
-    )
-    return ledger
+    acc = Accountant(eps, label="ldp_bayes (reports collected on the clients)")
+    with acc.step("local perturbation"):
+        for j in range(d):
+            acc.charge("SUE", epsilon_from_f(flip_prob, 1),
+                       note=f"attribute {j}: declared, perturbed on the clients' devices with f={flip_prob:.6g}")
+    return acc.seal()
 
 
 def sample_independent(store: ReportStore, n: int, rng: RNGLike = None) -> NDArray[np.int64]:
