@@ -11,11 +11,10 @@ import math
 
 import pytest
 
-from privpub.audit import AuditCase, audit_cases, skipped_parts
+from privpub.audit import AuditCase, audit_cases
 
 FAST = audit_cases("fast")
 FULL = audit_cases("full")
-SKIPPED = skipped_parts()
 PARTS = ("histogram", "stream", "spatial", "decision", "ldp_synth")
 
 
@@ -58,14 +57,35 @@ def test_core_and_ldp_are_covered() -> None:
     for step in ("core.laplace", "core.discrete_laplace", "core.exponential_mechanism", "core.report_noisy_max",
                  "ldp.GRR.perturb", "ldp.SUE.perturb", "ldp.OUE.perturb", "ldp.OLH.perturb"):
         assert step in names
-    assert "core" not in SKIPPED and "ldp" not in SKIPPED
 
 
-@pytest.mark.parametrize("part", PARTS)
-def test_part_is_audited(part: str) -> None:
-    if part in SKIPPED:
-        pytest.skip(f"privpub.{part} not audited: {SKIPPED[part]}")
-    assert any(c.part == part for c in FAST)
+_PENDING = {"stream", "spatial", "decision"}  # TEMPORARY: their publisher cases land with their migration
+
+
+@pytest.mark.parametrize("part", [pytest.param(p, marks=pytest.mark.xfail(strict=True, reason="migration pending"))
+                                  if p in _PENDING else p for p in PARTS])
+def test_part_is_audited_through_its_publisher(part: str) -> None:
+    """Every part has fast-tier cases, among them its publisher as a user runs it."""
+    cases = [c for c in FAST if c.part == part]
+    assert cases, f"privpub.{part} has no audit case"
+    assert any(c.name.endswith(".publish") for c in cases), f"privpub.{part} is not audited through publish"
+
+
+def test_a_part_whose_cases_cannot_be_built_is_an_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    from privpub.audit import _cases_parts
+    from privpub.errors import PrivpubError
+
+    def broken() -> list[AuditCase]:
+        from privpub.histogram import a_renamed_private_helper  # type: ignore[attr-defined]  # noqa: F401
+
+        return []
+
+    monkeypatch.setitem(_cases_parts.PART_BUILDERS, "histogram", broken)
+    with pytest.raises(PrivpubError, match="cannot be built: ImportError"):
+        audit_cases("fast")
+    monkeypatch.setitem(_cases_parts.PART_BUILDERS, "histogram", lambda: [])
+    with pytest.raises(PrivpubError, match="has no audit case in the fast tier"):
+        audit_cases("fast")
 
 
 def test_exact_epsilons_are_tight() -> None:

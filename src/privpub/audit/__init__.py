@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from privpub.audit._auditor import AuditResult, audit_epsilon, clopper_pearson_bounds
 from privpub.audit._exact import exact_epsilon, output_probabilities
-from privpub.audit._suite import AuditCase, audit_cases, run_audits, skipped_parts
+from privpub.audit._suite import AuditCase, audit_cases, run_audits
 
 __all__ = [
     "AuditCase",
@@ -34,5 +34,4 @@ __all__ = [
     "exact_epsilon",
     "output_probabilities",
     "run_audits",
-    "skipped_parts",
 ]

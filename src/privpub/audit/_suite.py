@@ -17,9 +17,9 @@ import pandas as pd
 
 from privpub.audit._auditor import AuditResult, audit_epsilon
 from privpub.core import RNGLike, as_generator
-from privpub.errors import ParameterError
+from privpub.errors import ParameterError, PrivpubError
 
-__all__ = ["AuditCase", "audit_cases", "run_audits", "skipped_parts"]
+__all__ = ["AuditCase", "audit_cases", "run_audits"]
 
 TIERS = ("fast", "full")
 #: trials of the full tier relative to the fast tier
@@ -108,14 +108,17 @@ def _builders() -> dict[str, Callable[[], list[AuditCase]]]:
     return out
 
 
-_SKIPPED: dict[str, str] = {}
-
-
 def audit_cases(tier: str = "fast", parts: list[str] | None = None) -> list[AuditCase]:
     """The audit cases of a tier (``"fast"`` or ``"full"``), optionally for some parts only.
 
-    A part whose module cannot be imported (or whose public API lacks a step) is skipped; the
-    reason is available from :func:`skipped_parts`.
+    Every part must contribute cases that run its publisher as a user runs it (``part.X.publish``
+    cases). A part whose cases cannot be built (an import or attribute error: a renamed step) or
+    that has no case in the tier is an error, never a silent skip.
+
+    Raises
+    ------
+    PrivpubError
+        If a part's builder fails or yields no case for the tier.
     """
     t = _tier(tier)
     builders = _builders()
@@ -128,16 +131,12 @@ def audit_cases(tier: str = "fast", parts: list[str] | None = None) -> list[Audi
         try:
             built = builders[name]()
         except (ImportError, AttributeError) as exc:
-            _SKIPPED[name] = f"{type(exc).__name__}: {exc}"
-            continue
-        _SKIPPED.pop(name, None)
-        cases.extend(c for c in built if t == "full" or not c.full_only)
+            raise PrivpubError(f"the audit cases of part {name!r} cannot be built: {type(exc).__name__}: {exc}") from exc
+        kept = [c for c in built if t == "full" or not c.full_only]
+        if not kept:
+            raise PrivpubError(f"part {name!r} has no audit case in the {t} tier")
+        cases.extend(kept)
     return cases
-
-
-def skipped_parts() -> dict[str, str]:
-    """Parts skipped by the last :func:`audit_cases` call, with the reason."""
-    return dict(_SKIPPED)
 
 
 def run_audits(tier: str = "fast", *, parts: list[str] | None = None, rng: RNGLike = 0,

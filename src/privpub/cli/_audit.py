@@ -54,13 +54,11 @@ def run(
 
     Exits with code 1 if a step's lower bound exceeds its epsilon or a control is not flagged.
     """
-    from privpub.audit import run_audits, skipped_parts
+    from privpub.audit import run_audits
 
     tier = "full" if full else "fast"
     frame = run_audits(tier, parts=part, rng=seed,
                        progress=lambda name: typer.echo(f"auditing {name} ...", err=True))
-    for name, reason in skipped_parts().items():
-        typer.echo(f"skipped {name}: {reason}", err=True)
     if output is not None:
         write_table(frame, output)
     if markdown:
@@ -81,9 +79,7 @@ def list_cases(
     full: Annotated[bool, typer.Option("--full", help="List the full tier.")] = False,
 ) -> None:
     """List the audited steps with their neighbouring inputs."""
-    from privpub.audit import audit_cases, skipped_parts
+    from privpub.audit import audit_cases
 
     for case in audit_cases("full" if full else "fast"):
         typer.echo(f"{case.name}  (epsilon {case.epsilon:g}; control: {case.control_note})\n    {case.neighbours}")
-    for name, reason in skipped_parts().items():
-        typer.echo(f"skipped {name}: {reason}")
