@@ -10,6 +10,7 @@ and the sealed ledger: the record of what its mechanisms actually spent.
 
 from __future__ import annotations
 
+import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any
@@ -18,6 +19,7 @@ import numpy as np
 
 from privpub.core._budget import BudgetLedger
 from privpub.core._rng import RNGLike
+from privpub.errors import PrivpubError
 
 if TYPE_CHECKING:
     from privpub.core._session import Session
@@ -74,6 +76,13 @@ class Release:
             raise TypeError(f"ledger must be a BudgetLedger, got {type(self.ledger).__name__}")
         if not self.ledger.frozen:
             object.__setattr__(self, "ledger", self.ledger.freeze())
+        if not math.isclose(float(self.epsilon), self.ledger.epsilon, rel_tol=1e-12):
+            raise PrivpubError(
+                f"a release's epsilon ({self.epsilon!r}) must be the budget its ledger was made under "
+                f"({self.ledger.epsilon!r}); this is a bug in the publisher"
+            )
+        if self.private and not self.ledger.private:
+            raise PrivpubError("a release marked private carries the ledger of a non-private run")
         for f in fields(self):
             value = getattr(self, f.name)
             if isinstance(value, np.ndarray) and value.flags.writeable:

@@ -1,0 +1,141 @@
+"""Mutation harness (issue 12): doubling any ``epsilon=`` a part passes must make a test fail.
+
+For every call in the five parts that passes a keyword ``epsilon=`` (to a mechanism, an LDP
+oracle, a helper that reaches one, or a release), the harness writes a copy of the package in
+which that one argument is doubled, runs the part's tests against the copy and requires that
+at least one fails. Because the mechanisms charge the accountant as they draw, a doubled
+epsilon either exceeds the declared budget (``BudgetExceededError``) or shows up in the ledger a
+test checks; a surviving mutant is a place where the ledger and the noise could disagree
+unnoticed.
+
+The mutants run in their own processes (marked ``mutation``; excluded from the default run by
+``pyproject.toml`` and run by ``.ci/run`` with ``python -m pytest -m mutation -n 2``).
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+import privpub
+
+SRC = Path(privpub.__file__).resolve().parent
+REPO = SRC.parent.parent
+PARTS = ("histogram", "spatial", "decision", "stream", "ldp_synth")
+
+#: sites whose doubling is not a privacy mutation, with the reason (file:callee -> reason);
+#: kept empty unless a site truly passes epsilon to something that is not a mechanism
+ALLOWED: dict[str, str] = {}
+
+
+@dataclass(frozen=True)
+class Site:
+    """One ``epsilon=`` keyword argument in a part's source."""
+
+    part: str
+    file: str  # relative to src/privpub
+    line: int
+    col: int
+    end_line: int
+    end_col: int
+    callee: str
+    value: str
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}:{self.callee}(epsilon={self.value})"
+
+
+def find_sites() -> list[Site]:
+    """Every call with an ``epsilon=`` keyword in the parts' modules, in source order."""
+    sites = []
+    for part in PARTS:
+        for path in sorted((SRC / part).glob("*.py")):
+            rel = path.relative_to(SRC).as_posix()
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+            for node in ast.walk(tree):
+                if not isinstance(node, ast.Call):
+                    continue
+                for kw in node.keywords:
+                    if kw.arg == "epsilon":
+                        v = kw.value
+                        assert v.end_lineno is not None and v.end_col_offset is not None
+                        sites.append(Site(part, rel, v.lineno, v.col_offset, v.end_lineno, v.end_col_offset,
+                                          ast.unparse(node.func), ast.unparse(v)))
+    return sorted(sites, key=lambda s: (s.file, s.line, s.col))
+
+
+def mutate(source: str, site: Site) -> str:
+    """``source`` with the argument at ``site`` replaced by ``((argument) * 2)``."""
+    lines = source.splitlines(keepends=True)
+    offsets = [0]
+    for line in lines:
+        offsets.append(offsets[-1] + len(line.encode("utf-8")))
+    raw = source.encode("utf-8")
+    start = offsets[site.line - 1] + site.col
+    end = offsets[site.end_line - 1] + site.end_col
+    return (raw[:start] + b"((" + raw[start:end] + b") * 2)" + raw[end:]).decode("utf-8")
+
+
+SITES = find_sites()
+
+
+def test_sites_are_found_in_every_part() -> None:
+    parts = {s.part for s in SITES}
+    assert parts >= {"histogram", "decision", "spatial", "stream"}, parts
+    assert all(any(str(s).startswith(k.split(":")[0]) for s in SITES) for k in ALLOWED), "stale ALLOWED entry"
+
+
+def test_mutate_doubles_exactly_one_argument() -> None:
+    site = next(s for s in SITES if s.part == "histogram")
+    text = (SRC / site.file).read_text(encoding="utf-8")
+    out = mutate(text, site)
+    assert out.count(f"(({site.value}) * 2)") == text.count(f"(({site.value}) * 2)") + 1
+    ast.parse(out)
+
+
+@pytest.fixture(scope="session")
+def pristine_copy(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("pristine")
+    shutil.copytree(SRC, root / "privpub", ignore=shutil.ignore_patterns("__pycache__"))
+    # the tests of a mutant must import the copy, not the installed package
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    out = subprocess.run([sys.executable, "-c", "import privpub; print(privpub.__file__)"], env=env,
+                         capture_output=True, text=True, check=True).stdout.strip()
+    assert Path(out).resolve().is_relative_to(root.resolve()), out
+    return root
+
+
+def _test_paths(part: str) -> list[str]:
+    """The part's tests, publisher tests first so that a killed mutant stops early (``-x``)."""
+    first = REPO / "tests" / part / "test_publishers.py"
+    return ([str(first.relative_to(REPO))] if first.exists() else []) + [f"tests/{part}"]
+
+
+@pytest.mark.mutation
+@pytest.mark.parametrize("site", SITES, ids=str)
+def test_doubled_epsilon_is_caught(site: Site, pristine_copy: Path, tmp_path: Path) -> None:
+    if f"{site.file}:{site.callee}" in ALLOWED:
+        pytest.skip(ALLOWED[f"{site.file}:{site.callee}"])
+    root = tmp_path / "src"
+    shutil.copytree(pristine_copy / "privpub", root / "privpub")
+    target = root / "privpub" / site.file
+    mutated = mutate(target.read_text(encoding="utf-8"), site)
+    ast.parse(mutated)
+    target.write_text(mutated, encoding="utf-8")
+    env = {**os.environ, "PYTHONPATH": str(root), "PYTHONDONTWRITEBYTECODE": "1"}
+    cmd = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:randomly", "-p", "no:xdist",
+           "-m", "not slow and not audit_full and not mutation", *_test_paths(site.part)]
+    proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=900, check=False)
+    # exit code 1: some test failed (the mutant is killed); 0: every test passed (it survived)
+    assert proc.returncode != 5, f"no tests collected for {site.part}"
+    assert proc.returncode != 0, (f"mutant survived: doubling epsilon at {site} makes no test of "
+                                  f"tests/{site.part} fail\n{proc.stdout[-1500:]}")
+    # the copy really was imported (the failure is the mutant's, not a broken harness)
+    assert "Error" in proc.stdout or "failed" in proc.stdout
