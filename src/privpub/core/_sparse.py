@@ -287,7 +287,7 @@ def sparse_noisy_counts(
         tail = _rint(0.5 + gen.exponential(scale, size=m))
     all_ids = np.concatenate([ids, empty])
     all_vals = np.concatenate([listed, tail])
-    keep = all_vals >= 1
-    all_ids, all_vals = all_ids[keep], all_vals[keep]
+    positive = all_vals >= 1
+    all_ids, all_vals = all_ids[positive], all_vals[positive]
     order = np.argsort(all_ids, kind="stable")
     return all_ids[order], all_vals[order]
