@@ -206,6 +206,10 @@ def test_no_part_writes_its_ledger_or_draws_noise_itself() -> None:
     """Privacy by construction: the decision sources never build a ledger or call a sampler."""
     forbidden = re.compile(r"BudgetLedger\(|\.spend\(|\.spend_rest\(|\.(laplace|exponential|gumbel|geometric|binomial|"
                            r"normal|standard_\w+)\(|(?<![\w.])(laplace|laplace_noise|discrete_laplace_noise)\(")
+    for planted in ("ledger = BudgetLedger(eps)", "ledger.spend('x', 'laplace', e)", "z = gen.laplace(0, b, n)",
+                    "t = gen.exponential(b)", "c + laplace(c, epsilon=e)", "gen.binomial(n, p)"):
+        assert forbidden.search(planted), planted
+    assert not forbidden.search("gen.integers(lo, hi)") and not forbidden.search("discrete_laplace(x)")
     src = Path(privpub.decision.__file__).parent
     hits = [f"{p.name}:{i}" for p in src.glob("*.py")
             for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
