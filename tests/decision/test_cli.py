@@ -103,3 +103,47 @@ def test_demo_runs() -> None:
     assert {r.method for r in rows} == {"MAXGDDP", "DiffGen"}
     # the rule is learnable: MAXGDDP at eps = 1 is far above the 50% majority rate
     assert max(r.value for r in rows if r.method == "MAXGDDP") > 0.8
+
+
+@pytest.mark.parametrize(("content", "message"), [
+    (bytes(range(256)) * 4, "is not UTF-8 text (a binary file?)"),
+    (b"{hello", "must be a JSON object of trees"),
+    (b'{"c1": ' + b"[" * 50_000 + b"]" * 50_000 + b"}", "nested more than 200 levels"),
+], ids=["binary", "not-json", "deep-json"])
+def test_cli_bad_taxonomy_file_is_a_clear_error(files, content, message) -> None:
+    tmp, data, schema = files
+    tax = tmp / "tax.json"
+    tax.write_bytes(content)
+    res = runner.invoke(app, ["decision", str(data), "--target", "y", "--epsilon", "1", "--levels", "3",
+                              "--schema", str(schema), "--taxonomy", str(tax), "-o", str(tmp / "o.csv")])
+    assert res.exit_code == 2 and isinstance(res.exception, SystemExit), res.output
+    assert message in res.output and "tax.json" in res.output and "Traceback" not in res.output
+    assert not (tmp / "o.csv").exists()
+
+
+@pytest.mark.parametrize(("method", "extra", "message"), [
+    ("maxgddp", [], "levels=10000 with schedule='geometric' gives level 1 a budget of about 1e-1592"),
+    # DiffGen on Adult's public schema (1.5M fnlwgt ticks): the cut outgrows max_synthetic_rows
+    # after a few dozen levels; the run stops there, before the leaves are allocated
+    ("diffgen", ["--dataset-schema", "adult"], "cells; at leaf epsilon=0.5 their noise alone would create about"),
+], ids=["maxgddp", "diffgen-adult"])
+def test_cli_huge_levels_are_refused_before_anything_is_drawn(files, tmp_path, method, extra, message) -> None:
+    tmp, data, schema = files
+    args = ["decision", str(data), "--target", "y", "--epsilon", "1", "--levels", "10000", "--method", method,
+            "-o", str(tmp / "o.csv")]
+    if extra:
+        frame = pd.DataFrame({"age": [30, 40], "workclass": ["Private", "State-gov"], "fnlwgt": [1000, 2000],
+                              "education": ["Bachelors", "HS-grad"], "education-num": [13, 9],
+                              "marital-status": ["Never-married", "Divorced"], "occupation": ["Sales", "Sales"],
+                              "relationship": ["Husband", "Wife"], "race": ["White", "Black"], "sex": ["Male", "Female"],
+                              "capital-gain": [0, 0], "capital-loss": [0, 0], "hours-per-week": [40, 50],
+                              "native-country": ["Canada", "Cuba"], "income": ["<=50K", ">50K"]})
+        data = tmp_path / "adult.csv"
+        frame.to_csv(data, index=False)
+        args = ["decision", str(data), "--target", "income", "--epsilon", "1", "--levels", "10000", "--method", method,
+                "-o", str(tmp / "o.csv"), *extra]
+    else:
+        args += ["--schema", str(schema)]
+    res = runner.invoke(app, args)
+    assert res.exit_code == 2, res.output
+    assert message in res.output and "--levels" in res.output and "Traceback" not in res.output

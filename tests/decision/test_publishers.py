@@ -189,49 +189,25 @@ def test_weighted_cells_fit_equals_fit_on_synthetic_rows(frame, schema) -> None:
     np.testing.assert_array_equal(t1.predict(test), t2.predict(test))
 
 
-def test_sparse_leaf_noise_matches_dense(monkeypatch) -> None:
-    """Above the dense limit, empty cells are noised through the tail: same distribution."""
-    from scipy import stats
+def test_large_cut_is_released_through_the_sparse_path() -> None:
+    """8,000,000 cells (above the core's dense limit): every cell is noised, only the ones >= 1 are
+    materialised (the distribution is checked in tests/core/test_sparse.py)."""
+    from privpub.core import DENSE_CELL_LIMIT, sparse_release_probability
 
-    from privpub.decision import _model
-
-    ids = np.random.default_rng(0).integers(0, 50, 400).astype(np.int64)
-    n_cells = 5000
-    gen = np.random.default_rng(1)
-    for noise in ("discrete", "laplace"):
-        runs = {}
-        for mode in ("dense", "sparse"):
-            monkeypatch.setattr(_model, "DENSE_CELL_LIMIT", 10**9 if mode == "dense" else 0)
-            tot, nz, vals = [], [], []
-            for _ in range(60):
-                out_ids, cnt = _model.noisy_cells(ids, n_cells, epsilon=0.7, noise=noise, exact=False,
-                                                  max_rows=1e9, gen=gen)
-                empty = out_ids >= 50
-                tot.append(cnt.sum())
-                nz.append(empty.sum())
-                vals.append(cnt[empty])
-            runs[mode] = (np.asarray(tot), np.asarray(nz), np.concatenate(vals))
-        (t1, z1, v1), (t2, z2, v2) = runs["dense"], runs["sparse"]
-        assert stats.ks_2samp(t1, t2).pvalue > 1e-3
-        assert stats.ks_2samp(z1, z2).pvalue > 1e-3
-        c1 = np.bincount(np.minimum(v1, 5), minlength=6)[1:]
-        c2 = np.bincount(np.minimum(v2, 5), minlength=6)[1:]
-        assert stats.chi2_contingency(np.vstack([c1, c2]))[1] > 1e-3
-
-
-def test_rejection_sampler_of_empty_cells_is_uniform_and_distinct() -> None:
-    """The > 2**28-cell path picks distinct empty cells uniformly (checked on a small domain)."""
-    from scipy import stats
-
-    from privpub.decision._model import _sample_empty
-
-    gen = np.random.default_rng(5)
-    nonempty = np.array([0, 3, 7, 8], dtype=np.int64)
-    hits = np.zeros(20, dtype=np.int64)
-    for _ in range(2000):
-        chosen = _sample_empty(nonempty, 20, 6, gen)
-        assert chosen.size == 6 and np.unique(chosen).size == 6
-        assert not np.isin(chosen, nonempty).any()
-        hits[chosen] += 1
-    free = np.setdiff1d(np.arange(20), nonempty)
-    assert stats.chisquare(hits[free]).pvalue > 1e-3
+    cats = [f"v{i}" for i in range(2000)]
+    flat = {"Any": cats}
+    schema = Schema([CategoricalAttribute("c", cats, taxonomy=flat), CategoricalAttribute("d", cats, taxonomy=flat)],
+                    class_name="y", classes=["k0", "k1"])
+    gen = np.random.default_rng(0)
+    df = pd.DataFrame({"c": gen.choice(cats[:50], 3000), "d": gen.choice(cats[:50], 3000), "y": ["k0", "k1"] * 1500})
+    rel = MAXGDDP(levels=2, split=0.1).publish(df, schema=schema, epsilon=10.0, rng=1)
+    assert rel.n_cells == 8_000_000 > DENSE_CELL_LIMIT and len(rel.history) == 2
+    assert rel.counts.dtype == np.int64 and rel.cell_ids.dtype == np.int64 and (rel.counts >= 1).all()
+    exact = MAXGDDP(levels=2)._run(df, schema=schema, epsilon=10.0, rng=0, exact=True)
+    true = dict(zip(exact.cell_ids.tolist(), exact.counts.tolist()))
+    got = dict(zip(rel.cell_ids.tolist(), rel.counts.tolist()))
+    assert sum(abs(got.get(c, 0) - v) for c, v in true.items()) < 0.01 * len(df)  # eps2 = 9: little noise
+    n0 = rel.n_cells - len(true)
+    p = sparse_release_probability(9.0)
+    empty = sum(1 for c in got if c not in true)
+    assert abs(empty - n0 * p) < 5 * np.sqrt(n0 * p)

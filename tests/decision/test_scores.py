@@ -6,7 +6,6 @@ import numpy as np
 import pytest
 from decision_helpers import RefTDS, make_frame, make_schema
 
-from privpub.core import exponential_mechanism_probabilities
 from privpub.decision import Taxonomy
 from privpub.decision._diffgen import segment_scores
 from privpub.decision._kernels import info_gain
@@ -131,10 +130,26 @@ def test_split_segments_match_brute_force(seed, score) -> None:
     assert seg_lo[0] == lo + 1 and seg_hi[-1] == hi - 1 and np.all(seg_lo[1:] == seg_hi[:-1] + 1)
     per_s = np.repeat(u, seg_hi - seg_lo + 1)
     np.testing.assert_allclose(per_s, brute, atol=1e-12)
-    # the segment sampler's distribution over s equals the EM over every s
-    eps, du = 0.7, 1.0
-    logw = u + (2 * du / eps) * np.log(seg_hi - seg_lo + 1.0)
-    p_seg = exponential_mechanism_probabilities(logw, epsilon=eps, sensitivity=du)
-    p_s = np.repeat(p_seg / (seg_hi - seg_lo + 1), seg_hi - seg_lo + 1)
-    np.testing.assert_allclose(p_s, exponential_mechanism_probabilities(brute, epsilon=eps, sensitivity=du),
-                               rtol=1e-9)
+    # DiffGen draws s with privpub.core.exponential_mechanism_ranges over these segments, whose law
+    # over the integers is checked in tests/core/test_ranges.py; here: the segments cover exactly
+    # the public candidate set {lo+1, ..., hi-1}, whatever the data
+    assert np.array_equal(np.concatenate([np.arange(a, b + 1) for a, b in zip(seg_lo, seg_hi)]),
+                          np.arange(lo + 1, hi))
+
+
+@pytest.mark.parametrize("block", [1, 7, 10**9])
+@pytest.mark.parametrize("score", ["max_partition", "max"])
+def test_scores_are_the_same_on_every_memory_path(monkeypatch, block, score) -> None:
+    """Blocks of partitions (grid splits) and the sparse count (taxonomy nodes) give the exact
+    brute-force scores: SCORE_BLOCK = 1 forces both on every candidate."""
+    from privpub.decision import _kernels
+
+    monkeypatch.setattr(_kernels, "SCORE_BLOCK", block)
+    attrs, fine, y, ref = _setup(70, 3, 8, 32)
+    cuts = [Cut.root(a) for a in attrs]
+    for j in (0, 5, 2, 11, 1, 3):
+        cands = candidates(cuts)
+        want = [ref.max_score(c, pooled=score == "max") for c in ref.candidates()]
+        np.testing.assert_array_equal(score_candidates(cands, cuts, fine, y, 3, score), want)
+        apply(cuts, cands[j])
+        ref.apply(ref.candidates()[j])

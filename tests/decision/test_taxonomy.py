@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import re
 
+import pandas as pd
 import pytest
 
 from privpub.decision import (
@@ -102,3 +104,59 @@ def test_numeric_taxonomy_mode(frame) -> None:
         MAXGDDP(levels=1, taxonomies={"x": "{0-10 {0-5} {5-10}}"}).publish(frame, schema=schema, epsilon=1, rng=0)
     with pytest.raises(ParameterError, match="not in the schema"):
         MAXGDDP(levels=1, taxonomies={"nope": tree}).publish(frame, schema=schema, epsilon=1, rng=0)
+
+
+def test_ten_thousand_categories_are_checked_in_linear_time() -> None:
+    """Issue 12: the duplicate check was quadratic (10^4 categories: 14 s). The result, not the
+    time, is asserted here; benchmarks/decision.py times 10^4 and 10^5."""
+    cats = [f"c{i}" for i in range(20_000)]
+    for tree in (Taxonomy.parse({"Any": cats}), Taxonomy.balanced(cats), Taxonomy.parse(Taxonomy.balanced(cats).to_brace())):
+        tree.check_leaves(cats, "big")
+        assert tree.leaves() == tuple(cats)
+    dup = {"Any": [*cats, {"G": ["x", "c7"]}]}
+    with pytest.raises(DomainError, match=r"unique labels, got duplicates \['c7'\]"):
+        Taxonomy.parse(dup).check_leaves([*cats, "x"], "big")
+    schema = Schema([CategoricalAttribute("c", cats)], class_name="y", classes=["k0", "k1"])
+    frame = pd.DataFrame({"c": cats[:400], "y": ["k0", "k1"] * 200})
+    rel = MAXGDDP(levels=2).publish(frame, schema=schema, epsilon=1.0, rng=0)
+    assert rel.history[0].node == "Any" and rel.n_cells == 2 * (4 + 3)  # balanced: 4 groups, one split in 4
+
+
+def test_deep_trees_are_refused_clearly() -> None:
+    """Nesting beyond MAX_DEPTH (JSON, brace or objects) is a ParameterError, never a RecursionError."""
+    from privpub.decision._taxonomy import MAX_DEPTH
+
+    deep: dict = {"L0": ["x"]}
+    node = deep
+    for i in range(1, MAX_DEPTH + 5):
+        child = {f"L{i}": [f"y{i}"]}
+        node[f"L{i - 1}"].append(child)
+        node = child
+    with pytest.raises(ParameterError, match=f"nested more than {MAX_DEPTH} levels"):
+        Taxonomy.parse(deep)
+    with pytest.raises(ParameterError, match="nested more than"):
+        Taxonomy.parse("{a " * 50_000 + "}" * 50_000)
+    with pytest.raises(ParameterError, match="nested more than"):
+        load_taxonomies('{"a": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    ok = "{L0 " * MAX_DEPTH + "}" * MAX_DEPTH
+    assert Taxonomy.parse(ok).depth == MAX_DEPTH
+
+
+@pytest.mark.parametrize(("content", "message"), [
+    (bytes(range(256)) * 4, "is not UTF-8 text (a binary file?)"),
+    (b"\x89PNG\r\n\x1a\n\x00\x00", "is not UTF-8 text"),
+    (b"{hello", "must be a JSON object of trees"),
+    (b'["a", "b"]', "must be a JSON object mapping names to trees, got list"),
+    (b'{"c1": {"Any": ["a"], "B": []}}', "tree of 'c1': a taxonomy node must be a string or a one-key object"),
+    (b'{"c1": 3}', "tree of 'c1'"),
+])
+def test_bad_taxonomy_files_give_privpub_errors(tmp_path, content, message) -> None:
+    path = tmp_path / "tax.json"
+    path.write_bytes(content)
+    with pytest.raises(ParameterError, match=re.escape(message)) as info:
+        load_taxonomies(path)
+    assert "tax.json" in str(info.value)
+    with pytest.raises(DataNotFoundError, match="is not a file"):
+        load_taxonomies(tmp_path)
+    with pytest.raises(ParameterError, match="not UTF-8"):
+        load_taxonomies(b'{"a": "\xff"}')

@@ -171,23 +171,29 @@ def spatial_cases() -> list[AuditCase]:
 
 
 # ---------------------------------------------------------------------------------------------
-# decision: MAXGDDP's report-noisy-max over Max scores, and the leaf counts
+# decision: MAXGDDP's report-noisy-max over Max scores, the leaf counts, the whole releases
 # ---------------------------------------------------------------------------------------------
 def decision_cases() -> list[AuditCase]:
     import pandas as pd
 
-    from privpub.core import CategoricalAttribute, NumericAttribute, Schema, report_noisy_max
-    from privpub.decision import MAXGDDP
+    from privpub.core import (
+        CategoricalAttribute,
+        NumericAttribute,
+        Schema,
+        report_noisy_max,
+        sparse_noisy_counts,
+    )
+    from privpub.decision import MAXGDDP, DiffGen
     from privpub.decision._maxgddp import candidates, score_candidates
-    from privpub.decision._model import Cut, encode_frame, noisy_cells
+    from privpub.decision._model import Cut, encode_frame
 
     schema = Schema([CategoricalAttribute("a", ["x", "y"]), CategoricalAttribute("b", ["u", "v"]),
                      CategoricalAttribute("c", ["r", "s"]), NumericAttribute("n", 0, 7)],
                     class_name="cls", classes=["p", "q"])
     # found by search: 9 candidates tied at Max score 2; the added record raises exactly one of them
+    added = pd.DataFrame({"a": ["x"], "b": ["u"], "c": ["r"], "n": [1], "cls": ["p"]})
     table = pd.DataFrame({"a": ["x", "x"], "b": ["u", "u"], "c": ["r", "r"], "n": [0, 0], "cls": ["q", "q"]})
-    table_nb = pd.concat([table, pd.DataFrame({"a": ["x"], "b": ["u"], "c": ["r"], "n": [1], "cls": ["p"]})],
-                         ignore_index=True)
+    table_nb = pd.concat([table, added], ignore_index=True)
     pub = MAXGDDP(levels=1)
 
     def scores(frame: pd.DataFrame) -> NDArray[np.int64]:
@@ -204,37 +210,39 @@ def decision_cases() -> list[AuditCase]:
                              for _ in range(n)])
         return mech
 
-    def leaves(eps: float, noise: str) -> Mech:
-        """``n`` independent copies of a 3-cell table in one call (copy ``i`` owns cells 3i..3i+2;
-        cells get independent noise), so each row is one release of the 3 cells."""
+    def leaves(eps: float, noise: str, dense_limit: int | None = None) -> Mech:
+        """``n`` independent copies of a 3-cell table in one call to the leaf mechanism (copy ``i``
+        owns cells 3i..3i+2; every cell gets independent noise), so each row is one release of the
+        3 cells. ``dense_limit=0`` forces the sparse path (empty cells drawn through the tail)."""
+        extra = {} if dense_limit is None else {"dense_limit": dense_limit}
+
         def mech(ids: Any, rng: np.random.Generator, n: int) -> Any:
             base = np.asarray(ids, dtype=np.int64)
             tiled = (base[None, :] + 3 * np.arange(n)[:, None]).reshape(-1)
-            cid, cnt = noisy_cells(tiled, 3 * n, epsilon=eps, noise=noise, exact=False,
-                                   max_rows=float("inf"), gen=rng)
+            cells, counts = np.unique(tiled, return_counts=True)
+            cid, cnt = sparse_noisy_counts(cells, counts, n_cells=3 * n, epsilon=eps, noise=noise, rng=rng,
+                                           max_released=float(3 * n), **extra)
             out = np.zeros(3 * n)
             out[cid] = cnt
             return out.reshape(n, 3)
         return mech
 
-    def sparse_leaves(eps: float, mask: bool) -> Mech:
-        """The sparse path (more cells than DENSE_CELL_LIMIT: empty cells drawn through the noise
-        tail; ``mask``: a Bernoulli mask per empty cell, else a binomial count of released empty
-        cells placed uniformly), exercised on a small domain by lowering the module's limits for
-        the duration of the call. Both branches release each empty cell independently, so the
-        tiled copies are independent trials."""
-        from privpub.decision import _model
+    def whole(publisher: Any, sch: Schema, record: pd.DataFrame, eps: float) -> Mech:
+        """The release as a user gets it, reduced to a public outcome: the history and the released
+        count of the cell that holds ``record`` (0 when absent)."""
+        attrs = publisher.compile(sch)
+        fine, y = encode_frame(attrs, sch, record, with_class=True)  # public codes of the record
+        assert y is not None
+        digits = [*fine[0].tolist(), int(y[0])]
 
-        dense = leaves(eps, "discrete")
-
-        def mech(ids: Any, rng: np.random.Generator, n: int) -> Any:
-            saved = (_model.DENSE_CELL_LIMIT, _model.SPARSE_MASK_LIMIT)
-            _model.DENSE_CELL_LIMIT = 2
-            _model.SPARSE_MASK_LIMIT = 1 << 62 if mask else 2
-            try:
-                return dense(ids, rng, n)
-            finally:
-                _model.DENSE_CELL_LIMIT, _model.SPARSE_MASK_LIMIT = saved
+        def mech(frame: pd.DataFrame, rng: np.random.Generator) -> Any:
+            r = publisher.publish(frame, schema=sch, epsilon=eps, rng=rng)
+            cell = 0
+            for j, size in enumerate(r.radix):
+                d = int(r.final_cuts[j].index(np.array([digits[j]]))[0]) if j < len(attrs) else digits[j]
+                cell = cell * size + d
+            hit = np.flatnonzero(r.cell_ids == cell)
+            return (" | ".join(map(str, r.history)), int(min(r.counts[hit[0]], 3)) if hit.size else 0)
         return mech
 
     ids, ids_nb = [0, 0, 0], [0, 0, 0, 1]  # add one record to the empty cell 1
@@ -250,12 +258,27 @@ def decision_cases() -> list[AuditCase]:
             f"decision.leaf_counts{tag}", "decision", leaves(1.0, noise), ids, ids_nb, 1.0, 10_000,
             rel + "; 3 cells, cell 1 empty vs count 1 (released only when the noisy count >= 1)",
             control=leaves(2.0, noise), control_note="noise scale halved", batch=True))
-    for mask in (True, False):
-        tag = "mask" if mask else "binomial"
         cases.append(AuditCase(
-            f"decision.leaf_counts[sparse {tag}]", "decision", sparse_leaves(1.0, mask), ids, ids_nb, 1.0, 10_000,
-            rel + f"; the sparse path (> DENSE_CELL_LIMIT cells, {tag} branch) on 3 cells",
-            control=sparse_leaves(2.0, mask), control_note="noise scale halved", batch=True))
+            f"decision.leaf_counts[sparse{' ' + noise if noise == 'laplace' else ''}]", "decision",
+            leaves(1.0, noise, 0), ids, ids_nb, 1.0, 10_000,
+            rel + "; core.sparse_noisy_counts's sparse path (empty cells through the noise tail) on 3 cells",
+            control=leaves(2.0, noise, 0), control_note="noise scale halved", batch=True))
+    # whole releases (fast tier; trials chosen so that the epsilon-doubled control is flagged):
+    # MAXGDDP(levels=1) at epsilon 2 spends 1 on the 9 tied candidates and 1 on the leaves
+    cases.append(AuditCase(
+        "decision.MAXGDDP.publish", "decision", whole(pub, schema, added, 2.0), table, table_nb, 2.0, 800,
+        rel + "; whole release (history, cell of the added record), 9 tied candidates then the leaves",
+        control=whole(pub, schema, added, 4.0), control_note="epsilon doubled"))
+    # DiffGen(levels=1, reuse_unspent=True), three binary attributes: selection eps/4, leaves 3 eps/4
+    em_schema = Schema([CategoricalAttribute(a, ["x", "y"]) for a in "abc"], class_name="cls", classes=["p", "q"])
+    em_added = pd.DataFrame({"a": ["x"], "b": ["x"], "c": ["y"], "cls": ["p"]})
+    em_table = pd.DataFrame({"a": ["x", "x"], "b": ["x", "x"], "c": ["x", "x"], "cls": ["q", "q"]})
+    diffgen = DiffGen(levels=1, reuse_unspent=True)
+    cases.append(AuditCase(
+        "decision.DiffGen.publish", "decision", whole(diffgen, em_schema, em_added, 1.0), em_table,
+        pd.concat([em_table, em_added], ignore_index=True), 1.0, 1_200,
+        rel + "; whole release (history, cell of the added record), reuse_unspent: leaves get 3/4",
+        control=whole(diffgen, em_schema, em_added, 2.0), control_note="epsilon doubled"))
     return cases
 
 

@@ -21,6 +21,7 @@ from privpub.core._mechanisms import (
     report_noisy_max,
 )
 from privpub.core._publisher import Publisher, Release, describe_data, readonly
+from privpub.core._ranges import exponential_mechanism_ranges
 from privpub.core._rng import RNGLike, as_generator, secure_generator, spawn
 from privpub.core._session import (
     FileSessionStore,
@@ -30,6 +31,7 @@ from privpub.core._session import (
     SessionCharge,
     SessionStore,
 )
+from privpub.core._sparse import DENSE_CELL_LIMIT, sparse_noisy_counts, sparse_release_probability
 from privpub.core._validation import (
     check_array,
     check_bounds_2d,
@@ -47,6 +49,7 @@ __all__ = [
     "BudgetLedger",
     "CategoricalAttribute",
     "Charge",
+    "DENSE_CELL_LIMIT",
     "FLOAT_EXACT_LIMIT",
     "FileSessionStore",
     "LedgerEntry",
@@ -81,6 +84,7 @@ __all__ = [
     "discrete_laplace_pmf",
     "exponential_mechanism",
     "exponential_mechanism_probabilities",
+    "exponential_mechanism_ranges",
     "infer_schema",
     "isotonic_regression",
     "laplace",
@@ -90,6 +94,8 @@ __all__ = [
     "readonly",
     "report_noisy_max",
     "secure_generator",
+    "sparse_noisy_counts",
+    "sparse_release_probability",
     "spawn",
     "split",
 ]

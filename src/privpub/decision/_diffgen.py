@@ -15,11 +15,29 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from privpub.core import BudgetLedger, Publisher, Schema, as_generator, check_epsilon, exponential_mechanism
+from privpub.core import (
+    Publisher,
+    Schema,
+    Session,
+    accounting,
+    as_generator,
+    check_epsilon,
+    describe_data,
+    exponential_mechanism,
+    exponential_mechanism_ranges,
+)
 from privpub.core._rng import RNGLike
-from privpub.decision._kernels import child_class_counts, info_gain, split_segments
-from privpub.decision._model import Attr, Cut, Specialization, compile_schema, encode_frame
-from privpub.decision._release import DecisionRelease, make_release
+from privpub.decision._kernels import MIN_LEVEL_EPSILON, child_class_counts, info_gain, split_segments
+from privpub.decision._model import (
+    Attr,
+    Cut,
+    Specialization,
+    compile_schema,
+    encode_frame,
+    n_cells_of,
+    n_specializations,
+)
+from privpub.decision._release import DecisionRelease, build_release, check_cells, leaf_cells
 from privpub.decision._validation import check_common
 from privpub.errors import ParameterError
 
@@ -70,10 +88,19 @@ class DiffGen(Publisher):
     -----
     **Privacy:** ``epsilon``-DP under add/remove-one neighbours. With ``|A_n|`` numeric attributes
     (not in taxonomy mode) and ``eps' = epsilon / (2(|A_n| + 2h))``: each root split is an
-    exponential mechanism with ``eps'``; each level's selection costs ``eps'``; the splits of the
-    two children of a specialised interval cost ``eps'`` together (disjoint records, parallel
-    composition); the leaf cells get noise with ``epsilon / 2`` (L1 sensitivity 1). Total <=
-    ``epsilon``, with equality when every pick is a splittable numeric interval.
+    exponential mechanism with ``eps'`` over every tick of the interval
+    (:func:`privpub.core.exponential_mechanism_ranges`); each level's selection costs ``eps'``
+    (:func:`privpub.core.exponential_mechanism`); the splits of the two children of a
+    specialised interval cost ``eps'`` together (disjoint records, parallel composition); the
+    leaf cells get noise with ``epsilon / 2`` (L1 sensitivity 1, :func:`privpub.core.sparse_noisy_counts`).
+    Total <= ``epsilon``, with equality when every pick is a splittable numeric interval.
+
+    **Ledger:** charged by the mechanisms as they draw: ``("root split <attribute>",
+    exponential_mechanism, eps', du)`` per splittable numeric attribute; per level ``("level i
+    selection", exponential_mechanism, eps', du)`` and, after a numeric pick, a parallel block
+    ``"level i child splits"`` with one branch per child interval of >= 2 ticks (``parts`` = 1 or
+    2); then ``("leaf counts", discrete_laplace, epsilon / 2 or the unspent rest, 1)``. ``du`` is
+    1 (Max) or ``log2 K`` (InfoGain).
 
     References
     ----------
@@ -115,14 +142,16 @@ class DiffGen(Publisher):
         return check_epsilon(epsilon) / (2 * (n_num + 2 * self.levels))
 
     def publish(  # type: ignore[override]
-        self, data: Any, *, schema: Schema, epsilon: float, rng: RNGLike = None
+        self, data: Any, *, schema: Schema, epsilon: float, rng: RNGLike = None, session: Session | None = None
     ) -> DecisionRelease:
-        """Release ``data`` under ``epsilon``-DP (same inputs and errors as :meth:`MAXGDDP.publish`)."""
-        return self._run(data, schema=schema, epsilon=epsilon, rng=rng, exact=False)
+        """Release ``data`` under ``epsilon``-DP (same inputs, session rule and errors as :meth:`MAXGDDP.publish`)."""
+        return self._run(data, schema=schema, epsilon=epsilon, rng=rng, session=session, exact=False)
 
-    def _run(self, data: Any, *, schema: Schema, epsilon: float, rng: RNGLike, exact: bool) -> DecisionRelease:
+    def _run(self, data: Any, *, schema: Schema, epsilon: float, rng: RNGLike, exact: bool,
+             session: Session | None = None) -> DecisionRelease:
+        """The algorithm; ``exact=True`` is the non-private reference (noiseless, lowest best split;
+        tests only): its ledger records the leaks and it is refused under a session."""
         eps = check_epsilon(epsilon)
-        gen = as_generator(rng)
         attrs = self.compile(schema)
         fine, y = encode_frame(attrs, schema, data, with_class=True)
         assert y is not None
@@ -130,107 +159,130 @@ class DiffGen(Publisher):
         du = math.log2(k) if self.score == "infogain" else 1.0
         n_num = sum(a.kind == "ticks" for a in attrs)
         e = eps / (2 * (n_num + 2 * self.levels))
-        ledger = BudgetLedger(eps)
+        if e < du * MIN_LEVEL_EPSILON:
+            most = max(1, math.floor((eps / (du * MIN_LEVEL_EPSILON) / 2 - n_num) / 2))
+            raise ParameterError(
+                f"levels={self.levels} gives each DiffGen step eps'={e:.3g}, below the smallest usable budget "
+                f"{MIN_LEVEL_EPSILON * du:.3g} (noise scales stop at 2**52); at "
+                f"epsilon={eps:g} at most {most} levels are possible: lower levels (CLI --levels)"
+            )
+        n_spec = n_specializations(attrs)
+        n_root = sum(1 for a in attrs if a.kind == "ticks" and a.n_fine >= 2)
+        if self.levels >= n_spec and not exact:  # everything is specialised: the final size is known now
+            leaf_max = eps - (n_root + n_spec) * e if self.reuse_unspent else eps / 2.0
+            check_cells(n_cells_of([a.n_fine for a in attrs], k), leaf_epsilon=leaf_max, noise=self.noise,
+                        max_rows=self.max_synthetic_rows,
+                        when=f"levels={self.levels} specialises every attribute to its finest cut (the schema "
+                             f"allows {n_spec} specialisations), of")
+        gen = as_generator(rng)
         # per tick attribute: records sorted by tick, and per-class sorted ticks
         order = {a: np.argsort(fine[:, a], kind="stable") for a, at in enumerate(attrs) if at.kind == "ticks"}
         srt = {a: (fine[o, a], y[o]) for a, o in order.items()}
         by_class = {a: [np.sort(fine[y == c, a]) for c in range(k)] for a in order}
         splits: dict[tuple[int, int], int] = {}
 
-        def em_split(a: int, lo: int, hi: int) -> int:
+        def em_split(a: int, lo: int, hi: int, note: str) -> int:
+            """Split tick of ``[lo, hi)``: the exponential mechanism over every tick ``lo < s < hi``."""
             ts, ys = srt[a]
             i0, i1 = np.searchsorted(ts, [lo, hi])
             seg_lo, seg_hi, u = segment_scores(ts[i0:i1], ys[i0:i1], k, lo, hi, self.score)
             if exact:
                 return int(seg_lo[int(np.argmax(u))])
-            logw = u + (2.0 * du / e) * np.log((seg_hi - seg_lo + 1).astype(np.float64))
-            j = exponential_mechanism(logw, epsilon=e, sensitivity=du, rng=gen)
-            return int(gen.integers(seg_lo[j], seg_hi[j] + 1))
+            return exponential_mechanism_ranges(seg_lo, seg_hi + 1, u, epsilon=e, sensitivity=du, rng=gen, note=note)
 
         zeros = np.zeros(len(y), dtype=np.int64)
         cuts = [Cut.root(a) for a in attrs]
-        for a in order:
-            if attrs[a].n_fine >= 2:
-                splits[(a, 0)] = em_split(a, 0, attrs[a].n_fine)
-                if not exact:
-                    ledger.spend(f"root split {attrs[a].name}", "exponential_mechanism", e,
-                                 note="split tick over all ticks, uniform base measure")
         history: list[Specialization] = []
-        for i in range(self.levels):
-            cands: list[tuple[int, int, int]] = []  # (attr, node or start, end)
-            node_rows: list[int] = []
-            tick_rows: list[int] = []
-            for a, cut in enumerate(cuts):
-                at = cut.attr
+        with accounting(eps, method="diffgen", session=session, data=describe_data(data), private=not exact) as acc:
+            for a in order:
+                if attrs[a].n_fine >= 2:
+                    with acc.step(f"root split {attrs[a].name}"):
+                        splits[(a, 0)] = em_split(a, 0, attrs[a].n_fine,
+                                                  "split tick over all ticks, uniform base measure")
+            for i in range(self.levels):
+                cands, scores = self._candidates(cuts, attrs, splits, fine, y, k, zeros, by_class)
+                if not cands:
+                    break
+                with acc.step(f"level {i + 1} selection"):
+                    j = int(np.argmax(scores)) if exact else exponential_mechanism(
+                        scores, epsilon=e, sensitivity=du, rng=gen, note=f"{len(cands)} candidates")
+                a, v, end = cands[j]
+                cut, at = cuts[a], attrs[a]
                 if at.hierarchical:
-                    assert cut.nodes is not None
-                    for v in cut.nodes:
-                        if at.node_children[v]:
-                            node_rows.append(len(cands))
-                            cands.append((a, v, -1))
+                    before = at.node_labels[v] if at.kind == "cat" else at.interval_label(at.node_lo[v], at.node_hi[v])
+                    kids = at.node_children[v]
+                    cut.specialize_node(v)
+                    labels = tuple(at.node_labels[c] if at.kind == "cat" else at.interval_label(at.node_lo[c], at.node_hi[c])
+                                   for c in kids)
+                    history.append(Specialization(at.name, before, labels))
                 else:
-                    for s0, s1 in zip(cut.starts, cut.ends()):
-                        if (a, s0) in splits:
-                            tick_rows.append(len(cands))
-                            cands.append((a, s0, s1))
-            if not cands:
-                break
-            scores = np.zeros(len(cands))
-            by_attr: dict[int, list[int]] = {}
-            for idx in node_rows:
-                by_attr.setdefault(cands[idx][0], []).append(idx)
-            for a, members in by_attr.items():
-                at = attrs[a]
-                kid_lists = [at.node_children[cands[idx][1]] for idx in members]
-                lo = np.asarray([at.node_lo[c] for ks in kid_lists for c in ks], dtype=np.int64)
-                hi = np.asarray([at.node_hi[c] for ks in kid_lists for c in ks], dtype=np.int64)
-                own = np.asarray([idx for idx, ks in zip(members, kid_lists) for _ in ks], dtype=np.int64)
-                cnt = child_class_counts(zeros, 1, fine[:, a], at.n_fine, y, k, lo, hi)[0]
-                scores += _scores_from_counts(cnt, own, len(cands), self.score)
-            if tick_rows:
-                rows = []
-                for idx in tick_rows:
-                    a, s0, s1 = cands[idx]
-                    s = splits[(a, s0)]
-                    bounds = np.asarray([s0, s, s1])
-                    rows.append(np.stack([np.diff(np.searchsorted(bc, bounds)) for bc in by_class[a]], axis=1))
-                counts = np.vstack(rows)
-                t_owner = np.repeat(np.asarray(tick_rows, dtype=np.int64), 2)
-                scores += _scores_from_counts(counts, t_owner, len(cands), self.score)
+                    s = splits.pop((a, v))
+                    cut.split_at(s)
+                    history.append(Specialization(at.name, at.interval_label(v, end),
+                                                  (at.interval_label(v, s), at.interval_label(s, end))))
+                    children = [(c0, c1) for c0, c1 in ((v, s), (s, end)) if c1 - c0 >= 2]
+                    if children:  # the children hold disjoint records: parallel composition
+                        with acc.step(f"level {i + 1} child splits"), \
+                                acc.parallel(f"level {i + 1} child splits") as block:
+                            for c0, c1 in children:
+                                with block.branch(at.interval_label(c0, c1)):
+                                    splits[(a, c0)] = em_split(a, c0, c1, "split tick of a new interval")
+                if not exact:  # the cut only grows: stop as soon as the leaves cannot be released
+                    check_cells(n_cells_of([len(c.starts) for c in cuts], k),
+                                leaf_epsilon=eps - acc.total if self.reuse_unspent else eps / 2.0,
+                                noise=self.noise, max_rows=self.max_synthetic_rows, when=f"the cut after level {i + 1} has")
             if exact:
-                j = int(np.argmax(scores))
-            else:
-                j = exponential_mechanism(scores, epsilon=e, sensitivity=du, rng=gen)
-                ledger.spend(f"level {i + 1} selection", "exponential_mechanism", e,
-                             note=f"{len(cands)} candidates")
-            a, v, end = cands[j]
-            cut, at = cuts[a], attrs[a]
+                acc.leak("selection", f"{len(history)} levels and their split ticks: exact argmax, no noise")
+                acc.leak("leaf counts", "the true cell counts, no noise")
+            leaf_eps = eps - acc.total if self.reuse_unspent and not exact else eps / 2.0
+            with acc.step("leaf counts"):
+                cells = leaf_cells(cuts, fine, y, k, epsilon=leaf_eps, noise=self.noise, exact=exact,
+                                   max_rows=self.max_synthetic_rows, gen=gen)
+            return build_release(cuts=cuts, cells=cells, schema=schema, history=history, ledger=acc.seal(),
+                                 epsilon=eps, method="diffgen", private=not exact, params=self.params())
+
+    def _candidates(
+        self, cuts: list[Cut], attrs: tuple[Attr, ...], splits: dict[tuple[int, int], int], fine: I64, y: I64,
+        k: int, zeros: I64, by_class: dict[int, list[I64]],
+    ) -> tuple[list[tuple[int, int, int]], NDArray[np.float64]]:
+        """The specialisable cut nodes and intervals ``(attr, node or start, end)`` and their scores."""
+        cands: list[tuple[int, int, int]] = []
+        node_rows: list[int] = []
+        tick_rows: list[int] = []
+        for a, cut in enumerate(cuts):
+            at = cut.attr
             if at.hierarchical:
-                before = at.node_labels[v] if at.kind == "cat" else at.interval_label(at.node_lo[v], at.node_hi[v])
-                kids = at.node_children[v]
-                cut.specialize_node(v)
-                labels = tuple(at.node_labels[c] if at.kind == "cat" else at.interval_label(at.node_lo[c], at.node_hi[c])
-                               for c in kids)
-                history.append(Specialization(at.name, before, labels))
-                continue
-            s = splits.pop((a, v))
-            cut.split_at(s)
-            history.append(Specialization(at.name, at.interval_label(v, end),
-                                          (at.interval_label(v, s), at.interval_label(s, end))))
-            parts = 0
-            for c0, c1 in ((v, s), (s, end)):
-                if c1 - c0 >= 2:
-                    splits[(a, c0)] = em_split(a, c0, c1)
-                    parts += 1
-            if parts and not exact:
-                ledger.spend(f"level {i + 1} child splits", "exponential_mechanism", e,
-                             composition="parallel", parts=parts, note="children hold disjoint records")
-        leaf_eps = eps / 2.0
-        if self.reuse_unspent and not exact:
-            leaf_eps = eps - ledger.total
-        return make_release(cuts=cuts, fine=fine, y=y, schema=schema, history=history, ledger=ledger,
-                            leaf_epsilon=leaf_eps, noise=self.noise, exact=exact, max_rows=self.max_synthetic_rows,
-                            gen=gen, epsilon=eps, method="diffgen", params=self.params())
+                assert cut.nodes is not None
+                for v in cut.nodes:
+                    if at.node_children[v]:
+                        node_rows.append(len(cands))
+                        cands.append((a, v, -1))
+            else:
+                for s0, s1 in zip(cut.starts, cut.ends()):
+                    if (a, s0) in splits:
+                        tick_rows.append(len(cands))
+                        cands.append((a, s0, s1))
+        scores = np.zeros(len(cands))
+        by_attr: dict[int, list[int]] = {}
+        for idx in node_rows:
+            by_attr.setdefault(cands[idx][0], []).append(idx)
+        for a, members in by_attr.items():
+            at = attrs[a]
+            kid_lists = [at.node_children[cands[idx][1]] for idx in members]
+            lo = np.asarray([at.node_lo[c] for ks in kid_lists for c in ks], dtype=np.int64)
+            hi = np.asarray([at.node_hi[c] for ks in kid_lists for c in ks], dtype=np.int64)
+            own = np.asarray([idx for idx, ks in zip(members, kid_lists) for _ in ks], dtype=np.int64)
+            cnt = child_class_counts(zeros, 1, fine[:, a], at.n_fine, y, k, lo, hi)[0]
+            scores += _scores_from_counts(cnt, own, len(cands), self.score)
+        if tick_rows:
+            rows = []
+            for idx in tick_rows:
+                a, s0, s1 = cands[idx]
+                bounds = np.asarray([s0, splits[(a, s0)], s1])
+                rows.append(np.stack([np.diff(np.searchsorted(bc, bounds)) for bc in by_class[a]], axis=1))
+            t_owner = np.repeat(np.asarray(tick_rows, dtype=np.int64), 2)
+            scores += _scores_from_counts(np.vstack(rows), t_owner, len(cands), self.score)
+        return cands, scores
 
     def params(self) -> dict[str, Any]:
         return {"levels": self.levels, "score": self.score, "reuse_unspent": self.reuse_unspent,

@@ -7,13 +7,17 @@ import math
 import numpy as np
 from numpy.typing import NDArray
 
-from privpub.core import split
+from privpub.core import sparse_release_probability, split
+from privpub.errors import ParameterError
 
 __all__ = [
+    "candidate_max_scores",
     "child_class_counts",
     "compact_ids",
+    "expected_noise_rows",
     "info_gain",
     "level_budgets",
+    "max_levels",
     "max_score",
     "split_segments",
 ]
@@ -21,16 +25,73 @@ __all__ = [
 I64 = NDArray[np.int64]
 
 
-def level_budgets(eps1: float, levels: int, schedule: str = "geometric", fanout_ratio: float = 3.0) -> tuple[float, ...]:
+#: smallest level budget allowed: report-noisy-max needs a noise scale 1/eps_i <= 2**52 (one bit of
+#: margin for the rounding of the schedule)
+MIN_LEVEL_EPSILON = 2.0**-51
+
+
+def _geometric_weights(levels: int, count: int, ratio: float) -> tuple[list[float], float]:
+    """First ``count`` weights ``r^(i - h + 1)`` (the largest is 1) and the sum of all ``h`` of them."""
+    log_r = math.log(ratio) / 3.0
+    weights = [math.exp((i - levels + 1) * log_r) for i in range(count)]
+    total = math.expm1(-levels * log_r) / math.expm1(-log_r)  # sum_{i<h} r^(i-h+1), no overflow
+    return weights, total
+
+
+def max_levels(eps1: float, schedule: str = "geometric", fanout_ratio: float = 3.0) -> int:
+    """Largest ``h`` whose first level still gets a usable budget (>= :data:`MIN_LEVEL_EPSILON`) out of ``eps1``."""
+    if schedule == "uniform":
+        return max(1, math.floor(eps1 / MIN_LEVEL_EPSILON))
+    # eps_1 = eps1 (1 - 1/r) / (r^h - 1) * ... >= MIN  <=>  r^h - 1 <= eps1 (r - 1) / MIN
+    r = fanout_ratio ** (1.0 / 3.0)
+    return max(1, math.floor(math.log1p(eps1 * (r - 1.0) / MIN_LEVEL_EPSILON) / math.log(r)))
+
+
+def level_budgets(
+    eps1: float, levels: int, schedule: str = "geometric", fanout_ratio: float = 3.0, count: int | None = None
+) -> tuple[float, ...]:
     """Per-level selection budgets ``eps_1..eps_h`` summing to ``eps1`` (spec §2.6).
 
     ``geometric``: ``eps_i = eps1 r^(i-1) (r-1) / (r^h - 1)`` with ``r = fanout_ratio^(1/3)``
     (the paper's Theorem 2 with its ``n`` corrected to ``h``); ``uniform``: ``eps1 / h``.
+    ``count`` < ``levels`` returns only the first ``count`` budgets of the ``h``-level schedule
+    (without materialising the rest).
+
+    Raises
+    ------
+    ParameterError
+        If the first level's budget would be below 2**-51 (a noise scale near the samplers' 2**52):
+        ``levels`` is too large for ``eps1`` (the message gives the largest usable ``levels``).
     """
+    n = levels if count is None else min(count, levels)
+    if max_levels(eps1, schedule, fanout_ratio) < levels:
+        log10_first = (math.log10(eps1 / levels) if schedule == "uniform"
+                       else _log_first_geometric(eps1, levels, fanout_ratio) / math.log(10))
+        raise ParameterError(
+            f"levels={levels} with schedule={schedule!r} gives level 1 a budget of "
+            f"{_fmt_pow10(log10_first)} out of "
+            f"eps1={eps1:g}, below the smallest usable level budget 2**-51 (noise scales stop at 2**52); at most "
+            f"{max_levels(eps1, schedule, fanout_ratio)} levels are possible: lower levels (CLI --levels)"
+            + (" or use schedule='uniform'" if schedule == "geometric" else "")
+        )
+    if n == levels:  # the whole schedule: split() makes the parts add up to eps1
+        if schedule == "uniform":
+            return split(eps1, [1.0] * levels)
+        return split(eps1, _geometric_weights(levels, levels, fanout_ratio)[0])
     if schedule == "uniform":
-        return split(eps1, [1.0] * levels)
-    r = fanout_ratio ** (1.0 / 3.0)
-    return split(eps1, [r**i for i in range(levels)])
+        return tuple([eps1 / levels] * n)
+    weights, total = _geometric_weights(levels, n, fanout_ratio)
+    return tuple(eps1 * w / total for w in weights)
+
+
+def _fmt_pow10(log10: float) -> str:
+    return f"{10.0**log10:.2g}" if log10 > -300 else f"about 1e{math.floor(log10)}"
+
+
+def _log_first_geometric(eps1: float, levels: int, fanout_ratio: float) -> float:
+    """``ln eps_1`` with ``eps_1 = eps1 (r - 1) / (r^h - 1)``, computed in logs (``r^h`` may overflow)."""
+    log_r = math.log(fanout_ratio) / 3.0
+    return math.log(eps1) + math.log(math.expm1(log_r)) - levels * log_r - math.log(-math.expm1(-levels * log_r))
 
 
 def compact_ids(columns: list[I64], sizes: list[int], n: int) -> tuple[I64, int]:
@@ -68,8 +129,90 @@ def max_score(counts: NDArray[np.int64], owner: I64, n_candidates: int) -> I64:
 
     ``counts`` has shape ``(P, n_children, K)``; ``owner[c]`` is the candidate of child ``c``.
     """
-    per_child = counts.max(axis=2).sum(axis=0)
-    return np.bincount(owner, weights=per_child, minlength=n_candidates).round().astype(np.int64)
+    return _per_candidate(counts.max(axis=2).sum(axis=0), owner, n_candidates)
+
+
+def _per_candidate(per_child: I64, owner: I64, n_candidates: int) -> I64:
+    """Sum ``per_child`` by candidate, exactly in int64."""
+    out = np.zeros(n_candidates, dtype=np.int64)
+    np.add.at(out, owner, per_child.astype(np.int64))
+    return out
+
+
+#: largest dense block of (partition, fine code or child, class) counts the scoring allocates
+SCORE_BLOCK = 1 << 22
+
+
+def candidate_max_scores(
+    pid: I64, n_parts: int, fine: I64, n_fine: int, y: I64, n_classes: int,
+    lo: I64, hi: I64, owner: I64, n_candidates: int, *, disjoint: bool,
+) -> I64:
+    """Max score per candidate: ``sum_P sum_c max_k |T_P,c^k|`` over partitions ``P`` (spec §2.4, §6).
+
+    Child ``c`` is the range ``[lo[c], hi[c])`` of fine codes and belongs to candidate
+    ``owner[c]``. ``disjoint``: the children of all candidates are pairwise disjoint (taxonomy
+    nodes of one cut), so each record is counted once, sparsely (``O(n log n)`` time, ``O(n)``
+    memory, whatever the number of partitions and categories). Otherwise (grid splits, whose
+    children overlap) prefix sums over fine codes, a block of partitions at a time so that no
+    array exceeds :data:`SCORE_BLOCK` elements.
+    """
+    if disjoint:
+        per_child = _disjoint_child_max(pid, n_parts, fine, y, n_classes, lo, hi)
+        return _per_candidate(per_child, owner, n_candidates)
+    per_row = (n_fine + 1 + lo.size) * n_classes
+    rows = max(1, SCORE_BLOCK // per_row)
+    if n_parts <= rows:
+        return max_score(child_class_counts(pid, n_parts, fine, n_fine, y, n_classes, lo, hi), owner, n_candidates)
+    order = np.argsort(pid, kind="stable")
+    sorted_pid = pid[order]
+    per_child = np.zeros(lo.size, dtype=np.int64)
+    for p0 in range(0, n_parts, rows):
+        p1 = min(n_parts, p0 + rows)
+        b0, b1 = np.searchsorted(sorted_pid, [p0, p1])
+        sel = order[b0:b1]
+        if sel.size:
+            counts = child_class_counts(pid[sel] - p0, p1 - p0, fine[sel], n_fine, y[sel], n_classes, lo, hi)
+            per_child += counts.max(axis=2).sum(axis=0)
+    return _per_candidate(per_child, owner, n_candidates)
+
+
+def _disjoint_child_max(pid: I64, n_parts: int, fine: I64, y: I64, n_classes: int, lo: I64, hi: I64) -> I64:
+    """``sum_P max_k count(P, c, k)`` for disjoint child ranges ``c`` (records outside all count nowhere)."""
+    n_children = lo.size
+    per_child = np.zeros(n_children, dtype=np.int64)
+    if n_children == 0 or fine.size == 0:
+        return per_child
+    order = np.argsort(lo, kind="stable")
+    slo, shi = lo[order], hi[order]
+    c = np.searchsorted(slo, fine, side="right") - 1
+    inside = (c >= 0) & (fine < shi[np.maximum(c, 0)])
+    c, p, k = c[inside], pid[inside], y[inside]
+    if n_parts * n_children * n_classes >= 1 << 62:  # cannot happen for n_parts <= n records; be safe
+        raise ParameterError(f"{n_parts} partitions x {n_children} children x {n_classes} classes overflow int64")
+    size = n_parts * n_children * n_classes
+    if size <= SCORE_BLOCK:
+        cnt = np.bincount((p * n_children + c) * n_classes + k, minlength=size)
+        sorted_max = cnt.reshape(n_parts, n_children, n_classes).max(axis=2).sum(axis=0)
+    else:
+        keys, counts = np.unique((p * n_children + c) * n_classes + k, return_counts=True)
+        group = keys // n_classes  # (partition, child), sorted
+        first = np.flatnonzero(np.r_[True, group[1:] != group[:-1]])
+        sorted_max = np.zeros(n_children, dtype=np.int64)
+        np.add.at(sorted_max, group[first] % n_children, np.maximum.reduceat(counts, first))
+    per_child[order] = sorted_max
+    return per_child
+
+
+def expected_noise_rows(n_cells: int, epsilon: float, noise: str) -> float:
+    """Expected number of synthetic rows that the noise of ``n_cells`` empty cells creates.
+
+    ``n_cells * p * E[value | value >= 1]``: ``p`` is :func:`privpub.core.sparse_release_probability`;
+    the conditional mean is ``1 / (1 - q)`` (discrete, ``q = exp(-epsilon)``) or about
+    ``1/epsilon + 1/2`` (rounded continuous Laplace).
+    """
+    p = sparse_release_probability(epsilon, noise=noise)
+    mean = 1.0 / epsilon + 0.5 if noise == "laplace" else 1.0 / -math.expm1(-epsilon)
+    return float(n_cells) * p * mean
 
 
 def _entropy(counts: NDArray[np.float64]) -> NDArray[np.float64]:
@@ -122,9 +265,3 @@ def split_segments(
     keep = seg_hi >= seg_lo
     left = left[keep]
     return seg_lo[keep].astype(np.int64), seg_hi[keep].astype(np.int64), left, total[None, :] - left
-
-
-def expected_noise_rows(n_cells: int, scale: float) -> float:
-    """Approximate count of noise rows from empty cells: ``N * p * (b + 0.5)``, ``p = P(noise >= 1)``."""
-    p = 0.5 * math.exp(-0.5 / scale)
-    return n_cells * p * (scale + 0.5)

@@ -15,11 +15,29 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from privpub.core import BudgetLedger, Publisher, Schema, as_generator, check_epsilon, report_noisy_max
+from privpub.core import (
+    Publisher,
+    Schema,
+    Session,
+    accounting,
+    as_generator,
+    check_epsilon,
+    describe_data,
+    report_noisy_max,
+)
 from privpub.core._rng import RNGLike
-from privpub.decision._kernels import child_class_counts, level_budgets, max_score
-from privpub.decision._model import Attr, Cut, Specialization, compile_schema, cut_partition_ids, encode_frame
-from privpub.decision._release import DecisionRelease, make_release
+from privpub.decision._kernels import candidate_max_scores, level_budgets
+from privpub.decision._model import (
+    Attr,
+    Cut,
+    Specialization,
+    compile_schema,
+    cut_partition_ids,
+    encode_frame,
+    n_cells_of,
+    n_specializations,
+)
+from privpub.decision._release import DecisionRelease, build_release, check_cells, leaf_cells
 from privpub.decision._validation import check_common
 from privpub.errors import ParameterError
 
@@ -69,7 +87,7 @@ def candidates(cuts: list[Cut]) -> list[Candidate]:
 def score_candidates(
     cands: list[Candidate], cuts: list[Cut], fine: I64, y: I64, n_classes: int, score: str
 ) -> I64:
-    """Max scores of all candidates, vectorised per attribute (spec §2.4, §6)."""
+    """Max scores of all candidates, vectorised per attribute (spec §2.4, §6); exact int64."""
     n = fine.shape[0]
     sizes = [len(c.starts) for c in cuts]
     cidx = np.stack([c.index(fine[:, j]) for j, c in enumerate(cuts)], axis=1)
@@ -90,8 +108,9 @@ def score_candidates(
         lo = np.asarray([x for i in members for x in cands[i].child_lo], dtype=np.int64)
         hi = np.asarray([x for i in members for x in cands[i].child_hi], dtype=np.int64)
         owner = np.asarray([k for k, i in enumerate(members) for _ in cands[i].child_lo], dtype=np.int64)
-        counts = child_class_counts(pid, n_parts, fine[:, a], cuts[a].attr.n_fine, y, n_classes, lo, hi)
-        out[np.asarray(members)] = max_score(counts, owner, len(members))
+        at = cuts[a].attr
+        out[np.asarray(members)] = candidate_max_scores(pid, n_parts, fine[:, a], at.n_fine, y, n_classes, lo, hi,
+                                                        owner, len(members), disjoint=at.hierarchical)
     return out
 
 
@@ -158,8 +177,23 @@ class MAXGDDP(Publisher):
     count that moves by 0 or +1 (all the same direction) when a record is added, so
     report-noisy-max with ``Lap(1/eps_i)`` is ``eps_i``-DP ([DR14] Claim 3.9; paper Theorem 1).
     The levels compose to ``eps1``. The leaf histogram (every cell, empty ones included) has L1
-    sensitivity 1 and gets discrete Laplace noise with ``eps2``. Candidates, grids and
-    taxonomies are public; the data only enter through the scores and the leaf counts.
+    sensitivity 1 and gets discrete Laplace noise with ``eps2``, through
+    :func:`privpub.core.sparse_noisy_counts` (all cells noised, only those >= 1 materialised).
+    Candidates, grids and taxonomies are public; the data only enter through the scores and the
+    leaf counts.
+
+    **Ledger** (privacy by construction): the mechanisms charge the release's accountant as they
+    draw, so the sealed ledger is ``("level i selection", report_noisy_max, eps_i, sensitivity 1)``
+    for every level that ran, then ``("leaf counts", discrete_laplace, eps2, sensitivity 1)`` (one
+    charge: the ``n_cells`` cells are disjoint). Its total is ``epsilon`` when all ``levels`` run,
+    less after an early stop. Under a :class:`~privpub.core.Session`, ``epsilon`` is reserved
+    before anything is drawn.
+
+    **Size checks** (public: they use only the schema, ``levels`` and ``epsilon``, or the DP
+    cut): ``levels`` whose first level budget is unusably small, a run that specialises every
+    attribute to its finest cut whose leaves would exceed ``max_synthetic_rows``, and a cut that
+    outgrows it after some level are refused with :class:`~privpub.errors.ParameterError` (the
+    first two before anything is drawn).
 
     References
     ----------
@@ -212,49 +246,76 @@ class MAXGDDP(Publisher):
                               grid_size=self.max_split_candidates, tick_mode=False)
 
     def publish(  # type: ignore[override]
-        self, data: Any, *, schema: Schema, epsilon: float, rng: RNGLike = None
+        self, data: Any, *, schema: Schema, epsilon: float, rng: RNGLike = None, session: Session | None = None
     ) -> DecisionRelease:
         """Release ``data`` (a DataFrame with the schema's columns and target) under ``epsilon``-DP.
+
+        Everything is validated before anything is drawn; under a ``session``, ``epsilon`` is
+        reserved there first (refused, drawing nothing, if the session cannot pay).
 
         Raises
         ------
         ParameterError
-            Bad epsilon, schema without a target, malformed taxonomy.
+            Bad epsilon, schema without a target, malformed taxonomy; ``levels`` too large for
+            the schedule at this epsilon or for the size of the release (the message gives the
+            size and the limit).
         DomainError
             Missing target or column, unknown category, NaN or out-of-range number, a taxonomy
             whose leaves differ from the declared categories.
+        BudgetExceededError
+            The session cannot pay ``epsilon`` (nothing is published).
         """
-        return self._run(data, schema=schema, epsilon=epsilon, rng=rng, exact=False)
+        return self._run(data, schema=schema, epsilon=epsilon, rng=rng, session=session, exact=False)
 
-    def _run(self, data: Any, *, schema: Schema, epsilon: float, rng: RNGLike, exact: bool) -> DecisionRelease:
+    def _run(self, data: Any, *, schema: Schema, epsilon: float, rng: RNGLike, exact: bool,
+             session: Session | None = None) -> DecisionRelease:
+        """The algorithm; ``exact=True`` is the non-private reference (noiseless TDS, tests only):
+        its ledger records the leaks (``epsilon = inf``) and it is refused under a session."""
         eps = check_epsilon(epsilon)
-        gen = as_generator(rng)
         attrs = self.compile(schema)
         fine, y = encode_frame(attrs, schema, data, with_class=True)
         assert y is not None
         k = len(schema.classes or ())
         eps1 = eps * self.split
         eps2 = eps - eps1
-        sched = self.level_budgets(eps)
-        ledger = BudgetLedger(eps)
-        cuts = [Cut.root(a) for a in attrs]
-        history: list[Specialization] = []
-        for i in range(self.levels):
-            cands = candidates(cuts)
-            if not cands:
-                log.info("MAXGDDP: nothing left to specialise after %d levels", i)
-                break
-            scores = score_candidates(cands, cuts, fine, y, k, self.score)
+        # public checks, before any reservation or draw: a level that can run gets a usable
+        # budget, and a run that specialises everything (levels >= what the schema allows) has a
+        # known final size
+        runnable = min(self.levels, n_specializations(attrs))
+        sched = level_budgets(eps1, self.levels, self.schedule, self.fanout_ratio, count=runnable)
+        if self.levels >= n_specializations(attrs) and not exact:
+            check_cells(n_cells_of([a.n_fine for a in attrs], k), leaf_epsilon=eps2, noise=self.noise,
+                        max_rows=self.max_synthetic_rows,
+                        when=f"levels={self.levels} specialises every attribute to its finest cut (the schema "
+                             f"allows {n_specializations(attrs)} specialisations), of")
+        gen = as_generator(rng)
+        with accounting(eps, method="maxgddp", session=session, data=describe_data(data), private=not exact) as acc:
+            cuts = [Cut.root(a) for a in attrs]
+            history: list[Specialization] = []
+            for i in range(self.levels):
+                cands = candidates(cuts)
+                if not cands:
+                    log.info("MAXGDDP: nothing left to specialise after %d levels", i)
+                    break
+                scores = score_candidates(cands, cuts, fine, y, k, self.score)
+                with acc.step(f"level {i + 1} selection"):
+                    if exact:
+                        j = int(np.argmax(scores))
+                    else:
+                        j = report_noisy_max(scores, epsilon=sched[i], sensitivity=1.0, monotone=True, rng=gen,
+                                             note=f"{len(cands)} candidates, Lap(1/eps_i), monotone Max scores")
+                history.append(apply(cuts, cands[j]))
+                if not exact:  # the cut only grows: stop as soon as the leaves cannot be released
+                    check_cells(n_cells_of([len(c.starts) for c in cuts], k), leaf_epsilon=eps2, noise=self.noise,
+                                max_rows=self.max_synthetic_rows, when=f"the cut after level {i + 1} has")
             if exact:
-                j = int(np.argmax(scores))
-            else:
-                j = report_noisy_max(scores, epsilon=sched[i], sensitivity=1.0, monotone=True, rng=gen)
-                ledger.spend(f"level {i + 1} selection", "report_noisy_max", sched[i],
-                             note=f"{len(cands)} candidates, Lap(1/eps_i), monotone Max scores")
-            history.append(apply(cuts, cands[j]))
-        return make_release(cuts=cuts, fine=fine, y=y, schema=schema, history=history, ledger=ledger,
-                            leaf_epsilon=eps2, noise=self.noise, exact=exact, max_rows=self.max_synthetic_rows,
-                            gen=gen, epsilon=eps, method="maxgddp", params=self.params())
+                acc.leak("selection", f"{len(history)} levels: exact argmax of the Max scores, no noise")
+                acc.leak("leaf counts", "the true cell counts, no noise")
+            with acc.step("leaf counts"):
+                cells = leaf_cells(cuts, fine, y, k, epsilon=eps2, noise=self.noise, exact=exact,
+                                   max_rows=self.max_synthetic_rows, gen=gen)
+            return build_release(cuts=cuts, cells=cells, schema=schema, history=history, ledger=acc.seal(),
+                                 epsilon=eps, method="maxgddp", private=not exact, params=self.params())
 
     def params(self) -> dict[str, Any]:
         return {"levels": self.levels, "split": self.split, "schedule": self.schedule,

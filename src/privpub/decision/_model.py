@@ -24,25 +24,12 @@ import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
 
-from privpub.core import (
-    CategoricalAttribute,
-    NumericAttribute,
-    Schema,
-    discrete_laplace,
-    discrete_laplace_noise,
-    laplace,
-)
-from privpub.decision._kernels import compact_ids, expected_noise_rows
+from privpub.core import CategoricalAttribute, NumericAttribute, Schema
+from privpub.decision._kernels import compact_ids
 from privpub.decision._taxonomy import Taxonomy
 from privpub.errors import DomainError, ParameterError
 
 I64 = NDArray[np.int64]
-
-#: dense leaf noise up to this many cells; above it the empty cells are noised through the exact
-#: noise tail (same distribution, spec §2.8; the spec's 2**24 is lowered for speed)
-DENSE_CELL_LIMIT = 1 << 20
-#: up to this many cells the sparse path marks empty cells in a boolean mask
-SPARSE_MASK_LIMIT = 1 << 28
 
 
 @dataclass(frozen=True)
@@ -306,8 +293,22 @@ class Specialization:
         return f"{self.attribute}: {self.node} -> {', '.join(self.children)}"
 
 
+def n_specializations(attrs: tuple[Attr, ...]) -> int:
+    """How many specialisations the schema allows in all (public): after that many levels every
+    cut is at its finest (taxonomy leaves, grid cells or ticks) and no candidate is left."""
+    total = 0
+    for a in attrs:
+        total += sum(1 for kids in a.node_children if kids) if a.hierarchical else a.n_fine - 1
+    return total
+
+
+def n_cells_of(sizes: list[int], n_classes: int) -> int:
+    """``K * prod |cut_a|`` as an exact Python integer."""
+    return n_classes * math.prod(sizes)
+
+
 # ---------------------------------------------------------------------------------------------
-# leaf release
+# leaf cells
 # ---------------------------------------------------------------------------------------------
 def cell_ids(cut_index: I64, y: I64, radix: list[int]) -> I64:
     """Mixed-radix cell id over (cut index of each attribute, class); class is the last digit."""
@@ -315,85 +316,6 @@ def cell_ids(cut_index: I64, y: I64, radix: list[int]) -> I64:
     for j, size in enumerate(radix[:-1]):
         key = key * size + cut_index[:, j]
     return key * radix[-1] + y
-
-
-def noisy_cells(
-    ids: I64, n_cells: int, *, epsilon: float, noise: str, exact: bool, max_rows: float, gen: np.random.Generator
-) -> tuple[I64, I64]:
-    """Release every cell's count plus noise, rounded and clipped at 0 (spec §2.8).
-
-    Returns ``(cell ids, counts)`` of the cells with count >= 1. Empty cells get noise too; above
-    :data:`DENSE_CELL_LIMIT` cells they are handled exactly through the noise tail.
-    """
-    if n_cells >= 1 << 62:
-        raise ParameterError(f"the cut has {n_cells} cells (>= 2**62); use fewer levels")
-    if exact:
-        uniq, cnt = np.unique(ids, return_counts=True)
-        return uniq.astype(np.int64), cnt.astype(np.int64)
-    scale = 1.0 / epsilon
-    if expected_noise_rows(n_cells, scale) > max_rows:
-        raise ParameterError(
-            f"the cut has {n_cells} cells; at epsilon={epsilon:g} their noise would create about "
-            f"{expected_noise_rows(n_cells, scale):.3g} synthetic rows (> max_synthetic_rows={max_rows:g}); "
-            "use fewer levels or a larger epsilon"
-        )
-    if n_cells <= DENSE_CELL_LIMIT:
-        true = np.bincount(ids, minlength=n_cells)
-        noisy = _add_noise(true, epsilon, noise, gen)
-        keep = np.flatnonzero(noisy >= 1)
-        return keep.astype(np.int64), noisy[keep]
-    # sparse: noise the non-empty cells; an empty cell reaches >= 1 with probability p, and then
-    # its value follows the noise tail (memoryless): the same distribution as dense noising
-    uniq, cnt = np.unique(ids, return_counts=True)
-    noisy = _add_noise(cnt, epsilon, noise, gen)
-    if noise == "laplace":
-        p = 0.5 * math.exp(-0.5 * epsilon)
-    else:
-        pe = math.exp(-epsilon)
-        p = pe / (1.0 + pe)
-    if n_cells <= SPARSE_MASK_LIMIT:
-        empty = np.ones(n_cells, dtype=bool)
-        empty[uniq] = False
-        hit = empty & (gen.random(n_cells) < p)
-        chosen = np.flatnonzero(hit).astype(np.int64)
-        m = chosen.size
-    else:
-        m = int(gen.binomial(n_cells - uniq.size, p))
-        chosen = _sample_empty(uniq, n_cells, m, gen)
-    if noise == "laplace":
-        tail = np.rint(0.5 + gen.exponential(1.0 / epsilon, size=m)).astype(np.int64)
-    else:  # Z | Z >= 1 equals |Z| | Z != 0 for the discrete Laplace
-        tail = np.empty(0, dtype=np.int64)
-        while tail.size < m:
-            z = discrete_laplace_noise(int((m - tail.size) * 1.2 / (2 * p)) + 16, epsilon=epsilon, rng=gen)
-            tail = np.r_[tail, np.abs(z[z != 0])]
-        tail = tail[:m]
-    all_ids = np.r_[uniq, chosen]
-    all_cnt = np.r_[noisy, tail]
-    keep = all_cnt >= 1
-    order = np.argsort(all_ids[keep], kind="stable")
-    return all_ids[keep][order].astype(np.int64), all_cnt[keep][order].astype(np.int64)
-
-
-def _add_noise(counts: I64, epsilon: float, noise: str, gen: np.random.Generator) -> I64:
-    if noise == "laplace":
-        out = np.rint(np.asarray(laplace(counts.astype(np.float64), epsilon=epsilon, rng=gen)))
-    else:
-        out = np.asarray(discrete_laplace(counts, epsilon=epsilon, rng=gen))
-    res: I64 = np.maximum(out, 0).astype(np.int64)
-    return res
-
-
-def _sample_empty(nonempty: I64, n_cells: int, m: int, gen: np.random.Generator) -> I64:
-    """``m`` distinct cell ids drawn uniformly from the ids not in ``nonempty`` (rejection)."""
-    chosen = np.empty(0, dtype=np.int64)
-    while chosen.size < m:
-        draw = gen.integers(0, n_cells, size=2 * (m - chosen.size) + 16, dtype=np.int64)
-        _, first = np.unique(draw, return_index=True)
-        draw = draw[np.sort(first)]
-        draw = draw[~np.isin(draw, nonempty) & ~np.isin(draw, chosen)]
-        chosen = np.r_[chosen, draw[: m - chosen.size]]
-    return chosen
 
 
 def cut_partition_ids(cut_index: I64, sizes: list[int], skip: int | None = None) -> tuple[I64, int]:

@@ -10,8 +10,9 @@ import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
 
-from privpub.core import Release, Schema, as_generator
+from privpub.core import BudgetLedger, Release, Schema, as_generator, sparse_noisy_counts
 from privpub.core._rng import RNGLike
+from privpub.decision._kernels import expected_noise_rows
 from privpub.decision._model import Attr, Cut, Specialization, encode_frame
 from privpub.errors import ParameterError
 
@@ -178,39 +179,77 @@ class DecisionRelease(Release):
         return self._features(self.cell_digit, len(self.cell_ids)), self.cell_digit(d), self.counts.copy()
 
 
-def make_release(
+def _fmt_count(n: int) -> str:
+    """An exact integer of any size, short: ``123456`` or ``1.23e+45``."""
+    digits = str(n)
+    return digits if len(digits) <= 12 else f"{digits[0]}.{digits[1:3]}e+{len(digits) - 1}"
+
+
+def check_cells(n_cells: int, *, leaf_epsilon: float, noise: str, max_rows: float, when: str) -> None:
+    """Refuse a cut whose leaf release cannot be made (a public check on ``n_cells`` and ``epsilon``).
+
+    Raises :class:`~privpub.errors.ParameterError` if ``n_cells >= 2**62`` (cell ids would not
+    fit in int64) or if the noise of the empty cells alone would create more than ``max_rows``
+    synthetic rows. ``when`` names the cut: ``"the cut after level 3 has"``.
+    """
+    if n_cells >= 1 << 62:
+        raise ParameterError(
+            f"{when} {_fmt_count(n_cells)} cells (>= 2**62, beyond int64 cell ids); use fewer levels "
+            "(levels=, CLI --levels)"
+        )
+    rows = expected_noise_rows(n_cells, leaf_epsilon, noise)
+    if rows > max_rows:
+        raise ParameterError(
+            f"{when} {_fmt_count(n_cells)} cells; at leaf epsilon={leaf_epsilon:g} their noise alone "
+            f"would create about {rows:.3g} synthetic rows (> max_synthetic_rows={max_rows:g}); use fewer "
+            "levels (levels=, CLI --levels), a larger epsilon or a larger max_synthetic_rows"
+        )
+
+
+def leaf_cells(
+    cuts: list[Cut], fine: NDArray[np.int64], y: NDArray[np.int64], n_classes: int, *,
+    epsilon: float, noise: str, exact: bool, max_rows: float, gen: np.random.Generator,
+) -> tuple[NDArray[np.int64], NDArray[np.int64], int]:
+    """The released cells of the final cut: ``(cell ids, counts, n_cells)`` (spec §2.7-2.8).
+
+    Private: every (partition, class) cell, empty ones included, gets noise through ONE core
+    mechanism, :func:`privpub.core.sparse_noisy_counts`, which charges the active accountant
+    ``epsilon`` once (the cell histogram has L1 sensitivity 1) and returns the cells whose
+    rounded noisy count is >= 1. ``exact`` (non-private reference runs only): the true counts.
+    """
+    from privpub.decision._model import cell_ids, n_cells_of
+
+    sizes = [len(c.starts) for c in cuts]
+    n_cells = n_cells_of(sizes, n_classes)
+    if not exact:
+        check_cells(n_cells, leaf_epsilon=epsilon, noise=noise, max_rows=max_rows, when="the final cut has")
+    cidx = np.stack([c.index(fine[:, j]) for j, c in enumerate(cuts)], axis=1)
+    ids = cell_ids(cidx, y, [*sizes, n_classes])
+    uniq, true = np.unique(ids, return_counts=True)
+    if exact:
+        return uniq.astype(np.int64), true.astype(np.int64), n_cells
+    out_ids, counts = sparse_noisy_counts(
+        uniq, true, n_cells=n_cells, epsilon=epsilon, noise=noise, rng=gen, max_released=max_rows,
+        note=f"{n_cells} (partition, class) cells, empty ones included (disjoint); L1 sensitivity 1")
+    return out_ids, counts, n_cells
+
+
+def build_release(
     *,
     cuts: list[Cut],
-    fine: NDArray[np.int64],
-    y: NDArray[np.int64],
+    cells: tuple[NDArray[np.int64], NDArray[np.int64], int],
     schema: Schema,
     history: list[Specialization],
-    ledger: Any,
-    leaf_epsilon: float,
-    noise: str,
-    exact: bool,
-    max_rows: float,
-    gen: np.random.Generator,
+    ledger: BudgetLedger,
     epsilon: float,
     method: str,
+    private: bool,
     params: dict[str, Any],
 ) -> DecisionRelease:
-    """Noise every (partition, class) cell of the final cut and wrap the result (spec §2.7-2.8)."""
-    from privpub.decision._model import cell_ids, noisy_cells
-
-    k = len(schema.classes or ())
-    radix = [len(c.starts) for c in cuts] + [k]
-    n_cells = int(np.prod(np.asarray(radix, dtype=object)))
-    cidx = np.stack([c.index(fine[:, j]) for j, c in enumerate(cuts)], axis=1)
-    ids = cell_ids(cidx, y, radix) if n_cells < 1 << 62 else np.zeros(0, dtype=np.int64)
-    out_ids, counts = noisy_cells(ids, n_cells, epsilon=leaf_epsilon, noise=noise, exact=exact,
-                                  max_rows=max_rows, gen=gen)
-    if not exact:
-        ledger.spend("leaf counts", "laplace" if noise == "laplace" else "discrete_laplace", leaf_epsilon,
-                     composition="parallel", parts=n_cells,
-                     note="every (partition, class) cell, empty ones included; L1 sensitivity 1")
+    """Wrap the released cells of the final cut (``leaf_cells`` output) and the sealed ledger."""
+    out_ids, counts, n_cells = cells
     return DecisionRelease(
-        ledger=ledger, epsilon=epsilon, method=method, private=not exact, params=params, schema=schema,
+        ledger=ledger, epsilon=epsilon, method=method, private=private, params=params, schema=schema,
         cuts={c.attr.name: tuple(c.labels()) for c in cuts}, history=tuple(history),
         cell_ids=out_ids, counts=counts, n_cells=n_cells,
         final_cuts=tuple(c.copy() for c in cuts),

@@ -1,0 +1,293 @@
+"""Noisy counts of every cell of a large partition, materialising only the cells that come out >= 1.
+
+A histogram over ``n_cells`` disjoint cells (a contingency table, the leaves of a partition)
+is released by adding noise to *every* cell, empty ones included: noising only the non-empty
+cells would reveal which cells are empty, which is not differentially private. When
+``n_cells`` is large (10^9 cells of a generalised table) but the release keeps only the cells
+whose rounded noisy count is >= 1, the empty cells need not be noised one by one:
+
+* an empty cell comes out >= 1 with probability ``p = P[Z >= 1]`` (discrete Laplace) or
+  ``P[rint(Z) >= 1] = P[Z > 1/2]`` (continuous Laplace), independently of the other cells;
+* given that it does, its value is ``1 + Geometric`` (discrete: ``Z - 1 | Z >= 1`` is geometric)
+  or ``rint(1/2 + Exponential(b))`` (continuous: the Laplace tail is memoryless).
+
+So the number of released empty cells is ``Binomial(N0, p)``, they form a uniform random subset
+of the ``N0`` empty cells, and their values are i.i.d. tail draws: :func:`sparse_noisy_counts`
+samples exactly this, in time and memory proportional to the output. Below ``dense_limit``
+cells it simply noises every cell.
+
+References
+----------
+.. [CKS20] Canonne, Kamath, Steinke. The discrete Gaussian for differential privacy. NeurIPS
+   2020, arXiv:2004.00010 (exact discrete Laplace and geometric sampling).
+.. [CPSSY12] Cormode, Procopiuc, Srivastava, Shen, Yu. Differentially private summaries for
+   sparse data. ICDT 2012 (releasing sparse noisy histograms through the noise tail).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from privpub.core._accountant import Accountant, charge
+from privpub.core._mechanisms import (
+    _bernoulli_exp_unit,
+    _check_scale,
+    _check_sensitivity,
+    _discrete_laplace_exact,
+    _geometric_exp1,
+    add_int_noise,
+    check_float_exact,
+    rational_scale,
+)
+from privpub.core._rng import RNGLike, as_generator
+from privpub.core._validation import INT_LIMIT, check_array, check_counts, check_epsilon, check_real
+from privpub.errors import ParameterError
+
+__all__ = ["DENSE_CELL_LIMIT", "sparse_noisy_counts", "sparse_release_probability"]
+
+I64 = NDArray[np.int64]
+
+#: up to this many cells :func:`sparse_noisy_counts` noises every cell (a dense array); above it,
+#: the empty cells are drawn through the noise tail (the same distribution)
+DENSE_CELL_LIMIT = 1 << 20
+
+
+def sparse_release_probability(epsilon: float, *, sensitivity: float = 1.0, noise: str = "discrete") -> float:
+    """Probability that an empty cell comes out >= 1 in :func:`sparse_noisy_counts`.
+
+    ``q / (1 + q)`` with ``q = exp(-1/scale)`` for the discrete Laplace (scale
+    :func:`~privpub.core.rational_scale`), ``exp(-1 / (2 b)) / 2`` with ``b = sensitivity /
+    epsilon`` for the continuous Laplace, rounded to the nearest integer.
+
+    Examples
+    --------
+    >>> round(sparse_release_probability(1.0), 6)
+    0.268941
+    >>> round(sparse_release_probability(1.0, noise="laplace"), 6)
+    0.303265
+    """
+    eps = check_epsilon(epsilon)
+    sens = _check_sensitivity(sensitivity)
+    _check_scale(eps, sens)
+    if _check_noise(noise) == "laplace":
+        return 0.5 * math.exp(-0.5 * eps / sens)
+    t, s = rational_scale(eps, sens)
+    q = math.exp(-s / t)
+    return q / (1.0 + q)
+
+
+def _check_noise(noise: Any) -> str:
+    if noise not in ("discrete", "laplace"):
+        raise ParameterError(f"noise must be 'discrete' or 'laplace', got {noise!r}")
+    return str(noise)
+
+
+def _geometric_exact(size: int, t: int, s: int, gen: np.random.Generator) -> I64:
+    """``size`` exact draws of ``Y`` with ``P[Y = k] = (1 - q) q^k``, ``q = exp(-s/t)``, k >= 0.
+
+    [CKS20]_'s construction without the sign: ``X = U + t V`` (``U`` uniform on ``{0..t-1}``
+    kept with probability ``exp(-U/t)``, ``V`` geometric with ratio ``exp(-1)``) is geometric
+    with ratio ``exp(-1/t)``, so ``floor(X / s)`` is geometric with ratio ``exp(-s/t)``.
+    """
+    out = np.empty(size, dtype=np.int64)
+    pending = np.arange(size)
+    while pending.size:
+        u = gen.integers(0, t, size=pending.size, dtype=np.int64)
+        keep = np.ones(pending.size, dtype=bool) if t == 1 else _bernoulli_exp_unit(u, t, gen)
+        idx = pending[keep]
+        v = _geometric_exp1(idx.size, gen)
+        out[idx] = (u[keep] + t * v) // s
+        pending = pending[~keep]
+    return out
+
+
+def _distinct_uniform(n: int, m: int, gen: np.random.Generator) -> I64:
+    """``m`` distinct integers forming a uniformly random ``m``-subset of ``{0, ..., n-1}``.
+
+    The first ``m`` distinct values of an i.i.d. uniform sequence (rejection of repeats): by
+    symmetry their set is uniform over the ``m``-subsets. Memory and expected time are
+    ``O(m log m)`` for ``m <= n / 2``; never allocates ``n``.
+    """
+    chosen = np.empty(0, dtype=np.int64)
+    while chosen.size < m:
+        need = m - chosen.size
+        draw = gen.integers(0, n, size=need + need // 2 + 16, dtype=np.int64)
+        _, first = np.unique(draw, return_index=True)
+        draw = draw[np.sort(first)]  # first occurrences, in draw order
+        draw = draw[~np.isin(draw, chosen)]
+        chosen = np.concatenate([chosen, draw[:need]])
+    return chosen
+
+
+def _empty_ids(ranks: I64, listed: I64) -> I64:
+    """Cell ids of the empty cells of rank ``ranks`` (0-based among the ids not in sorted ``listed``)."""
+    below = listed - np.arange(listed.size, dtype=np.int64)  # empty ids below each listed id
+    return ranks + np.searchsorted(below, ranks, side="right").astype(np.int64)
+
+
+def _rint(values: NDArray[np.float64]) -> I64:
+    out: I64 = np.rint(values).astype(np.int64)
+    return out
+
+
+def sparse_noisy_counts(
+    cells: ArrayLike,
+    counts: ArrayLike,
+    *,
+    n_cells: int,
+    epsilon: float,
+    sensitivity: float = 1.0,
+    noise: str = "discrete",
+    rng: RNGLike = None,
+    accountant: Accountant | None = None,
+    note: str = "",
+    dense_limit: int = DENSE_CELL_LIMIT,
+    max_released: float = 5e7,
+) -> tuple[I64, I64]:
+    """Noisy counts of all ``n_cells`` cells of a partition; only the cells whose rounded noisy count is >= 1.
+
+    Parameters
+    ----------
+    cells : array_like of int, shape (m,)
+        Ids of the cells with a (true) count, distinct, in ``[0, n_cells)``. Every other cell
+        has count 0 and is noised too.
+    counts : array_like of int, shape (m,)
+        Their true counts (non-negative integers; zeros are allowed).
+    n_cells : int
+        Number of cells of the partition (public), ``1 <= n_cells <= 2**62``.
+    epsilon : float
+        Privacy parameter, finite and > 0.
+    sensitivity : float
+        L1 sensitivity of the whole count vector (1 when each record lies in one cell and
+        neighbours add or remove one record).
+    noise : {"discrete", "laplace"}
+        Exact discrete Laplace (default; integers throughout) or continuous Laplace rounded to
+        the nearest integer (``numpy.rint``, half to even).
+    rng : int, Generator or None
+        Randomness.
+    accountant : Accountant, optional
+        The accountant to charge (default: the active one, if any).
+    note : str
+        Recorded with the charge (default: the number of cells).
+    dense_limit : int
+        Noise every cell when ``n_cells <= dense_limit``; above it, draw the empty cells through
+        the noise tail. Both give the same distribution.
+    max_released : float
+        Refuse (before charging or drawing) when the expected number of released *empty*
+        cells, ``(n_cells - m) * p``, exceeds this: the output would not fit in memory.
+
+    Returns
+    -------
+    cells : numpy.ndarray of int64
+        Ids of the released cells, ascending.
+    counts : numpy.ndarray of int64
+        Their noisy counts, all >= 1.
+
+    Raises
+    ------
+    ParameterError
+        Bad ``n_cells``, ``epsilon``, ``noise``; cell ids repeated or outside ``[0, n_cells)``;
+        an expected output above ``max_released`` (the message gives the size).
+    DomainError
+        Negative or non-integer counts; counts above 2**52 with continuous noise.
+    BudgetExceededError
+        If the charge would take the accountant over its budget (nothing is drawn).
+
+    Notes
+    -----
+    **Privacy:** the output has exactly the distribution of ``c + Z`` over all ``n_cells``
+    cells (``Z`` i.i.d. discrete Laplace with scale ``sensitivity / epsilon``, or continuous
+    Laplace rounded), followed by keeping the cells with value >= 1 -- post-processing of the
+    (discrete) Laplace mechanism on the full count vector. It is therefore epsilon-DP for any
+    neighbouring relation under which the vector of all ``n_cells`` counts has L1 sensitivity
+    at most ``sensitivity``; in particular, which cells are empty is protected. Charges
+    ``epsilon`` once, as ``discrete_laplace`` (or ``laplace``), before drawing.
+
+    Above ``dense_limit`` cells: each empty cell comes out >= 1 independently with probability
+    ``p`` (:func:`sparse_release_probability`), so ``M ~ Binomial(N0, p)`` uniformly chosen empty
+    cells are released, with i.i.d. values from the conditional tail: ``1 + Geometric(q)`` with
+    ``q = exp(-1/scale)`` (sampled exactly with integers, [CKS20]_), or ``rint(1/2 + Exp(b))``.
+    Every value is exact; ``M`` comes from numpy's binomial sampler (floating point), the only
+    approximation. The continuous variant has the floating-point caveats of
+    :func:`~privpub.core.laplace`.
+
+    Examples
+    --------
+    A billion cells, two of them non-empty: the output holds those two and the few empty cells
+    whose noise reached 1 (about ``10**9 * p``, ``p = 2e-9`` here).
+
+    >>> ids, noisy = sparse_noisy_counts([2, 5], [40, 7], n_cells=10**9, epsilon=20.0, rng=0)
+    >>> ids.dtype, noisy.dtype, bool((noisy >= 1).all()), bool(np.isin([2, 5], ids).all()), len(ids) < 12
+    (dtype('int64'), dtype('int64'), True, True, True)
+    """
+    eps = check_epsilon(epsilon)
+    sens = _check_sensitivity(sensitivity)
+    _check_scale(eps, sens)
+    kind = _check_noise(noise)
+    if isinstance(n_cells, bool) or not isinstance(n_cells, int | np.integer) or not 1 <= int(n_cells) <= INT_LIMIT:
+        raise ParameterError(f"n_cells must be an integer in [1, 2**62], got {n_cells!r}")
+    n = int(n_cells)
+    if isinstance(dense_limit, bool) or not isinstance(dense_limit, int | np.integer) or dense_limit < 0:
+        raise ParameterError(f"dense_limit must be an integer >= 0, got {dense_limit!r}")
+    limit = check_real(max_released, "max_released")
+    ids = check_array(cells, "cells", ndim=1, allow_empty=True)
+    if ids.size and ids.dtype.kind not in "iu":
+        if ids.dtype.kind != "f" or not np.all(ids == np.round(ids)):
+            raise ParameterError(f"cells must be integer cell ids, got dtype {ids.dtype}")
+    if ids.size and (float(ids.min()) < 0 or float(ids.max()) >= n):
+        raise ParameterError(f"cells must be ids in [0, n_cells={n}), got values in [{ids.min()}, {ids.max()}]")
+    ids = ids.astype(np.int64)
+    vals = check_counts(counts, "counts", ndim=1) if np.size(counts) else np.zeros(0, dtype=np.int64)
+    if vals.shape != ids.shape:
+        raise ParameterError(f"cells and counts must have the same length, got {ids.size} and {vals.size}")
+    order = np.argsort(ids, kind="stable")
+    ids, vals = ids[order], vals[order]
+    if ids.size > 1 and np.any(ids[1:] == ids[:-1]):
+        raise ParameterError("cells must be distinct (give each cell's total count once)")
+    if kind == "laplace":
+        check_float_exact(vals, "counts")
+    n_empty = n - ids.size
+    dense = n <= dense_limit
+    p = sparse_release_probability(eps, sensitivity=sens, noise=kind)
+    expected = n_empty * p
+    if not dense and expected > limit:
+        raise ParameterError(
+            f"n_cells={n}: at epsilon={eps:g} about {expected:.3g} empty cells would come out >= 1 and be "
+            f"released (> max_released={limit:g}); use fewer cells or a larger epsilon"
+        )
+    gen = as_generator(rng)
+    charge("laplace" if kind == "laplace" else "discrete_laplace", eps, sensitivity=sens,
+           note=note or f"sparse_noisy_counts: all {n} cells (disjoint), cells >= 1 released", accountant=accountant)
+    scale = sens / eps
+    if dense:
+        full = np.zeros(n, dtype=np.int64)
+        full[ids] = vals
+        if kind == "discrete":
+            t, s = rational_scale(eps, sens)
+            noisy = add_int_noise(full, _discrete_laplace_exact(n, t, s, gen))
+        else:
+            noisy = _rint(full.astype(np.float64) + gen.laplace(0.0, scale, size=n))
+        keep = np.flatnonzero(noisy >= 1)
+        return keep.astype(np.int64), noisy[keep]
+    # sparse: the listed cells get their noise; the empty ones are drawn through the tail
+    if kind == "discrete":
+        t, s = rational_scale(eps, sens)
+        listed = add_int_noise(vals, _discrete_laplace_exact(ids.size, t, s, gen))
+    else:
+        listed = _rint(vals.astype(np.float64) + gen.laplace(0.0, scale, size=ids.size))
+    m = int(gen.binomial(n_empty, p)) if n_empty else 0
+    empty = _empty_ids(_distinct_uniform(n_empty, m, gen), ids)
+    if kind == "discrete":
+        tail = 1 + _geometric_exact(m, t, s, gen)
+    else:
+        tail = _rint(0.5 + gen.exponential(scale, size=m))
+    all_ids = np.concatenate([ids, empty])
+    all_vals = np.concatenate([listed, tail])
+    positive = all_vals >= 1
+    all_ids, all_vals = all_ids[positive], all_vals[positive]
+    order = np.argsort(all_ids, kind="stable")
+    return all_ids[order], all_vals[order]
