@@ -67,6 +67,7 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     out["queries"] = d / "queries.csv"
     pd.DataFrame({"l": [5, 6], "r": [8, 7]}).to_csv(out["queries"], index=False)
     out["out_dir"] = d / "out"
+    out["out_dir"].mkdir()
     return out
 
 

@@ -7,10 +7,31 @@ from typing import Annotated, Any
 
 import typer
 
-from privpub.cli._common import handle_errors, read_json, read_table, write_table
+from privpub.cli._common import (
+    SEED_HELP,
+    BudgetFileOption,
+    BudgetTotalOption,
+    DataLabelOption,
+    ForceOption,
+    check_out_dir,
+    check_output,
+    handle_errors,
+    open_session,
+    publish_kwargs,
+    read_json,
+    read_table,
+    write_table,
+)
 from privpub.errors import ParameterError
 
 _DATASET_SCHEMAS = ("adult", "iris", "census_income_kdd")
+#: output formats of the released cells / synthetic rows and of the ledger
+FORMATS = ("csv", "json", "parquet")
+#: most specialisation levels the CLI accepts: the geometric schedule gives level i a share of epsilon that
+#: shrinks like 3^(-i/3), so past a few dozen levels a level's selection is pure noise
+MAX_LEVELS = 200
+#: most repetitions of the reproduction
+MAX_REPS = 1000
 
 
 def _load_schema(schema_path: Path | None, dataset: str | None, target: str, classes: str | None) -> Any:
@@ -47,8 +68,9 @@ def register(app: typer.Typer, reproduce_app: typer.Typer) -> None:
         input: Annotated[Path, typer.Argument(help="CSV or Parquet table with the predictors and the target.")],
         target: Annotated[str, typer.Option("--target", help="The class column.")],
         epsilon: Annotated[float, typer.Option("--epsilon", help="Total privacy budget (> 0).")],
-        levels: Annotated[int, typer.Option("--levels", help="Specialisation levels h (>= 1).")],
-        output: Annotated[Path, typer.Option("-o", "--output", help="Output CSV/Parquet of the released cells.")],
+        levels: Annotated[int, typer.Option("--levels", help=f"Specialisation levels h, 1..{MAX_LEVELS}.")],
+        output: Annotated[Path, typer.Option(
+            "-o", "--output", help="Output of the released cells: .csv, .json or .parquet (from the suffix).")],
         schema: Annotated[Path | None, typer.Option(
             "--schema", help="Public schema JSON (Schema.to_dict format: attributes with lo/hi or categories).")] = None,
         dataset_schema: Annotated[str | None, typer.Option(
@@ -58,10 +80,15 @@ def register(app: typer.Typer, reproduce_app: typer.Typer) -> None:
         taxonomy: Annotated[Path | None, typer.Option(
             "--taxonomy", help="JSON object of taxonomy trees per attribute (nested JSON or brace form).")] = None,
         method: Annotated[str, typer.Option("--method", help="maxgddp or diffgen.")] = "maxgddp",
-        seed: Annotated[int | None, typer.Option("--seed", help="Random seed (default: fresh entropy).")] = None,
+        seed: Annotated[int | None, typer.Option("--seed", help=SEED_HELP)] = None,
         synthetic: Annotated[bool, typer.Option(
             "--synthetic", help="Write the synthetic rows (each cell repeated count times) instead of the cells.")] = False,
-        ledger: Annotated[Path | None, typer.Option("--ledger", help="Also write the budget ledger as CSV.")] = None,
+        ledger: Annotated[Path | None, typer.Option(
+            "--ledger", help="Also write the budget ledger (.csv, .json or .parquet).")] = None,
+        force: ForceOption = False,
+        budget_file: BudgetFileOption = None,
+        budget_total: BudgetTotalOption = None,
+        data_label: DataLabelOption = None,
     ) -> None:
         """Release a decision table (MAXGDDP, paper 003; or DiffGen) under epsilon-DP.
 
@@ -71,26 +98,40 @@ def register(app: typer.Typer, reproduce_app: typer.Typer) -> None:
 
         if method not in PUBLISHERS:
             raise ParameterError(f"--method must be one of {sorted(PUBLISHERS)}, got {method!r}")
+        if not 1 <= levels <= MAX_LEVELS:
+            raise ParameterError(f"--levels must be in [1, {MAX_LEVELS}], got {levels}")
+        check_output(output, force=force, inputs=[input, schema, taxonomy], supported=FORMATS)
+        if ledger is not None:
+            check_output(ledger, force=force, inputs=[input, schema, taxonomy, output], option="--ledger",
+                         supported=FORMATS)
         sch = _load_schema(schema, dataset_schema, target, classes)
         taxes: dict[str, Any] | None = None
         if taxonomy is not None:
-            taxes = dict(load_taxonomies(taxonomy))
+            tree = read_json(taxonomy, "taxonomy")
+            if not isinstance(tree, dict):
+                raise ParameterError(f"taxonomy file {str(taxonomy)!r} must hold a JSON object of trees per attribute")
+            taxes = dict(load_taxonomies(tree))
         elif dataset_schema is not None:
             from privpub.experiments.decision import dataset_taxonomies
 
             taxes = dataset_taxonomies(dataset_schema)
+        publisher = PUBLISHERS[method](levels=levels, taxonomies=taxes)
+        session = open_session(budget_file, budget_total, data_label or input.name)
+        extra = publish_kwargs(publisher.publish, session, "decision")
         frame = read_table(input)
-        release = PUBLISHERS[method](levels=levels, taxonomies=taxes).publish(
-            frame, schema=sch, epsilon=epsilon, rng=seed)
+        release = publisher.publish(frame, schema=sch, epsilon=epsilon, rng=seed, **extra)
         table = release.synthetic() if synthetic else release.cells
-        write_table(table, output)
+        write_table(table, output, force=force, formats=FORMATS)
         if ledger is not None:
-            write_table(release.ledger.to_frame(), ledger)
+            write_table(release.ledger.to_frame(), ledger, force=force, formats=FORMATS, option="--ledger")
         typer.echo(f"{method}: {len(release.history)} specialisations, {release.n_cells} cells, "
                    f"{len(release.counts)} released (total count {int(release.counts.sum())}) -> {output}", err=True)
         for step in release.history:
             typer.echo(f"  {step}", err=True)
         typer.echo(str(release.ledger), err=True)
+        if session is not None:
+            typer.echo(f"budget file {budget_file}: spent {session.spent:.6g} of {session.total_epsilon:g}, "
+                       f"{session.remaining:.6g} remains", err=True)
 
     @reproduce_app.command("decision")
     @handle_errors
@@ -100,12 +141,15 @@ def register(app: typer.Typer, reproduce_app: typer.Typer) -> None:
         data_dir: Annotated[Path | None, typer.Option(
             "--data-dir", help="Data directory (default: $PRIVPUB_DATA).")] = None,
         seed: Annotated[int, typer.Option("--seed", help="Base random seed.")] = 0,
-        reps: Annotated[int | None, typer.Option("--reps", help="Repetitions (default 10, quick 2).")] = None,
+        reps: Annotated[int | None, typer.Option(
+            "--reps", help=f"Repetitions, 1..{MAX_REPS} (default 10, quick 2).")] = None,
     ) -> None:
         """Reproduce paper 003 (MAXGDDP vs DiffGen): Figs. 3-6 on Iris, Adult and Census-Income."""
         from privpub.experiments import decision as exp
         from privpub.experiments._common import default_out_dir
 
-        target = out if out is not None else default_out_dir("decision")
+        if reps is not None and not 1 <= reps <= MAX_REPS:
+            raise ParameterError(f"--reps must be in [1, {MAX_REPS}], got {reps}")
+        target = check_out_dir(out if out is not None else default_out_dir("decision"))
         summary = exp.reproduce(target, quick=quick, data_dir=data_dir, rng=seed, reps=reps, progress=True)
         typer.echo(f"summary -> {summary}")

@@ -20,6 +20,7 @@ from privpub.core._mechanisms import (
     rational_scale,
     report_noisy_max,
 )
+from privpub.core._memory import MEMORY_BUDGET_ENV, check_allocation, format_bytes, memory_budget
 from privpub.core._publisher import Publisher, Release, describe_data, readonly
 from privpub.core._rng import RNGLike, as_generator, secure_generator, spawn
 from privpub.core._session import (
@@ -50,6 +51,7 @@ __all__ = [
     "FLOAT_EXACT_LIMIT",
     "FileSessionStore",
     "LedgerEntry",
+    "MEMORY_BUDGET_ENV",
     "MemorySessionStore",
     "NumericAttribute",
     "ParallelBlock",
@@ -66,6 +68,7 @@ __all__ = [
     "add_int_noise",
     "as_generator",
     "charge",
+    "check_allocation",
     "check_array",
     "check_bounds_2d",
     "check_counts",
@@ -81,11 +84,13 @@ __all__ = [
     "discrete_laplace_pmf",
     "exponential_mechanism",
     "exponential_mechanism_probabilities",
+    "format_bytes",
     "infer_schema",
     "isotonic_regression",
     "laplace",
     "laplace_noise",
     "ledger_total",
+    "memory_budget",
     "rational_scale",
     "readonly",
     "report_noisy_max",
