@@ -252,4 +252,4 @@ def progress_bar(total: int, desc: str, unit: str, quiet: bool = False) -> Any:
         return None
     from tqdm import tqdm
 
-    return tqdm(total=total, desc=desc, unit=unit, leave=False, disable=None)
+    return tqdm(total=total, desc=desc, unit=unit, leave=False)
