@@ -143,7 +143,7 @@ def restore_frame(frame: pd.DataFrame) -> pd.DataFrame:
     """Undo :func:`neutralise_frame` on a table read back from a CSV privpub wrote."""
     out = frame.copy(deep=False)
     for col in out.columns:
-        if out[col].dtype == object:
+        if out[col].dtype == object or pd.api.types.is_string_dtype(out[col]):
             out[col] = out[col].map(restore_cell)
     out.columns = [restore_cell(c) for c in out.columns]
     return out

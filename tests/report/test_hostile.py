@@ -117,3 +117,22 @@ def test_report_is_written_atomically(tmp_path: Path, monkeypatch: pytest.Monkey
         build_report(sections, path)
     assert path.read_bytes() == before
     assert [p.name for p in root.iterdir() if p.name.startswith(".")] == []
+
+
+def test_claims_and_ledgers_csv_round_trip_formula_cells(tmp_path: Path) -> None:
+    """claims.csv and ledgers.csv neutralise formula cells on disk and restore them exactly when read."""
+    from privpub.core import BudgetLedger
+    from privpub.experiments._common import read_claims, read_ledgers, write_ledgers
+
+    claims = [Claim("=HYPERLINK(\"http://x\")", "+1", "-2", "reproduced", "'quoted"), Claim("@x", "-0.5", "", "not applicable")]
+    write_claims(tmp_path, claims)
+    text = (tmp_path / "claims.csv").read_text(encoding="utf-8")
+    assert "'=HYPERLINK" in text and "'@x" in text and "''quoted" in text and ",-0.5," in text
+    assert read_claims(tmp_path) == claims
+    led = BudgetLedger(1.0)
+    led.spend("=step", "-mech", 1.0, note="@note")
+    write_ledgers(tmp_path, {"+release": led.freeze()})
+    assert "'=step" in (tmp_path / "ledgers.csv").read_text(encoding="utf-8")
+    back = read_ledgers(tmp_path)
+    assert back["release"].tolist() == ["+release"] and back["step"].tolist() == ["=step"]
+    assert back["note"].tolist() == ["@note"]

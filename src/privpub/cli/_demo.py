@@ -16,6 +16,7 @@ from typing import Annotated
 import pandas as pd
 import typer
 
+from privpub._io import neutralise_frame
 from privpub.cli._common import handle_errors
 from privpub.experiments._common import DemoRow
 
@@ -123,8 +124,9 @@ def write_demo_report(run: DemoRun, out_dir: Path | str, *, seed: int = 0, ledge
         part_dir.mkdir(parents=True, exist_ok=True)
         for stale in ("claims.csv", "ledgers.csv"):
             (part_dir / stale).unlink(missing_ok=True)
-        pd.DataFrame([{"method": r.method, "epsilon": r.epsilon, "metric": r.metric, "value": r.value,
-                       "note": r.note} for r in rows]).to_csv(part_dir / "demo.csv", index=False)
+        neutralise_frame(pd.DataFrame([{"method": r.method, "epsilon": r.epsilon, "metric": r.metric,
+                                        "value": r.value, "note": r.note} for r in rows])).to_csv(
+            part_dir / "demo.csv", index=False)
         _plot_part(rows, part_dir / "demo.png")
         own = {f"{r.method} eps={r.epsilon:g}": r.ledger for r in rows if r.ledger is not None}
         table, note = None, ""

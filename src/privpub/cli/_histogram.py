@@ -32,9 +32,9 @@ PRIVATE_METHODS = ("hphp", "ahp", "laplace", "hphp_unattributed")
 NON_PRIVATE_METHODS = ("hphp_paper", "optimal")
 #: output formats of ``privpub histogram``
 FORMATS = ("csv", "json", "parquet", "npy")
-#: peak bytes per bin of a histogram publish (input, noise, sort, groups and the output table), measured
-#: with tracemalloc at 10^6 bins (docs/benchmarks.md): HPHP and AHP about 120, Laplace about 90
-BYTES_PER_BIN = {"laplace": 96, "hphp": 128, "hphp_unattributed": 128, "hphp_paper": 128, "ahp": 128,
+#: peak bytes per bin of a histogram publish (input, noise, sort, groups and the output), measured as max RSS
+#: of the CLI at 10^7 bins (benchmarks/cli_memory.py, docs/benchmarks.md): Laplace 112, HPHP 149
+BYTES_PER_BIN = {"laplace": 120, "hphp": 160, "hphp_unattributed": 160, "hphp_paper": 160, "ahp": 160,
                  "optimal": 160}
 #: largest number of reproduction trials per cell
 MAX_TRIALS = 10_000
