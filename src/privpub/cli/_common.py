@@ -48,6 +48,7 @@ __all__ = [
     "Terminated",
     "check_out_dir",
     "check_output",
+    "echo_session",
     "handle_errors",
     "install_sigterm_handler",
     "open_session",
@@ -234,6 +235,13 @@ def open_session(budget_file: Path | None, budget_total: float | None, label: st
     if "://" in str(budget_file):
         raise ParameterError("--budget-file takes the path of a JSON file (database sessions are the service's)")
     return Session.open(budget_file, total_epsilon=budget_total).on(label)
+
+
+def echo_session(session: Any, budget_file: Path | None, *, err: bool = False) -> None:
+    """After a release under ``--budget-file``: what the file has spent and what remains."""
+    if session is not None:
+        typer.echo(f"budget file {budget_file}: spent {session.spent:.6g} of {session.total_epsilon:g}, "
+                   f"{session.remaining:.6g} remains", err=err)
 
 
 def publish_kwargs(publish: Callable[..., Any], session: Any, command: str) -> dict[str, Any]:

@@ -15,6 +15,7 @@ from privpub.cli._common import (
     ForceOption,
     check_out_dir,
     check_output,
+    echo_session,
     handle_errors,
     open_session,
     publish_kwargs,
@@ -129,9 +130,7 @@ def register(app: typer.Typer, reproduce_app: typer.Typer) -> None:
         for step in release.history:
             typer.echo(f"  {step}", err=True)
         typer.echo(str(release.ledger), err=True)
-        if session is not None:
-            typer.echo(f"budget file {budget_file}: spent {session.spent:.6g} of {session.total_epsilon:g}, "
-                       f"{session.remaining:.6g} remains", err=True)
+        echo_session(session, budget_file, err=True)
 
     @reproduce_app.command("decision")
     @handle_errors

@@ -19,6 +19,7 @@ from privpub.cli._common import (
     ForceOption,
     check_out_dir,
     check_output,
+    echo_session,
     handle_errors,
     open_session,
     publish_kwargs,
@@ -226,9 +227,7 @@ def register(app: typer.Typer, reproduce_app: typer.Typer) -> None:
         typer.echo(f"{release.method}: {release.n_bins} bins, {release.n_groups} groups, "
                    f"epsilon={release.epsilon:g} -> {output}")
         typer.echo(str(release.ledger))
-        if session is not None:
-            typer.echo(f"budget file {budget_file}: spent {session.spent:.6g} of {session.total_epsilon:g}, "
-                       f"{session.remaining:.6g} remains")
+        echo_session(session, budget_file)
 
     @reproduce_app.command("histogram")
     @handle_errors

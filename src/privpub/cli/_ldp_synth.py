@@ -17,6 +17,7 @@ from privpub.cli._common import (
     ForceOption,
     check_out_dir,
     check_output,
+    echo_session,
     handle_errors,
     open_session,
     publish_kwargs,
@@ -129,9 +130,7 @@ def register(app: typer.Typer, reproduce_app: typer.Typer) -> None:
             f"epsilon = {release.epsilon:.6g} per user, {release.epsilon_attribute:.6g} per attribute; "
             f"degree {degree})"
         )
-        if session is not None:
-            typer.echo(f"budget file {budget_file}: spent {session.spent:.6g} of {session.total_epsilon:g}, "
-                       f"{session.remaining:.6g} remains")
+        echo_session(session, budget_file)
 
     @reproduce_app.command("ldp_synth")
     @handle_errors

@@ -16,6 +16,7 @@ from privpub.cli._common import (
     ForceOption,
     check_out_dir,
     check_output,
+    echo_session,
     handle_errors,
     open_session,
     output_file,
@@ -105,9 +106,7 @@ def register(app: typer.Typer, reproduce_app: typer.Typer) -> None:
         typer.echo(f"{method}: {release.n_leaves} leaves from {release.n_users} users, "
                    f"epsilon={release.epsilon:g} -> {output}")
         typer.echo(str(release.ledger))
-        if session is not None:
-            typer.echo(f"budget file {budget_file}: spent {session.spent:.6g} of {session.total_epsilon:g}, "
-                       f"{session.remaining:.6g} remains")
+        echo_session(session, budget_file)
         for text, rect in zip(query or [], rects):
             typer.echo(f"query {text}: {release.range_count([rect])[0]:.1f}")
         if plot is not None:

@@ -18,6 +18,7 @@ from privpub.cli._common import (
     ForceOption,
     check_out_dir,
     check_output,
+    echo_session,
     handle_errors,
     open_session,
     progress_bar,
@@ -171,9 +172,7 @@ def register(app: typer.Typer, reproduce_app: typer.Typer) -> None:
         path = write_table(out, output, force=force, formats=FORMATS)
         typer.echo(f"{pub.method}: {len(data)} items, epsilon={epsilon:g} (event-level), window={window}, "
                    f"wrote {len(out)} rows to {path}")
-        if session is not None:
-            typer.echo(f"budget file {budget_file}: spent {session.spent:.6g} of {session.total_epsilon:g}, "
-                       f"{session.remaining:.6g} remains")
+        echo_session(session, budget_file)
 
     @reproduce_app.command("stream")
     @handle_errors
