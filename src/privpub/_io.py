@@ -441,6 +441,9 @@ def read_npy(path: str | os.PathLike[str], what: str = "input") -> np.ndarray:
     if not p.is_file():
         raise DataNotFoundError(f"{what} file {str(p)!r} does not exist or is not a file")
     try:
-        return np.load(p, mmap_mode="r", allow_pickle=False)
+        arr: np.ndarray = np.load(p, mmap_mode="r", allow_pickle=False)
     except (ValueError, EOFError, OSError, TypeError) as exc:
         raise ParameterError(f"{what} file {str(p)!r} is not a valid .npy array: {exc}") from exc
+    if not isinstance(arr, np.ndarray):  # an .npz archive under a .npy name
+        raise ParameterError(f"{what} file {str(p)!r} is not a .npy array (an .npz archive?)")
+    return arr

@@ -258,7 +258,7 @@ def markdown_to_html(text: str, *, base: Path | None = None, shift: int = 0,
     '<p>[x](javascript:alert(1)) &lt;b&gt;</p>\\n'
     """
     found: list[Path] = []
-    out = _markdown(base, shift, report_dir, found).render(text)
+    out = str(_markdown(base, shift, report_dir, found).render(text))
     if images is not None:
         images.extend(found)
     return out
