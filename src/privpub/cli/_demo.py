@@ -17,7 +17,7 @@ import pandas as pd
 import typer
 
 from privpub._io import neutralise_frame
-from privpub.cli._common import handle_errors
+from privpub.cli._common import check_out_dir, handle_errors
 from privpub.experiments._common import DemoRow
 
 #: parts whose experiments module provides ``demo(rng) -> list[DemoRow]``, in display order
@@ -164,6 +164,8 @@ def register(app: typer.Typer, reproduce_app: typer.Typer) -> None:
         report: bool = typer.Option(True, "--report/--no-report", help="Write the HTML report."),
     ) -> None:
         """Run each publisher on built-in generated data and print its error against the truth."""
+        if report:
+            check_out_dir(out)
         start = time.perf_counter()
         run = run_demo_parts(seed)
         header = f"{'part':<10} {'method':<22} {'epsilon':>8} {'metric':<26} {'value':>12}"
