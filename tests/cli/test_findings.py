@@ -54,13 +54,14 @@ def test_binary_taxonomy_file(tmp_path: Path, inputs: dict[str, Path]) -> None:
     tax = tmp_path / "tax.json"
     tax.write_bytes(bytes(range(256)) * 4)
     result = runner.invoke(app, [*args_for("decision", inputs, tmp_path / "o.csv"), "--taxonomy", str(tax)])
-    _one_line_error(result, "taxonomy file", "not valid UTF-8 JSON")
+    _one_line_error(result, "tax.json", "is not UTF-8 text (a binary file?)")
 
 
 def test_decision_levels_10000(tmp_path: Path, inputs: dict[str, Path]) -> None:
     """Finding: ``--levels 10000`` raised OverflowError in the level budgets with a traceback."""
     result = runner.invoke(app, args_for("decision", inputs, tmp_path / "o.csv", {"--levels": "10000"}))
-    _one_line_error(result, "--levels must be in [1, 200], got 10000")
+    _one_line_error(result, "levels", "10000", "--levels")
+    assert not (tmp_path / "o.csv").exists()
 
 
 @pytest.mark.parametrize(("command", "option"), [("histogram", "--trials"), ("decision", "--reps")])

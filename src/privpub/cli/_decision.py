@@ -23,14 +23,11 @@ from privpub.cli._common import (
     read_table,
     write_table,
 )
-from privpub.errors import ParameterError
+from privpub.errors import DataNotFoundError, ParameterError
 
 _DATASET_SCHEMAS = ("adult", "iris", "census_income_kdd")
 #: output formats of the released cells / synthetic rows and of the ledger
 FORMATS = ("csv", "json", "parquet")
-#: most specialisation levels the CLI accepts: the geometric schedule gives level i a share of epsilon that
-#: shrinks like 3^(-i/3), so past a few dozen levels a level's selection is pure noise
-MAX_LEVELS = 200
 #: most repetitions of the reproduction
 MAX_REPS = 1000
 
@@ -60,6 +57,34 @@ def _load_schema(schema_path: Path | None, dataset: str | None, target: str, cla
     return schema
 
 
+def _load_taxonomies(path: Path) -> dict[str, Any]:
+    """The taxonomy file, read by privpub.decision; any failure to read it is a privpub error naming it."""
+    from privpub.decision import load_taxonomies
+
+    if not path.is_file():
+        raise DataNotFoundError(f"taxonomy file {str(path)!r} does not exist or is not a file")
+    try:
+        return dict(load_taxonomies(path))
+    except UnicodeDecodeError as exc:
+        raise ParameterError(f"taxonomy file {str(path)!r} is not UTF-8 text (a binary file?): {exc}") from exc
+    except RecursionError as exc:
+        raise ParameterError(f"taxonomy file {str(path)!r} is nested too deeply") from exc
+    except OSError as exc:
+        raise ParameterError(f"taxonomy file {str(path)!r} cannot be read: {exc.strerror}") from exc
+
+
+def _check_levels(publisher: Any, epsilon: float, levels: int) -> None:
+    """Compute the per-level budgets before reading the data: too many levels for epsilon is an error."""
+    budgets = getattr(publisher, "level_budgets", None)
+    if budgets is None:
+        return
+    try:
+        budgets(epsilon)
+    except (OverflowError, ZeroDivisionError) as exc:
+        raise ParameterError(f"--levels {levels} is too many for epsilon={epsilon:g}: the per-level budgets "
+                             f"underflow ({exc}); lower --levels") from exc
+
+
 def register(app: typer.Typer, reproduce_app: typer.Typer) -> None:
     """Add ``privpub decision`` and ``privpub reproduce decision``."""
 
@@ -69,7 +94,7 @@ def register(app: typer.Typer, reproduce_app: typer.Typer) -> None:
         input: Annotated[Path, typer.Argument(help="CSV or Parquet table with the predictors and the target.")],
         target: Annotated[str, typer.Option("--target", help="The class column.")],
         epsilon: Annotated[float, typer.Option("--epsilon", help="Total privacy budget (> 0).")],
-        levels: Annotated[int, typer.Option("--levels", help=f"Specialisation levels h, 1..{MAX_LEVELS}.")],
+        levels: Annotated[int, typer.Option("--levels", help="Specialisation levels h (>= 1).")],
         output: Annotated[Path, typer.Option(
             "-o", "--output", help="Output of the released cells: .csv, .json or .parquet (from the suffix).")],
         schema: Annotated[Path | None, typer.Option(
@@ -95,12 +120,10 @@ def register(app: typer.Typer, reproduce_app: typer.Typer) -> None:
 
         Writes the generalised contingency table: one row per cell with a noisy count >= 1.
         """
-        from privpub.decision import PUBLISHERS, load_taxonomies
+        from privpub.decision import PUBLISHERS
 
         if method not in PUBLISHERS:
             raise ParameterError(f"--method must be one of {sorted(PUBLISHERS)}, got {method!r}")
-        if not 1 <= levels <= MAX_LEVELS:
-            raise ParameterError(f"--levels must be in [1, {MAX_LEVELS}], got {levels}")
         check_output(output, force=force, inputs=[input, schema, taxonomy], supported=FORMATS)
         if ledger is not None:
             check_output(ledger, force=force, inputs=[input, schema, taxonomy, output], option="--ledger",
@@ -108,15 +131,13 @@ def register(app: typer.Typer, reproduce_app: typer.Typer) -> None:
         sch = _load_schema(schema, dataset_schema, target, classes)
         taxes: dict[str, Any] | None = None
         if taxonomy is not None:
-            tree = read_json(taxonomy, "taxonomy")
-            if not isinstance(tree, dict):
-                raise ParameterError(f"taxonomy file {str(taxonomy)!r} must hold a JSON object of trees per attribute")
-            taxes = dict(load_taxonomies(tree))
+            taxes = _load_taxonomies(taxonomy)
         elif dataset_schema is not None:
             from privpub.experiments.decision import dataset_taxonomies
 
             taxes = dataset_taxonomies(dataset_schema)
         publisher = PUBLISHERS[method](levels=levels, taxonomies=taxes)
+        _check_levels(publisher, epsilon, levels)
         session = open_session(budget_file, budget_total, data_label or input.name)
         extra = publish_kwargs(publisher.publish, session, "decision")
         frame = read_table(input)
