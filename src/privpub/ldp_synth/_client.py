@@ -208,7 +208,7 @@ def perturb_codes(
     gen = as_generator(rng)
     sizes_t = tuple(int(s) for s in sizes)
     arr = _check_codes(codes, sizes_t)
-    blocks = [SUE(domain_size=s, f=f).perturb(arr[:, j], rng=gen) for j, s in enumerate(sizes_t)]
+    blocks = [SUE(domain_size=s, f=f).perturb(arr[:, j], rng=gen, packed=False) for j, s in enumerate(sizes_t)]
     return LDPReports(np.concatenate(blocks, axis=1), sizes_t, f, None if names is None else tuple(names))
 
 

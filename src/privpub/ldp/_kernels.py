@@ -1,0 +1,236 @@
+"""Numba kernels of the local-DP oracles: unary-encoding reports 8 cells at a time, column counts
+of packed reports, and OLH support counts. Pure functions on arrays; no validation.
+
+Imported lazily (numba costs about half a second to import), compiled once and cached on disk.
+
+Unary-encoding sampler
+----------------------
+Every non-own cell of a report is an independent Bernoulli(``q``) with ``q = T / 2**k`` exactly.
+Eight cells form one byte ``o`` (bit ``b`` = cell ``8 j + b``), whose exact law is
+``P[o] = q^|o| (1 - q)^(8 - |o|)``. The byte is drawn by inversion: with the exact cumulative
+sums ``C_0 = 0 < C_1 < ... < C_256 = 1`` (integers over ``2**(8k)``), the byte is the ``o`` with
+``C_o <= U < C_(o+1)`` for a uniform ``U`` read lazily, most significant bits first. The first 16
+bits of ``U`` index a table: when the interval ``[i, i + 1) / 2**16`` lies inside one byte's
+cell the table holds that byte (at most 255 of the 65536 intervals contain a boundary); otherwise
+the following bits of ``U`` are drawn word by word from a *fallback* stream and compared with the
+boundaries inside the interval, exactly, until the comparison is decided. The sampler therefore
+consumes 16 bits per 8 cells (2 per cell, the expected cost of deciding one Bernoulli with a
+lone comparison) plus rare fallback words, and its output law is exactly the product law.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+from numpy.typing import NDArray
+
+__all__ = [
+    "column_counts",
+    "olh_support_enumerate",
+    "olh_support_scan",
+    "ue_bytes",
+    "ue_own_cells",
+]
+
+_P = np.uint64((1 << 31) - 1)
+_MASK16 = np.uint64(0xFFFF)
+
+
+@njit(cache=True, nogil=True)
+def _refine(
+    a: int,
+    amb_off: NDArray[np.int64],
+    amb_bounds: NDArray[np.uint64],
+    fallback: NDArray[np.uint64],
+    fb: int,
+    vbuf: NDArray[np.uint64],
+) -> tuple[int, int]:
+    """Resolve ambiguous prefix ``a``: ``(number of its boundaries <= U, fallback words used)``,
+    or ``(-1, 0)`` when the fallback stream runs out. ``U``'s next words are read lazily, most
+    significant first, and compared lexicographically with the boundaries (sorted ascending);
+    ``U`` equal to a boundary on every word is ``>=`` it (its remaining bits are >= 0)."""
+    n_words = amb_bounds.shape[1]
+    nv = 0
+    count = 0
+    for bi in range(amb_off[a], amb_off[a + 1]):
+        ge = True
+        for w in range(n_words):
+            if w == nv:
+                if fb + nv == fallback.size:
+                    return -1, 0
+                vbuf[nv] = fallback[fb + nv]
+                nv += 1
+            if vbuf[w] != amb_bounds[bi, w]:
+                ge = vbuf[w] > amb_bounds[bi, w]
+                break
+        if not ge:
+            break
+        count += 1
+    return count, nv
+
+
+@njit(cache=True, nogil=True)
+def ue_bytes(
+    raw: NDArray[np.uint64],
+    table: NDArray[np.uint16],
+    amb_base: NDArray[np.uint16],
+    amb_off: NDArray[np.int64],
+    amb_bounds: NDArray[np.uint64],
+    fallback: NDArray[np.uint64],
+    out: NDArray[np.uint8],
+    start: int,
+    vbuf: NDArray[np.uint64],
+) -> tuple[int, int]:
+    """Fill ``out[start:]`` with i.i.d. bytes of the product law (see the module docstring).
+
+    Byte ``c`` takes bits ``16 (c % 4) ... 16 (c % 4) + 15`` of ``raw[c // 4]`` as the first 16
+    bits of its uniform. Returns ``(c, f)``: ``c == out.size`` when done, else the byte at which
+    the fallback stream ran out (call again from ``c`` with ``fallback[f:]`` followed by fresh
+    words); ``f`` fallback words were consumed.
+    """
+    n = out.size
+    fb = 0
+    c = start
+    while c < n:
+        if (c & 3) == 0 and c + 4 <= n:  # fast path: four bytes of one word, none ambiguous
+            x = raw[c >> 2]
+            t0 = table[x & _MASK16]
+            t1 = table[(x >> np.uint64(16)) & _MASK16]
+            t2 = table[(x >> np.uint64(32)) & _MASK16]
+            t3 = table[x >> np.uint64(48)]
+            if (t0 | t1 | t2 | t3) < 256:
+                out[c] = np.uint8(t0)
+                out[c + 1] = np.uint8(t1)
+                out[c + 2] = np.uint8(t2)
+                out[c + 3] = np.uint8(t3)
+                c += 4
+                continue
+        t = np.int64(table[(raw[c >> 2] >> np.uint64((c & 3) << 4)) & _MASK16])
+        if t >= 256:
+            count, used = _refine(t - 256, amb_off, amb_bounds, fallback, fb, vbuf)
+            if count < 0:
+                return c, fb
+            fb += used
+            t = np.int64(amb_base[t - 256]) + count
+        out[c] = np.uint8(t)
+        c += 1
+    return n, fb
+
+
+@njit(cache=True, nogil=True)
+def ue_own_cells(
+    out: NDArray[np.uint8],
+    values: NDArray[np.int64],
+    own: NDArray[np.uint8],
+    complement: bool,
+    tail: int,
+) -> None:
+    """Set each row's own cell: to ``own[i]`` (a Bernoulli(p) bit), or, when ``complement``, to the
+    complement of the Bernoulli(q) bit already drawn there (``p = 1 - q``); clear the padding bits
+    of the last byte (``tail`` is the mask of its valid bits)."""
+    last = out.shape[1] - 1
+    for i in range(out.shape[0]):
+        v = values[i]
+        j = v >> 3
+        bit = np.uint8(1 << (v & 7))
+        if complement:
+            out[i, j] ^= bit
+        elif own[i]:
+            out[i, j] |= bit
+        else:
+            out[i, j] &= ~bit
+        out[i, last] &= np.uint8(tail)
+
+
+@njit(cache=True, nogil=True)
+def column_counts(reports: NDArray[np.uint8], counts: NDArray[np.int64]) -> None:
+    """Add the per-bit-position counts of ones of ``(n, B)`` packed rows to ``counts`` (``8 B``).
+
+    Bits are summed into byte-wide lane counters 255 rows at a time (no lane can overflow), a
+    loop the compiler vectorises across the bytes of a row.
+    """
+    n, n_bytes = reports.shape
+    acc = np.zeros((8, n_bytes), dtype=np.uint8)
+    for r0 in range(0, n, 255):
+        r1 = min(n, r0 + 255)
+        for r in range(r0, r1):
+            row = reports[r]
+            for b in range(8):
+                accb = acc[b]
+                for j in range(n_bytes):
+                    accb[j] += (row[j] >> b) & 1
+        for b in range(8):
+            for j in range(n_bytes):
+                counts[8 * j + b] += acc[b, j]
+                acc[b, j] = 0
+
+
+@njit(cache=True, nogil=True)
+def _mod_p(x: np.uint64) -> np.uint64:
+    """``x mod (2**31 - 1)`` for ``x < 2**63`` (two Mersenne folds, then one subtraction)."""
+    s = (x & _P) + (x >> np.uint64(31))
+    s = (s & _P) + (s >> np.uint64(31))
+    return s - _P if s >= _P else s
+
+
+@njit(cache=True, nogil=True)
+def olh_support_scan(
+    a: NDArray[np.int64], b: NDArray[np.int64], y: NDArray[np.int64], g: int, d: int, counts: NDArray[np.int64]
+) -> None:
+    """Add the OLH support counts of users ``(a, b, y)`` to ``counts`` (``g < 2**31``).
+
+    User ``u`` supports ``v`` iff ``((a v + b) mod P) mod g == y``, tested as ``g`` divides
+    ``s + g - y`` with ``s = (a v + b) mod P`` (Lemire's divisibility test: ``x * M <= M - 1``
+    modulo 2**64 with ``M = floor((2**64 - 1) / g) + 1``, exact for ``x < 2**32``). Values are
+    visited in blocks that stay in cache; each block loops over all users.
+    """
+    gg = np.uint64(g)
+    m = np.uint64(0xFFFFFFFFFFFFFFFF) // gg + np.uint64(1)
+    lim = m - np.uint64(1)
+    block = 2048
+    for v0 in range(0, d, block):
+        v1 = min(d, v0 + block)
+        for u in range(a.size):
+            au = np.uint64(a[u])
+            bu = np.uint64(b[u])
+            off = gg - np.uint64(y[u])
+            for v in range(v0, v1):
+                s = _mod_p(au * np.uint64(v) + bu)
+                counts[v] += np.int64((s + off) * m <= lim)
+
+
+@njit(cache=True, nogil=True)
+def _inverse_mod_p(a: np.uint64) -> np.uint64:
+    """``a**(P - 2) mod P``, the inverse of ``a`` modulo the prime ``P`` (``0 < a < P``)."""
+    result = np.uint64(1)
+    base = a
+    e = (1 << 31) - 3
+    while e:
+        if e & 1:
+            result = _mod_p(result * base)
+        base = _mod_p(base * base)
+        e >>= 1
+    return result
+
+
+@njit(cache=True, nogil=True)
+def olh_support_enumerate(
+    a: NDArray[np.int64], b: NDArray[np.int64], y: NDArray[np.int64], g: int, d: int, counts: NDArray[np.int64]
+) -> None:
+    """Add the OLH support counts by enumerating each user's hash pre-image of its bucket.
+
+    ``h(v) == y`` iff ``t = (a v + b) mod P`` is one of ``y, y + g, ... < P``, i.e.
+    ``v = a^-1 (t - b) mod P``; cost ``ceil(P / g)`` per user instead of ``d``.
+    """
+    p = np.uint64((1 << 31) - 1)
+    gg = np.uint64(g)
+    dd = np.uint64(d)
+    for u in range(a.size):
+        inv = _inverse_mod_p(np.uint64(a[u]))
+        bu = np.uint64(b[u])
+        t = np.uint64(y[u])
+        while t < p:
+            v = _mod_p(inv * ((t + p - bu) if t < bu else (t - bu)))
+            if v < dd:
+                counts[v] += 1
+            t += gg
