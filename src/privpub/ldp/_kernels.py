@@ -129,40 +129,68 @@ def ue_own_cells(
     complement of the Bernoulli(q) bit already drawn there (``p = 1 - q``); clear the padding bits
     of the last byte (``tail`` is the mask of its valid bits)."""
     last = out.shape[1] - 1
-    for i in range(out.shape[0]):
-        v = values[i]
-        j = v >> 3
-        bit = np.uint8(1 << (v & 7))
-        if complement:
-            out[i, j] ^= bit
-        elif own[i]:
-            out[i, j] |= bit
-        else:
-            out[i, j] &= ~bit
-        out[i, last] &= np.uint8(tail)
+    pad = np.uint8(tail)
+    if complement:
+        for i in range(out.shape[0]):
+            v = values[i]
+            out[i, v >> 3] ^= np.uint8(1 << (v & 7))
+            out[i, last] &= pad
+    else:
+        for i in range(out.shape[0]):
+            v = values[i]
+            j = v >> 3
+            sh = v & 7
+            out[i, j] = (out[i, j] & np.uint8(~(1 << sh) & 0xFF)) | np.uint8(own[i] << sh)
+            out[i, last] &= pad
 
 
 @njit(cache=True, nogil=True)
-def column_counts(reports: NDArray[np.uint8], counts: NDArray[np.int64]) -> None:
-    """Add the per-bit-position counts of ones of ``(n, B)`` packed rows to ``counts`` (``8 B``).
+def column_counts(flat: NDArray[np.uint8], width: int, counts: NDArray[np.int64]) -> None:
+    """Add the per-bit-position counts of ones of packed rows of ``width`` bytes, given as the flat
+    byte stream ``flat`` (whole rows), to ``counts`` (length ``8 * width``).
 
-    Bits are summed into byte-wide lane counters 255 rows at a time (no lane can overflow), a
-    loop the compiler vectorises across the bytes of a row.
+    SWAR: the stream is read as 64-bit words, each bit of each byte lane summed into a byte-wide
+    lane counter (8 shifts, masks and adds per word) 255 words at a time, so no lane overflows.
+    Byte lane ``j`` of word ``k`` is column ``(8 k + j) mod width``, which depends only on the
+    phase ``k mod P`` with ``P = width / gcd(width, 8)``: one set of counters per phase.
     """
-    n, n_bytes = reports.shape
-    acc = np.zeros((8, n_bytes), dtype=np.uint8)
-    for r0 in range(0, n, 255):
-        r1 = min(n, r0 + 255)
-        for r in range(r0, r1):
-            row = reports[r]
-            for b in range(8):
-                accb = acc[b]
-                for j in range(n_bytes):
-                    accb[j] += (row[j] >> b) & 1
+    lane = np.uint64(0x0101010101010101)
+    g = 8
+    while width % g:
+        g //= 2
+    period = width // g
+    n_words = flat.size // 8
+    words = flat[: 8 * n_words].view(np.uint64)
+    acc = np.zeros((8, period), dtype=np.uint64)
+    done = 0
+    while done < n_words:
+        groups = min(255, (n_words - done) // period)
+        if groups == 0:
+            break
+        if period == 1:
+            for k in range(done, done + groups):
+                x = words[k]
+                for b in range(8):
+                    acc[b, 0] += (x >> np.uint64(b)) & lane
+        else:
+            for k in range(done, done + groups * period, period):
+                row = words[k : k + period]
+                for b in range(8):
+                    accb = acc[b]
+                    for ph in range(period):
+                        accb[ph] += (row[ph] >> np.uint64(b)) & lane
+        done += groups * period
         for b in range(8):
-            for j in range(n_bytes):
-                counts[8 * j + b] += acc[b, j]
-                acc[b, j] = 0
+            for ph in range(period):
+                x = acc[b, ph]
+                for j in range(8):
+                    counts[8 * ((8 * ph + j) % width) + b] += np.int64((x >> np.uint64(8 * j)) & np.uint64(0xFF))
+                acc[b, ph] = 0
+    for c in range(8 * done, flat.size):  # the last, partial period of words
+        x = flat[c]
+        col = c % width
+        for b in range(8):
+            counts[8 * col + b] += (x >> b) & 1
 
 
 @njit(cache=True, nogil=True)
@@ -177,26 +205,31 @@ def _mod_p(x: np.uint64) -> np.uint64:
 def olh_support_scan(
     a: NDArray[np.int64], b: NDArray[np.int64], y: NDArray[np.int64], g: int, d: int, counts: NDArray[np.int64]
 ) -> None:
-    """Add the OLH support counts of users ``(a, b, y)`` to ``counts`` (``g < 2**31``).
+    """Add the OLH support counts of users ``(a, b, y)`` to ``counts`` (``g < 2**31``, fewer than
+    ``2**32`` users).
 
     User ``u`` supports ``v`` iff ``((a v + b) mod P) mod g == y``, tested as ``g`` divides
     ``s + g - y`` with ``s = (a v + b) mod P`` (Lemire's divisibility test: ``x * M <= M - 1``
     modulo 2**64 with ``M = floor((2**64 - 1) / g) + 1``, exact for ``x < 2**32``). Values are
-    visited in blocks that stay in cache; each block loops over all users.
+    visited in blocks whose counters stay in cache; the loop over a block vectorises.
     """
     gg = np.uint64(g)
     m = np.uint64(0xFFFFFFFFFFFFFFFF) // gg + np.uint64(1)
     lim = m - np.uint64(1)
     block = 2048
+    acc = np.zeros(block, dtype=np.uint32)
     for v0 in range(0, d, block):
-        v1 = min(d, v0 + block)
+        width = min(d, v0 + block) - v0
         for u in range(a.size):
             au = np.uint64(a[u])
-            bu = np.uint64(b[u])
+            bu = np.uint64(b[u]) + au * np.uint64(v0)  # < 2**62 + 2**31
             off = gg - np.uint64(y[u])
-            for v in range(v0, v1):
-                s = _mod_p(au * np.uint64(v) + bu)
-                counts[v] += np.int64((s + off) * m <= lim)
+            for i in range(width):
+                s = _mod_p(au * np.uint64(i) + bu)
+                acc[i] += np.uint32((s + off) * m <= lim)
+        for i in range(width):
+            counts[v0 + i] += acc[i]
+            acc[i] = 0
 
 
 @njit(cache=True, nogil=True)

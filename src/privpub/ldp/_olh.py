@@ -19,7 +19,9 @@ __all__ = ["OLH"]
 #: the Mersenne prime 2**31 - 1 of the universal hash family ((a x + b) mod P) mod g
 _PRIME = (1 << 31) - 1
 #: cost of one pre-image element of the enumerating aggregator, in values of the scanning one
-_ENUMERATE_COST = 8
+_ENUMERATE_COST = 4
+#: cost of a user's modular inverse (enumerating aggregator), in values of the scanning one
+_INVERSE_COST = 256
 
 
 def _hash(a: NDArray[np.int64], b: NDArray[np.int64], x: NDArray[np.int64], g: int) -> NDArray[np.int64]:
@@ -160,7 +162,7 @@ class OLH(FrequencyOracle):
         d = self.domain_size
         n = a.size
         kernel = _kernels.olh_support_scan
-        if g >= _PRIME or -(-_PRIME // g) * _ENUMERATE_COST < d:
+        if g >= _PRIME or -(-_PRIME // g) * _ENUMERATE_COST + _INVERSE_COST < d:
             kernel = _kernels.olh_support_enumerate
         bounds = np.linspace(0, n, min(n, N_THREADS) + 1).astype(np.int64)
         partial = np.zeros((bounds.size - 1, d), dtype=np.int64)

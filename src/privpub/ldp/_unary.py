@@ -237,12 +237,16 @@ class UnaryEncoding(FrequencyOracle):
             elif r.dtype == np.uint64 and r.shape[1] == (d + 63) // 64:
                 packed = np.ascontiguousarray(r, dtype="<u8").view(np.uint8)
         if packed is not None:
-            packed = np.ascontiguousarray(packed)
-            starts = list(range(0, packed.shape[0], _COUNT_ROWS))
-            partial = np.zeros((max(1, len(starts)), 8 * packed.shape[1]), dtype=np.int64)
+            width = packed.shape[1]
+            flat = np.ascontiguousarray(packed).reshape(-1)
+            if flat.ctypes.data % 8:  # the kernel reads 64-bit words: align them
+                flat = flat.copy()
+            rows = _COUNT_ROWS  # a multiple of 8: every chunk starts on a 64-bit word
+            starts = list(range(0, packed.shape[0], rows))
+            partial = np.zeros((max(1, len(starts)), 8 * width), dtype=np.int64)
 
             def count(k: int) -> None:
-                _kernels.column_counts(packed[starts[k] : starts[k] + _COUNT_ROWS], partial[k])
+                _kernels.column_counts(flat[starts[k] * width : (starts[k] + rows) * width], width, partial[k])
 
             run_chunks(count, len(starts))
             return partial.sum(axis=0)[:d]
