@@ -30,6 +30,7 @@ import argparse
 import math
 import os
 import platform
+import statistics
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -45,19 +46,46 @@ from privpub.ldp._base import Dyadic
 PRIME = (1 << 31) - 1
 
 
-def raw_words_per_second(threads: int, repeats: int, words: int = 1 << 21) -> float:
-    """Median throughput of ``random_raw`` over ``threads`` threads (one generator each)."""
+def raw_supply(total_words: int, threads: int) -> Callable[[], None]:
+    """A job drawing ``total_words`` raw 64-bit words over ``threads`` threads (one generator
+    each, in calls of 2**20 words, as the oracles' chunks draw them)."""
     gens = [np.random.default_rng(i).bit_generator for i in range(threads)]
+    share = -(-total_words // threads)
 
     def one(k: int) -> None:
-        for _ in range(4):
-            gens[k].random_raw(words)
+        left = share
+        while left > 0:
+            gens[k].random_raw(min(left, 1 << 20))
+            left -= 1 << 20
 
     def run() -> None:
+        if threads == 1:
+            one(0)
+            return
         with ThreadPoolExecutor(max_workers=threads) as pool:
             list(pool.map(one, range(threads)))
 
-    return threads * 4 * words / median_time(run, repeats)
+    return run
+
+
+def side_by_side(
+    job: Callable[[], Any], reference: Callable[[], Any], rounds: int, clock: Callable[[], float] = time.perf_counter
+) -> tuple[float, float, float]:
+    """Alternate ``reference`` and ``job`` for ``rounds`` rounds (after one warm-up round): the
+    median seconds of each and the median of the per-round ratios ``t_reference / t_job``."""
+    job()
+    reference()
+    t_job, t_ref, ratios = [], [], []
+    for _ in range(max(1, rounds)):
+        t0 = clock()
+        reference()
+        t1 = clock()
+        job()
+        t2 = clock()
+        t_ref.append(t1 - t0)
+        t_job.append(t2 - t1)
+        ratios.append((t1 - t0) / (t2 - t1))
+    return statistics.median(t_job), statistics.median(t_ref), statistics.median(ratios)
 
 
 def comparison_bits(t: Dyadic) -> float:
@@ -112,21 +140,19 @@ def main() -> None:
         lines.append(text)
 
     load0 = os.getloadavg()[0]
-    raw_n = raw_words_per_second(threads, args.repeats)
-    raw_1 = raw_words_per_second(1, args.repeats)
     emit(f"`python benchmarks/ldp_oracles.py --repeats {args.repeats}` on {platform.machine()} "
          f"({os.cpu_count()} cores, Python {platform.python_version()}, numpy {np.__version__}), "
-         f"{threads} worker threads; medians of {args.repeats} runs after one warm-up run. "
-         f"1-minute load average {load0:.1f} before the run.")
-    emit()
-    emit(f"Random-bit supply (PCG64 `random_raw`): {raw_n / 1e6:.0f} M words/s with {threads} threads, "
-         f"{raw_1 / 1e6:.0f} M words/s with 1 thread.")
+         f"{threads} worker threads. 1-minute load average {load0:.1f} before the run.")
     emit()
 
     # -- unary encodings ---------------------------------------------------------------------
-    emit("### OUE / SUE per-user path: `perturb` (packed) + `aggregate`")
+    emit("### OUE / SUE per-user path: `perturb` (packed) + `aggregate` against the random-bit limit")
     emit()
-    emit(f"limit = 64 x {threads}-thread words/s / bits per user; single-thread columns: both sides on one thread.")
+    emit("Each round draws the raw words the reports need (n x bits/user / 64, PCG64 `random_raw`) and then "
+         "runs the oracle, with the same number of threads; medians over the rounds. Limit = users/s of the "
+         f"raw draw alone; ratio = median per-round t_raw / t_oracle (wall clock, {threads} threads). "
+         "1-thread ratio: both on one thread, timed in CPU seconds (robust to other jobs on the machine). "
+         f"{args.repeats} rounds after a warm-up.")
     emit()
     emit("| oracle | d | epsilon | users | bits/user (entropy) | limit users/s | measured users/s | ratio "
          "| 1-thread ratio |")
@@ -145,17 +171,16 @@ def main() -> None:
             o.aggregate(o.perturb(v, epsilon=e, rng=g))
 
         bits, ent = bits_per_user(oracle, eps)
-        rate = n / timed(per_user, args.repeats)
+        words = math.ceil(n * bits / 64)
+        t_job, t_raw, ratio = side_by_side(per_user, raw_supply(words, threads), args.repeats)
         saved = ldp_base.N_THREADS
         ldp_base.N_THREADS = 1
         try:
-            rate_1 = n / timed(per_user, args.repeats)
+            _, _, ratio_1 = side_by_side(per_user, raw_supply(words, 1), args.repeats, time.process_time)
         finally:
             ldp_base.N_THREADS = saved
-        limit = 64 * raw_n / bits
-        limit_1 = 64 * raw_1 / bits
-        emit(f"| {name} | {d} | {eps:g} | {n:,} | {bits:,.0f} ({ent:,.0f}) | {limit:,.0f} | {rate:,.0f} "
-             f"| {rate / limit:.2f} | {rate_1 / limit_1:.2f} |")
+        emit(f"| {name} | {d} | {eps:g} | {n:,} | {bits:,.0f} ({ent:,.0f}) | {n / t_raw:,.0f} | {n / t_job:,.0f} "
+             f"| {ratio:.2f} | {ratio_1:.2f} |")
     emit()
 
     d, eps = 1024, 1.0

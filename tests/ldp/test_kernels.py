@@ -13,6 +13,7 @@ import pytest
 from statutils import chisquare_pvalue
 
 import privpub.ldp._base as base
+import privpub.ldp._unary as unary
 from privpub.ldp import OLH, OUE, SUE, UnaryEncoding
 from privpub.ldp import _kernels as kernels
 from privpub.ldp._base import Dyadic, bernoulli_exact, dyadic_down, dyadic_up, flip_probability
@@ -105,9 +106,10 @@ def _one_byte(q: Dyadic, prefix: int, tail: list[int]) -> tuple[int, int]:
     smp = _byte_sampler(q.numerator, q.bits)
     out = np.zeros(1, dtype=np.uint8)
     vbuf = np.empty(smp.amb_bounds.shape[1], dtype=np.uint64)
-    pos, used = kernels.ue_bytes(np.array([prefix], dtype=np.uint64), smp.table, smp.amb_base, smp.amb_off,
-                                 smp.amb_bounds, np.array(tail, dtype=np.uint64), out, 0, vbuf)
-    assert pos == 1
+    done, used = kernels.ue_bytes_refine(np.array([prefix], dtype=np.uint64), smp.table, smp.amb_base,
+                                         smp.amb_off, smp.amb_bounds, np.array(tail, dtype=np.uint64), out,
+                                         np.zeros(1, dtype=np.int64), 0, vbuf)
+    assert done == 1
     return int(out[0]), used
 
 
@@ -150,28 +152,20 @@ def test_byte_sampler_is_exact_inversion(eps: float) -> None:
 
 
 def test_fill_bytes_resumes_when_refinement_words_run_out(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A starved fallback stream gives the same bytes as an ample one (same stream of words)."""
+    """Starved refinement and pending buffers give the same bytes as ample ones (same stream)."""
     q = OUE(domain_size=8)._dyadic(1.0)[1]
     smp = _byte_sampler(q.numerator, q.bits)
-    out = np.empty(40_000, dtype=np.uint8)
+    out = np.empty(40_003, dtype=np.uint8)  # a last, partial word too
     _fill_bytes(out, q, np.random.default_rng(4))
-    # replay the same words with a fallback buffer refilled one word at a time
-    gen = np.random.default_rng(4)
-    raw = gen.bit_generator.random_raw(10_000)
-    stream = gen.bit_generator.random_raw(int(2 * smp.ambiguous * out.size) + 64)
+    monkeypatch.setattr(unary, "_FALLBACK_WORDS", 1)
+    monkeypatch.setattr(unary, "_PENDING_WORDS", 5)
+    monkeypatch.setattr(unary, "_FALLBACK_SCALE", 0.0)
     again = np.empty_like(out)
-    vbuf = np.empty(smp.amb_bounds.shape[1], dtype=np.uint64)
-    pos, taken, stalls = 0, 0, 0
-    while pos < out.size:
-        fallback = stream[taken : taken + 1]
-        pos, used = kernels.ue_bytes(raw, smp.table, smp.amb_base, smp.amb_off, smp.amb_bounds, fallback,
-                                     again, pos, vbuf)
-        stalls += pos < out.size
-        taken += used
+    _fill_bytes(again, q, np.random.default_rng(4))
     np.testing.assert_array_equal(again, out)
-    assert stalls > 10
-    # every byte starts from its own 16 bits of the raw words (fast and slow paths alike)
-    prefixes = raw.view("<u2")  # little-endian: word c // 4, bits 16 (c % 4) ...
+    # every byte starts from its own 16 bits of the raw words
+    raw = np.random.default_rng(4).bit_generator.random_raw(10_001)
+    prefixes = raw.view("<u2")[: out.size]  # little-endian: word c // 4, bits 16 (c % 4) ...
     direct = smp.table[prefixes] < 256
     assert 0.97 < direct.mean() < 1
     np.testing.assert_array_equal(out[direct], smp.table[prefixes][direct])

@@ -16,6 +16,10 @@ the following bits of ``U`` are drawn word by word from a *fallback* stream and 
 boundaries inside the interval, exactly, until the comparison is decided. The sampler therefore
 consumes 16 bits per 8 cells (2 per cell, the expected cost of deciding one Bernoulli with a
 lone comparison) plus rare fallback words, and its output law is exactly the product law.
+
+Two passes keep the hot loop small: :func:`ue_bytes_fast` writes every byte whose prefix is
+unambiguous and records the others; :func:`ue_bytes_refine` resolves those in increasing order,
+so the fallback words are consumed in an order that depends only on the random stream.
 """
 
 from __future__ import annotations
@@ -28,7 +32,8 @@ __all__ = [
     "column_counts",
     "olh_support_enumerate",
     "olh_support_scan",
-    "ue_bytes",
+    "ue_bytes_fast",
+    "ue_bytes_refine",
     "ue_own_cells",
 ]
 
@@ -70,7 +75,45 @@ def _refine(
 
 
 @njit(cache=True, nogil=True)
-def ue_bytes(
+def ue_bytes_fast(
+    raw: NDArray[np.uint64], table8: NDArray[np.uint8], out: NDArray[np.uint8], w0: int, pending: NDArray[np.int64]
+) -> tuple[int, int]:
+    """Write the bytes of whole words ``w0, w0 + 1, ...`` of ``raw`` (four bytes each, byte ``c``
+    from bits ``16 (c % 4) ...`` of ``raw[c // 4]``) straight from ``table8`` (the byte of each
+    16-bit prefix, ``0xFF`` for an ambiguous one). A byte read as ``0xFF`` is not written but its
+    position is recorded in ``pending`` for :func:`ue_bytes_refine`. Returns ``(w, k)``: the first
+    word not processed (``out.size // 4`` when done, earlier when ``pending`` is nearly full) and
+    ``k`` positions recorded. The refinement lives in another function: a call inside this loop
+    would cost it half its speed."""
+    n_words = out.size >> 2
+    k = 0
+    for w in range(w0, n_words):
+        x = raw[w]
+        t0 = table8[x & _MASK16]
+        t1 = table8[(x >> np.uint64(16)) & _MASK16]
+        t2 = table8[(x >> np.uint64(32)) & _MASK16]
+        t3 = table8[x >> np.uint64(48)]
+        c = w << 2
+        if (t0 == 255) | (t1 == 255) | (t2 == 255) | (t3 == 255):
+            if k + 4 > pending.size:
+                return w, k
+            for j in range(4):
+                t = table8[(x >> np.uint64(16 * j)) & _MASK16]
+                if t == 255:
+                    pending[k] = c + j
+                    k += 1
+                else:
+                    out[c + j] = t
+            continue
+        out[c] = t0
+        out[c + 1] = t1
+        out[c + 2] = t2
+        out[c + 3] = t3
+    return n_words, k
+
+
+@njit(cache=True, nogil=True)
+def ue_bytes_refine(
     raw: NDArray[np.uint64],
     table: NDArray[np.uint16],
     amb_base: NDArray[np.uint16],
@@ -78,43 +121,27 @@ def ue_bytes(
     amb_bounds: NDArray[np.uint64],
     fallback: NDArray[np.uint64],
     out: NDArray[np.uint8],
+    positions: NDArray[np.int64],
     start: int,
     vbuf: NDArray[np.uint64],
 ) -> tuple[int, int]:
-    """Fill ``out[start:]`` with i.i.d. bytes of the product law (see the module docstring).
-
-    Byte ``c`` takes bits ``16 (c % 4) ... 16 (c % 4) + 15`` of ``raw[c // 4]`` as the first 16
-    bits of its uniform. Returns ``(c, f)``: ``c == out.size`` when done, else the byte at which
-    the fallback stream ran out (call again from ``c`` with ``fallback[f:]`` followed by fresh
-    words); ``f`` fallback words were consumed.
-    """
-    n = out.size
+    """Write the bytes at ``positions[start:]`` (increasing), each from its 16-bit prefix in
+    ``table`` or, for an ambiguous prefix, by exact refinement with the next words of
+    ``fallback``. Returns ``(i, f)``: ``i == positions.size`` when done, else the position index
+    at which the fallback stream ran out (call again from ``i`` with ``fallback[f:]`` followed by
+    fresh words); ``f`` fallback words were consumed."""
     fb = 0
-    c = start
-    while c < n:
-        if (c & 3) == 0 and c + 4 <= n:  # fast path: four bytes of one word, none ambiguous
-            x = raw[c >> 2]
-            t0 = table[x & _MASK16]
-            t1 = table[(x >> np.uint64(16)) & _MASK16]
-            t2 = table[(x >> np.uint64(32)) & _MASK16]
-            t3 = table[x >> np.uint64(48)]
-            if (t0 | t1 | t2 | t3) < 256:
-                out[c] = np.uint8(t0)
-                out[c + 1] = np.uint8(t1)
-                out[c + 2] = np.uint8(t2)
-                out[c + 3] = np.uint8(t3)
-                c += 4
-                continue
+    for i in range(start, positions.size):
+        c = positions[i]
         t = np.int64(table[(raw[c >> 2] >> np.uint64((c & 3) << 4)) & _MASK16])
         if t >= 256:
             count, used = _refine(t - 256, amb_off, amb_bounds, fallback, fb, vbuf)
             if count < 0:
-                return c, fb
+                return i, fb
             fb += used
             t = np.int64(amb_base[t - 256]) + count
         out[c] = np.uint8(t)
-        c += 1
-    return n, fb
+    return positions.size, fb
 
 
 @njit(cache=True, nogil=True)

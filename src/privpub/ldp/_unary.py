@@ -29,6 +29,12 @@ __all__ = ["OUE", "SUE", "UnaryEncoding", "sue_epsilon", "sue_flip_probability"]
 _CHUNK_BYTES = 1 << 19
 #: packed rows per chunk of the column counter
 _COUNT_ROWS = 1 << 16
+#: refinement words drawn up front: this multiple of the expected number of ambiguous bytes, plus
+#: _FALLBACK_WORDS (the size of each further draw when they run out)
+_FALLBACK_SCALE = 2.0
+_FALLBACK_WORDS = 64
+#: positions of bytes with an ambiguous prefix recorded per pass of the fast kernel
+_PENDING_WORDS = 4096
 
 
 @dataclass(frozen=True)
@@ -36,6 +42,7 @@ class _ByteSampler:
     """Tables of the exact 8-cells-at-a-time Bernoulli(q) sampler (see ``_kernels``)."""
 
     table: NDArray[np.uint16]  # 16-bit prefix -> byte, or 256 + index of an ambiguous prefix
+    table8: NDArray[np.uint8]  # the same as bytes, ambiguous prefixes -> 0xFF (check `table`)
     amb_base: NDArray[np.uint16]  # byte at the start of each ambiguous prefix's interval
     amb_off: NDArray[np.int64]  # boundaries of ambiguous prefix a: amb_off[a] ... amb_off[a + 1]
     amb_bounds: NDArray[np.uint64]  # the boundaries below the prefix, as 64-bit words (MSB first)
@@ -77,6 +84,7 @@ def _byte_sampler(numerator: int, bits: int) -> _ByteSampler:
         off.append(len(bounds))
     return _ByteSampler(
         table,
+        np.where(table < 256, table, 255).astype(np.uint8),
         np.array(base, dtype=np.uint16),
         np.array(off, dtype=np.int64),
         np.array(bounds, dtype=np.uint64).reshape(-1, n_words),
@@ -85,21 +93,36 @@ def _byte_sampler(numerator: int, bits: int) -> _ByteSampler:
 
 
 def _fill_bytes(out: NDArray[np.uint8], q: Dyadic, gen: np.random.Generator) -> None:
-    """Fill a contiguous byte array with i.i.d. bytes of 8 Bernoulli(q) bits, exactly."""
+    """Fill a contiguous byte array with i.i.d. bytes of 8 Bernoulli(q) bits, exactly.
+
+    Draws ``ceil(size / 4)`` raw words (16 bits per byte), then the refinement words in order of
+    the bytes that need them; the output depends only on ``gen``'s stream.
+    """
     from privpub.ldp import _kernels
 
     smp = _byte_sampler(q.numerator, q.bits)
     flat = out.reshape(-1)
     raw = gen.bit_generator.random_raw((flat.size + 3) // 4)
-    fallback = gen.bit_generator.random_raw(int(2 * smp.ambiguous * flat.size) + 64)
+    fallback = gen.bit_generator.random_raw(int(_FALLBACK_SCALE * smp.ambiguous * flat.size) + _FALLBACK_WORDS)
     vbuf = np.empty(smp.amb_bounds.shape[1], dtype=np.uint64)
-    pos = 0
+    pending = np.empty(_PENDING_WORDS, dtype=np.int64)
+    n_words = flat.size // 4
+    word = 0
     while True:
-        pos, used = _kernels.ue_bytes(raw, smp.table, smp.amb_base, smp.amb_off, smp.amb_bounds, fallback,
-                                      flat, pos, vbuf)
-        if pos == flat.size:
+        word, k = _kernels.ue_bytes_fast(raw, smp.table8, flat, word, pending)
+        positions = pending[:k]
+        if word == n_words:  # the bytes of a last, partial word
+            positions = np.concatenate([positions, np.arange(4 * n_words, flat.size)])
+        done = 0
+        while True:
+            done, used = _kernels.ue_bytes_refine(raw, smp.table, smp.amb_base, smp.amb_off, smp.amb_bounds,
+                                                  fallback, flat, positions, done, vbuf)
+            fallback = fallback[used:]
+            if done == positions.size:
+                break
+            fallback = np.concatenate([fallback, gen.bit_generator.random_raw(_FALLBACK_WORDS)])
+        if word == n_words:
             return
-        fallback = np.concatenate([fallback[used:], gen.bit_generator.random_raw(fallback.size + 64)])
 
 
 def sue_flip_probability(epsilon: float) -> float:
@@ -197,6 +220,7 @@ class UnaryEncoding(FrequencyOracle):
         gens = gen.spawn(len(starts))
         complement = p == q.complement()
         fair = p == Dyadic(1, 1)
+        _byte_sampler(q.numerator, q.bits)  # build the tables once, before the threads
         tail = (1 << (self.domain_size % 8 or 8)) - 1
 
         def work(k: int) -> None:
