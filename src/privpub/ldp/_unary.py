@@ -247,33 +247,17 @@ class UnaryEncoding(FrequencyOracle):
         ``(n, ceil(d / 64))`` uint64 rows, or ``(n, d)`` bool / 0-1 integer rows. Padding bits
         of packed rows are ignored.
         """
-        from privpub.ldp import _kernels
 
         try:
             r = np.asarray(reports)
         except (TypeError, ValueError) as exc:
             raise ParameterError(f"reports must be an (n, {self.domain_size}) array of bits") from exc
         d = self.domain_size
-        packed = None
         if r.ndim == 2 and r.shape[1] != d:
             if r.dtype == np.uint8 and r.shape[1] == self.packed_width:
-                packed = r
-            elif r.dtype == np.uint64 and r.shape[1] == (d + 63) // 64:
-                packed = np.ascontiguousarray(r, dtype="<u8").view(np.uint8)
-        if packed is not None:
-            width = packed.shape[1]
-            flat = np.ascontiguousarray(packed).reshape(-1)
-            if flat.ctypes.data % 8:  # the kernel reads 64-bit words: align them
-                flat = flat.copy()
-            rows = _COUNT_ROWS  # a multiple of 8: every chunk starts on a 64-bit word
-            starts = list(range(0, packed.shape[0], rows))
-            partial = np.zeros((max(1, len(starts)), 8 * width), dtype=np.int64)
-
-            def count(k: int) -> None:
-                _kernels.column_counts(flat[starts[k] * width : (starts[k] + rows) * width], width, partial[k])
-
-            run_chunks(count, len(starts))
-            return partial.sum(axis=0)[:d]
+                return self._count_packed(r)
+            if r.dtype == np.uint64 and r.shape[1] == (d + 63) // 64:
+                return self._count_packed(np.ascontiguousarray(r, dtype="<u8").view(np.uint8))
         if r.ndim != 2 or r.shape[1] != d:
             raise ParameterError(
                 f"reports must have shape (n, {d}) (bool), (n, {self.packed_width}) (packed uint8) or "
@@ -283,7 +267,28 @@ class UnaryEncoding(FrequencyOracle):
             if not np.isin(r, (0, 1)).all():
                 raise DomainError("reports of a unary encoding must be 0/1 bits")
             r = r.astype(bool)
-        return np.asarray(np.count_nonzero(r, axis=0), dtype=np.int64)
+        counts = np.zeros(d, dtype=np.int64)
+        for s in range(0, r.shape[0], _COUNT_ROWS):  # pack in blocks, then count the packed bits
+            counts += self._count_packed(np.packbits(r[s : s + _COUNT_ROWS], axis=1, bitorder="little"))
+        return counts
+
+    def _count_packed(self, packed: NDArray[np.uint8]) -> NDArray[np.int64]:
+        """Ones per cell of ``(n, B)`` packed rows (threads over blocks of rows)."""
+        from privpub.ldp import _kernels
+
+        width = packed.shape[1]
+        flat = np.ascontiguousarray(packed).reshape(-1)
+        if flat.ctypes.data % 8:  # the kernel reads 64-bit words: align them
+            flat = flat.copy()
+        rows = _COUNT_ROWS  # a multiple of 8: every chunk starts on a 64-bit word
+        starts = list(range(0, packed.shape[0], rows))
+        partial = np.zeros((max(1, len(starts)), 8 * width), dtype=np.int64)
+
+        def count(k: int) -> None:
+            _kernels.column_counts(flat[starts[k] * width : (starts[k] + rows) * width], width, partial[k])
+
+        run_chunks(count, len(starts))
+        return partial.sum(axis=0)[: self.domain_size]
 
     def n_reports(self, reports: ArrayLike) -> int:
         return int(np.asarray(reports).shape[0])
