@@ -80,11 +80,11 @@ def ue_bytes_fast(
 ) -> tuple[int, int]:
     """Write the bytes of whole words ``w0, w0 + 1, ...`` of ``raw`` (four bytes each, byte ``c``
     from bits ``16 (c % 4) ...`` of ``raw[c // 4]``) straight from ``table8`` (the byte of each
-    16-bit prefix, ``0xFF`` for an ambiguous one). A byte read as ``0xFF`` is not written but its
-    position is recorded in ``pending`` for :func:`ue_bytes_refine`. Returns ``(w, k)``: the first
-    word not processed (``out.size // 4`` when done, earlier when ``pending`` is nearly full) and
-    ``k`` positions recorded. The refinement lives in another function: a call inside this loop
-    would cost it half its speed."""
+    16-bit prefix, ``0xFF`` for an ambiguous one). A word with a byte read as ``0xFF`` is not
+    written but recorded in ``pending`` for :func:`ue_bytes_refine`. Returns ``(w, k)``: the
+    first word not processed (``out.size // 4`` when done, earlier when ``pending`` is full) and
+    ``k`` words recorded. The refinement lives in another function: code for it inside this loop
+    would cost the loop a good part of its speed."""
     n_words = out.size >> 2
     k = 0
     for w in range(w0, n_words):
@@ -93,18 +93,13 @@ def ue_bytes_fast(
         t1 = table8[(x >> np.uint64(16)) & _MASK16]
         t2 = table8[(x >> np.uint64(32)) & _MASK16]
         t3 = table8[x >> np.uint64(48)]
-        c = w << 2
         if (t0 == 255) | (t1 == 255) | (t2 == 255) | (t3 == 255):
-            if k + 4 > pending.size:
+            if k == pending.size:
                 return w, k
-            for j in range(4):
-                t = table8[(x >> np.uint64(16 * j)) & _MASK16]
-                if t == 255:
-                    pending[k] = c + j
-                    k += 1
-                else:
-                    out[c + j] = t
+            pending[k] = w
+            k += 1
             continue
+        c = w << 2
         out[c] = t0
         out[c + 1] = t1
         out[c + 2] = t2
@@ -121,27 +116,31 @@ def ue_bytes_refine(
     amb_bounds: NDArray[np.uint64],
     fallback: NDArray[np.uint64],
     out: NDArray[np.uint8],
-    positions: NDArray[np.int64],
+    words: NDArray[np.int64],
     start: int,
     vbuf: NDArray[np.uint64],
 ) -> tuple[int, int]:
-    """Write the bytes at ``positions[start:]`` (increasing), each from its 16-bit prefix in
-    ``table`` or, for an ambiguous prefix, by exact refinement with the next words of
-    ``fallback``. Returns ``(i, f)``: ``i == positions.size`` when done, else the position index
-    at which the fallback stream ran out (call again from ``i`` with ``fallback[f:]`` followed by
-    fresh words); ``f`` fallback words were consumed."""
+    """Write the bytes of the given ``words`` (increasing; bytes past ``out.size`` skipped), each
+    from its 16-bit prefix in ``table`` or, for an ambiguous prefix, by exact refinement with the
+    next words of ``fallback``. Byte ``j`` of ``words[i]`` is step ``4 i + j``; work starts at step
+    ``start``. Returns ``(s, f)``: ``s == 4 * words.size`` when done, else the step at which the
+    fallback stream ran out (call again from ``s`` with ``fallback[f:]`` followed by fresh
+    words); ``f`` fallback words were consumed."""
     fb = 0
-    for i in range(start, positions.size):
-        c = positions[i]
+    n = out.size
+    for step in range(start, 4 * words.size):
+        c = 4 * words[step >> 2] + (step & 3)
+        if c >= n:
+            continue
         t = np.int64(table[(raw[c >> 2] >> np.uint64((c & 3) << 4)) & _MASK16])
         if t >= 256:
             count, used = _refine(t - 256, amb_off, amb_bounds, fallback, fb, vbuf)
             if count < 0:
-                return i, fb
+                return step, fb
             fb += used
             t = np.int64(amb_base[t - 256]) + count
         out[c] = np.uint8(t)
-    return positions.size, fb
+    return 4 * words.size, fb
 
 
 @njit(cache=True, nogil=True)

@@ -33,7 +33,7 @@ _COUNT_ROWS = 1 << 16
 #: _FALLBACK_WORDS (the size of each further draw when they run out)
 _FALLBACK_SCALE = 2.0
 _FALLBACK_WORDS = 64
-#: positions of bytes with an ambiguous prefix recorded per pass of the fast kernel
+#: words with an ambiguous byte recorded per pass of the fast kernel
 _PENDING_WORDS = 4096
 
 
@@ -110,15 +110,15 @@ def _fill_bytes(out: NDArray[np.uint8], q: Dyadic, gen: np.random.Generator) -> 
     word = 0
     while True:
         word, k = _kernels.ue_bytes_fast(raw, smp.table8, flat, word, pending)
-        positions = pending[:k]
-        if word == n_words:  # the bytes of a last, partial word
-            positions = np.concatenate([positions, np.arange(4 * n_words, flat.size)])
+        words = pending[:k]
+        if word == n_words and flat.size % 4:  # the bytes of a last, partial word
+            words = np.append(words, n_words)
         done = 0
         while True:
             done, used = _kernels.ue_bytes_refine(raw, smp.table, smp.amb_base, smp.amb_off, smp.amb_bounds,
-                                                  fallback, flat, positions, done, vbuf)
+                                                  fallback, flat, words, done, vbuf)
             fallback = fallback[used:]
-            if done == positions.size:
+            if done == 4 * words.size:
                 break
             fallback = np.concatenate([fallback, gen.bit_generator.random_raw(_FALLBACK_WORDS)])
         if word == n_words:
