@@ -222,7 +222,9 @@ def test_reports_do_not_depend_on_the_thread_count(monkeypatch: pytest.MonkeyPat
 
 def test_column_counts_match_unpacked_sums() -> None:
     gen = np.random.default_rng(2)
-    for n, width in ((0, 3), (1, 1), (254, 2), (255, 17), (256, 128), (1000, 5), (3000, 1), (2041, 12), (600, 8)):
+    cases = [(0, 3), (1, 1), (254, 2), (255, 17), (256, 128), (1000, 5), (3000, 1), (2041, 12), (600, 8),
+             (16 * 255 * 2 + 37, 128), (16 * 256 * 8 + 5, 1), (5000, 120), (700, 1000), (33, 8192)]
+    for n, width in cases:
         rows = gen.integers(0, 256, size=(n, width), dtype=np.uint8)
         counts = np.zeros(8 * width, dtype=np.int64)
         kernels.column_counts(rows.reshape(-1), width, counts)

@@ -170,17 +170,51 @@ def ue_own_cells(
             out[i, last] &= pad
 
 
+_LANE = np.uint64(0x0101010101010101)
+#: largest period (64-bit words per phase cycle) for which the carry-save counter is used
+_CSA_MAX_PERIOD = 64
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _csa(a: np.uint64, b: np.uint64, c: np.uint64) -> tuple[np.uint64, np.uint64]:
+    """Carry-save adder of three bit vectors: ``(carry, sum)``."""
+    u = a ^ b
+    return (a & b) | (u & c), u ^ c
+
+
+@njit(cache=True, nogil=True)
+def _flush_lanes(acc: NDArray[np.uint64], width: int, weight: int, counts: NDArray[np.int64]) -> None:
+    """Add byte-lane counters ``acc[bit, phase]`` (times ``weight``) to the column counts."""
+    for b in range(8):
+        for ph in range(acc.shape[1]):
+            x = acc[b, ph]
+            for j in range(8):
+                counts[8 * ((8 * ph + j) % width) + b] += weight * np.int64((x >> np.uint64(8 * j)) & np.uint64(0xFF))
+            acc[b, ph] = 0
+
+
+@njit(cache=True, nogil=True)
+def _add_plane(plane: NDArray[np.uint64], width: int, weight: int, counts: NDArray[np.int64]) -> None:
+    """Add one bit plane of the carry-save counters (times ``weight``) to the column counts."""
+    for ph in range(plane.size):
+        x = plane[ph]
+        for bit in range(64):
+            if (x >> np.uint64(bit)) & np.uint64(1):
+                counts[8 * ((8 * ph + (bit >> 3)) % width) + (bit & 7)] += weight
+
+
 @njit(cache=True, nogil=True)
 def column_counts(flat: NDArray[np.uint8], width: int, counts: NDArray[np.int64]) -> None:
     """Add the per-bit-position counts of ones of packed rows of ``width`` bytes, given as the flat
     byte stream ``flat`` (whole rows), to ``counts`` (length ``8 * width``).
 
-    SWAR: the stream is read as 64-bit words, each bit of each byte lane summed into a byte-wide
-    lane counter (8 shifts, masks and adds per word) 255 words at a time, so no lane overflows.
-    Byte lane ``j`` of word ``k`` is column ``(8 k + j) mod width``, which depends only on the
-    phase ``k mod P`` with ``P = width / gcd(width, 8)``: one set of counters per phase.
+    The stream is read as 64-bit words. Byte lane ``j`` of word ``k`` is column
+    ``(8 k + j) mod width``, which depends only on the phase ``k mod P`` with
+    ``P = width / gcd(width, 8)``: counters are kept per phase. For ``P <= 64`` a Harley-Seal
+    carry-save tree folds 16 words of a phase into bit planes (ones, twos, fours, eights) and a
+    carry of weight 16, which byte-lane counters (8 shifts, masks and adds) sum 255 times before
+    they are flushed; for longer periods the byte-lane counters take every word directly.
     """
-    lane = np.uint64(0x0101010101010101)
     g = 8
     while width % g:
         g //= 2
@@ -188,30 +222,58 @@ def column_counts(flat: NDArray[np.uint8], width: int, counts: NDArray[np.int64]
     n_words = flat.size // 8
     words = flat[: 8 * n_words].view(np.uint64)
     acc = np.zeros((8, period), dtype=np.uint64)
-    done = 0
+    done = 0  # words counted
+    if period <= _CSA_MAX_PERIOD:
+        ones = np.zeros(period, dtype=np.uint64)
+        twos = np.zeros(period, dtype=np.uint64)
+        fours = np.zeros(period, dtype=np.uint64)
+        eights = np.zeros(period, dtype=np.uint64)
+        p = period
+        adds = 0
+        while done + 16 * p <= n_words:
+            for ph in range(p):
+                k = done + ph
+                o, t, f, e = ones[ph], twos[ph], fours[ph], eights[ph]
+                ta, o = _csa(o, words[k], words[k + p])
+                tb, o = _csa(o, words[k + 2 * p], words[k + 3 * p])
+                fa, t = _csa(t, ta, tb)
+                ta, o = _csa(o, words[k + 4 * p], words[k + 5 * p])
+                tb, o = _csa(o, words[k + 6 * p], words[k + 7 * p])
+                fb, t = _csa(t, ta, tb)
+                ea, f = _csa(f, fa, fb)
+                ta, o = _csa(o, words[k + 8 * p], words[k + 9 * p])
+                tb, o = _csa(o, words[k + 10 * p], words[k + 11 * p])
+                fa, t = _csa(t, ta, tb)
+                ta, o = _csa(o, words[k + 12 * p], words[k + 13 * p])
+                tb, o = _csa(o, words[k + 14 * p], words[k + 15 * p])
+                fb, t = _csa(t, ta, tb)
+                eb, f = _csa(f, fa, fb)
+                sixteens, e = _csa(e, ea, eb)
+                ones[ph], twos[ph], fours[ph], eights[ph] = o, t, f, e
+                for b in range(8):
+                    acc[b, ph] += (sixteens >> np.uint64(b)) & _LANE
+            done += 16 * p
+            adds += 1
+            if adds == 255:
+                _flush_lanes(acc, width, 16, counts)
+                adds = 0
+        _flush_lanes(acc, width, 16, counts)
+        _add_plane(ones, width, 1, counts)
+        _add_plane(twos, width, 2, counts)
+        _add_plane(fours, width, 4, counts)
+        _add_plane(eights, width, 8, counts)
     while done < n_words:
         groups = min(255, (n_words - done) // period)
         if groups == 0:
             break
-        if period == 1:
-            for k in range(done, done + groups):
-                x = words[k]
-                for b in range(8):
-                    acc[b, 0] += (x >> np.uint64(b)) & lane
-        else:
-            for k in range(done, done + groups * period, period):
-                row = words[k : k + period]
-                for b in range(8):
-                    accb = acc[b]
-                    for ph in range(period):
-                        accb[ph] += (row[ph] >> np.uint64(b)) & lane
+        for k in range(done, done + groups * period, period):
+            row = words[k : k + period]
+            for b in range(8):
+                accb = acc[b]
+                for ph in range(period):
+                    accb[ph] += (row[ph] >> np.uint64(b)) & _LANE
         done += groups * period
-        for b in range(8):
-            for ph in range(period):
-                x = acc[b, ph]
-                for j in range(8):
-                    counts[8 * ((8 * ph + j) % width) + b] += np.int64((x >> np.uint64(8 * j)) & np.uint64(0xFF))
-                acc[b, ph] = 0
+        _flush_lanes(acc, width, 1, counts)
     for c in range(8 * done, flat.size):  # the last, partial period of words
         x = flat[c]
         col = c % width
