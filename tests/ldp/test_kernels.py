@@ -106,20 +106,20 @@ def _one_byte(q: Dyadic, prefix: int, tail: list[int]) -> tuple[int, int]:
     smp = _byte_sampler(q.numerator, q.bits)
     out = np.zeros(1, dtype=np.uint8)
     vbuf = np.empty(smp.amb_bounds.shape[1], dtype=np.uint64)
-    done, used = kernels.ue_bytes_refine(np.array([prefix], dtype=np.uint64), smp.table, smp.amb_base,
-                                         smp.amb_off, smp.amb_bounds, np.array(tail, dtype=np.uint64), out,
-                                         np.zeros(1, dtype=np.int64), 0, vbuf)
-    assert done == 4  # one word: byte 0, then the bytes past the end are skipped
+    done, used = kernels.ue_bytes(np.array([prefix], dtype=np.uint64), smp.table8, smp.table, smp.amb_base,
+                                  smp.amb_off, smp.amb_bounds, np.array(tail, dtype=np.uint64), out, 0,
+                                  np.empty(2, dtype=np.int64), vbuf)
+    assert done == 1
     return int(out[0]), used
 
 
-@pytest.mark.parametrize("eps", [0.5, 1.0, 4.0, 40.0])
-def test_byte_sampler_is_exact_inversion(eps: float) -> None:
-    q = OUE(domain_size=8)._dyadic(eps)[1]
+@pytest.mark.parametrize("eps", [0.5, 1.0, 4.0, 40.0, None])
+def test_byte_sampler_is_exact_inversion(eps: float | None) -> None:
+    q = OUE(domain_size=8)._dyadic(eps)[1] if eps is not None else Dyadic(1, 1)  # None: q = 1/2
     smp = _byte_sampler(q.numerator, q.bits)
     n_words = smp.amb_bounds.shape[1]
-    assert 0 < smp.ambiguous <= 255 / 65536
-    gen = np.random.default_rng(int(eps * 10))
+    assert 0 <= smp.ambiguous <= 255 / 65536
+    gen = np.random.default_rng(int((eps or 0) * 10))
     # unambiguous prefixes: the table is the reference whatever the following bits
     for prefix in gen.integers(0, 1 << 16, 300):
         if smp.table[prefix] < 256:
@@ -158,7 +158,7 @@ def test_fill_bytes_resumes_when_refinement_words_run_out(monkeypatch: pytest.Mo
     out = np.empty(40_003, dtype=np.uint8)  # a last, partial word too
     _fill_bytes(out, q, np.random.default_rng(4))
     monkeypatch.setattr(unary, "_FALLBACK_WORDS", 1)
-    monkeypatch.setattr(unary, "_PENDING_WORDS", 2)
+    monkeypatch.setattr(unary, "_BLOCK_WORDS", 3)
     monkeypatch.setattr(unary, "_FALLBACK_SCALE", 0.0)
     again = np.empty_like(out)
     _fill_bytes(again, q, np.random.default_rng(4))

@@ -17,9 +17,10 @@ boundaries inside the interval, exactly, until the comparison is decided. The sa
 consumes 16 bits per 8 cells (2 per cell, the expected cost of deciding one Bernoulli with a
 lone comparison) plus rare fallback words, and its output law is exactly the product law.
 
-Two passes keep the hot loop small: :func:`ue_bytes_fast` writes every byte whose prefix is
-unambiguous and records the others; :func:`ue_bytes_refine` resolves those in increasing order,
-so the fallback words are consumed in an order that depends only on the random stream.
+Two passes per block of words keep the hot loop small: :func:`_bytes_fast` writes every word
+whose four prefixes are unambiguous and records the others; :func:`_bytes_refine` resolves those
+in increasing order, so the fallback words are consumed in an order that depends only on the
+random stream.
 """
 
 from __future__ import annotations
@@ -32,8 +33,7 @@ __all__ = [
     "column_counts",
     "olh_support_enumerate",
     "olh_support_scan",
-    "ue_bytes_fast",
-    "ue_bytes_refine",
+    "ue_bytes",
     "ue_own_cells",
 ]
 
@@ -75,27 +75,22 @@ def _refine(
 
 
 @njit(cache=True, nogil=True)
-def ue_bytes_fast(
-    raw: NDArray[np.uint64], table8: NDArray[np.uint8], out: NDArray[np.uint8], w0: int, pending: NDArray[np.int64]
-) -> tuple[int, int]:
-    """Write the bytes of whole words ``w0, w0 + 1, ...`` of ``raw`` (four bytes each, byte ``c``
-    from bits ``16 (c % 4) ...`` of ``raw[c // 4]``) straight from ``table8`` (the byte of each
-    16-bit prefix, ``0xFF`` for an ambiguous one). A word with a byte read as ``0xFF`` is not
-    written but recorded in ``pending`` for :func:`ue_bytes_refine`. Returns ``(w, k)``: the
-    first word not processed (``out.size // 4`` when done, earlier when ``pending`` is full) and
-    ``k`` words recorded. The refinement lives in another function: code for it inside this loop
-    would cost the loop a good part of its speed."""
-    n_words = out.size >> 2
+def _bytes_fast(
+    raw: NDArray[np.uint64], table8: NDArray[np.uint8], out: NDArray[np.uint8], w0: int, w1: int,
+    pending: NDArray[np.int64],
+) -> int:
+    """Write the four bytes of each whole word ``w0 <= w < w1`` of ``raw`` straight from ``table8``
+    (the byte of each 16-bit prefix, ``0xFF`` for an ambiguous one); a word with a byte read as
+    ``0xFF`` is not written but recorded in ``pending``. Returns the number recorded. Kept free of
+    calls: refinement code inside this loop would cost it a good part of its speed."""
     k = 0
-    for w in range(w0, n_words):
+    for w in range(w0, w1):
         x = raw[w]
         t0 = table8[x & _MASK16]
         t1 = table8[(x >> np.uint64(16)) & _MASK16]
         t2 = table8[(x >> np.uint64(32)) & _MASK16]
         t3 = table8[x >> np.uint64(48)]
         if (t0 == 255) | (t1 == 255) | (t2 == 255) | (t3 == 255):
-            if k == pending.size:
-                return w, k
             pending[k] = w
             k += 1
             continue
@@ -104,43 +99,86 @@ def ue_bytes_fast(
         out[c + 1] = t1
         out[c + 2] = t2
         out[c + 3] = t3
-    return n_words, k
+    return k
 
 
 @njit(cache=True, nogil=True)
-def ue_bytes_refine(
+def _bytes_refine(
     raw: NDArray[np.uint64],
     table: NDArray[np.uint16],
     amb_base: NDArray[np.uint16],
     amb_off: NDArray[np.int64],
     amb_bounds: NDArray[np.uint64],
     fallback: NDArray[np.uint64],
+    fb: int,
     out: NDArray[np.uint8],
     words: NDArray[np.int64],
-    start: int,
+    k: int,
+    vbuf: NDArray[np.uint64],
+) -> tuple[bool, int]:
+    """Write the bytes of ``words[:k]`` (increasing; bytes past ``out.size`` skipped) from
+    ``table``, refining ambiguous ones with ``fallback[fb:]``. Returns ``(done, fb)``; ``done`` is
+    False when the fallback stream ran out."""
+    n = out.size
+    for i in range(k):
+        w = words[i]
+        x = raw[w]
+        for j in range(4):
+            c = 4 * w + j
+            if c >= n:
+                break
+            t = np.int64(table[(x >> np.uint64(16 * j)) & _MASK16])
+            if t >= 256:
+                count, used = _refine(t - 256, amb_off, amb_bounds, fallback, fb, vbuf)
+                if count < 0:
+                    return False, fb
+                fb += used
+                t = np.int64(amb_base[t - 256]) + count
+            out[c] = np.uint8(t)
+    return True, fb
+
+
+@njit(cache=True, nogil=True)
+def ue_bytes(
+    raw: NDArray[np.uint64],
+    table8: NDArray[np.uint8],
+    table: NDArray[np.uint16],
+    amb_base: NDArray[np.uint16],
+    amb_off: NDArray[np.int64],
+    amb_bounds: NDArray[np.uint64],
+    fallback: NDArray[np.uint64],
+    out: NDArray[np.uint8],
+    w_start: int,
+    pending: NDArray[np.int64],
     vbuf: NDArray[np.uint64],
 ) -> tuple[int, int]:
-    """Write the bytes of the given ``words`` (increasing; bytes past ``out.size`` skipped), each
-    from its 16-bit prefix in ``table`` or, for an ambiguous prefix, by exact refinement with the
-    next words of ``fallback``. Byte ``j`` of ``words[i]`` is step ``4 i + j``; work starts at step
-    ``start``. Returns ``(s, f)``: ``s == 4 * words.size`` when done, else the step at which the
-    fallback stream ran out (call again from ``s`` with ``fallback[f:]`` followed by fresh
-    words); ``f`` fallback words were consumed."""
-    fb = 0
+    """Fill ``out`` with i.i.d. bytes of the product law (see the module docstring), from word
+    ``w_start`` of ``raw`` on (byte ``c`` takes bits ``16 (c % 4) ... 16 (c % 4) + 15`` of
+    ``raw[c // 4]`` as the first 16 bits of its uniform).
+
+    Blocks of ``pending.size - 1`` words go through a fast pass (:func:`_bytes_fast`) and then a
+    refinement of the words it set aside (:func:`_bytes_refine`), while they are still in cache.
+    Returns ``(w, f)``: ``w`` is the number of raw words (``ceil(out.size / 4)``) when done, else
+    the first word of the block whose refinement ran out of fallback words (call again from ``w``
+    with ``fallback[f:]`` followed by fresh words: the block is redone from its first fallback
+    word); ``f`` fallback words were consumed by the finished blocks.
+    """
     n = out.size
-    for step in range(start, 4 * words.size):
-        c = 4 * words[step >> 2] + (step & 3)
-        if c >= n:
-            continue
-        t = np.int64(table[(raw[c >> 2] >> np.uint64((c & 3) << 4)) & _MASK16])
-        if t >= 256:
-            count, used = _refine(t - 256, amb_off, amb_bounds, fallback, fb, vbuf)
-            if count < 0:
-                return step, fb
-            fb += used
-            t = np.int64(amb_base[t - 256]) + count
-        out[c] = np.uint8(t)
-    return 4 * words.size, fb
+    full = n >> 2
+    total = (n + 3) >> 2
+    block = pending.size - 1
+    fb = 0
+    for b0 in range(w_start, total, block):
+        b1 = min(total, b0 + block)
+        k = _bytes_fast(raw, table8, out, b0, min(b1, full), pending)
+        if b1 > full:  # the last, partial word
+            pending[k] = full
+            k += 1
+        done, fb_next = _bytes_refine(raw, table, amb_base, amb_off, amb_bounds, fallback, fb, out, pending, k, vbuf)
+        if not done:
+            return b0, fb
+        fb = fb_next
+    return total, fb
 
 
 @njit(cache=True, nogil=True)

@@ -33,8 +33,8 @@ _COUNT_ROWS = 1 << 16
 #: _FALLBACK_WORDS (the size of each further draw when they run out)
 _FALLBACK_SCALE = 2.0
 _FALLBACK_WORDS = 64
-#: words with an ambiguous byte recorded per pass of the fast kernel
-_PENDING_WORDS = 4096
+#: raw words per block of the byte sampler (fast pass, then refinement of that block)
+_BLOCK_WORDS = 8192
 
 
 @dataclass(frozen=True)
@@ -56,6 +56,8 @@ def _byte_sampler(numerator: int, bits: int) -> _ByteSampler:
     The cumulative sums ``C_o`` of ``P[byte = o] = q^|o| (1 - q)^(8 - |o|)`` are exact integers
     over ``2**(8 bits)``.
     """
+    if bits < 2:  # at least 16 bits of cumulative sums: the table reads 16-bit prefixes
+        numerator, bits = numerator << (2 - bits), 2
     one = 1 << bits
     weight = [numerator**c * (one - numerator) ** (8 - c) for c in range(9)]
     cdf = [0]
@@ -87,7 +89,7 @@ def _byte_sampler(numerator: int, bits: int) -> _ByteSampler:
         np.where(table < 256, table, 255).astype(np.uint8),
         np.array(base, dtype=np.uint16),
         np.array(off, dtype=np.int64),
-        np.array(bounds, dtype=np.uint64).reshape(-1, n_words),
+        np.array(bounds, dtype=np.uint64).reshape(len(bounds), n_words),
         len(by_prefix) / (1 << 16),
     )
 
@@ -105,24 +107,16 @@ def _fill_bytes(out: NDArray[np.uint8], q: Dyadic, gen: np.random.Generator) -> 
     raw = gen.bit_generator.random_raw((flat.size + 3) // 4)
     fallback = gen.bit_generator.random_raw(int(_FALLBACK_SCALE * smp.ambiguous * flat.size) + _FALLBACK_WORDS)
     vbuf = np.empty(smp.amb_bounds.shape[1], dtype=np.uint64)
-    pending = np.empty(_PENDING_WORDS, dtype=np.int64)
-    n_words = flat.size // 4
+    pending = np.empty(_BLOCK_WORDS + 1, dtype=np.int64)
+    total = (flat.size + 3) // 4
     word = 0
     while True:
-        word, k = _kernels.ue_bytes_fast(raw, smp.table8, flat, word, pending)
-        words = pending[:k]
-        if word == n_words and flat.size % 4:  # the bytes of a last, partial word
-            words = np.append(words, n_words)
-        done = 0
-        while True:
-            done, used = _kernels.ue_bytes_refine(raw, smp.table, smp.amb_base, smp.amb_off, smp.amb_bounds,
-                                                  fallback, flat, words, done, vbuf)
-            fallback = fallback[used:]
-            if done == 4 * words.size:
-                break
-            fallback = np.concatenate([fallback, gen.bit_generator.random_raw(_FALLBACK_WORDS)])
-        if word == n_words:
+        word, used = _kernels.ue_bytes(raw, smp.table8, smp.table, smp.amb_base, smp.amb_off, smp.amb_bounds,
+                                       fallback, flat, word, pending, vbuf)
+        fallback = fallback[used:]
+        if word == total:
             return
+        fallback = np.concatenate([fallback, gen.bit_generator.random_raw(_FALLBACK_WORDS)])
 
 
 def sue_flip_probability(epsilon: float) -> float:
