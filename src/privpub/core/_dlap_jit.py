@@ -37,17 +37,6 @@ def _word(bitgen):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True, inline="always")
-def _below(bitgen, bound):  # type: ignore[no-untyped-def]
-    """Uniform integer on ``[0, bound)`` for ``1 <= bound <= 2**62`` (rejection, exact)."""
-    k = _MAXW // bound  # >= 1; a word below k * bound <= 2**63 - 1 is kept
-    lim = k * bound
-    while True:
-        w = _word(bitgen)
-        if w < lim:
-            return w // k
-
-
-@njit(cache=True, inline="always")
 def _bernoulli_ratio(bitgen, num, den):  # type: ignore[no-untyped-def]
     """Bernoulli(num / den) for integers ``0 <= num <= den <= 2**62``: ``w // k < num``."""
     k = _MAXW // den
