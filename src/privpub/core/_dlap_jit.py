@@ -1,3 +1,4 @@
+# mypy: disable-error-code="no-untyped-def,no-untyped-call"
 """Numba kernel of the exact discrete Laplace sampler (see :mod:`privpub.core._dlap`).
 
 Integer arithmetic only: every random decision compares a uniform integer with an integer
@@ -31,13 +32,13 @@ _BRANCHLESS = 6
 
 
 @njit(cache=True, inline="always")
-def _word(bitgen):  # type: ignore[no-untyped-def]
+def _word(bitgen):
     """63 uniform bits as a non-negative int64."""
     return np.int64(next_uint64(bitgen) >> _ONE)
 
 
 @njit(cache=True, inline="always")
-def _bernoulli_ratio(bitgen, num, den):  # type: ignore[no-untyped-def]
+def _bernoulli_ratio(bitgen, num, den):
     """Bernoulli(num / den) for integers ``0 <= num <= den <= 2**62``: ``w // k < num``."""
     k = _MAXW // den
     lim = k * den
@@ -48,7 +49,7 @@ def _bernoulli_ratio(bitgen, num, den):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True)
-def _loop_from(bitgen, u, t, k):  # type: ignore[no-untyped-def]
+def _loop_from(bitgen, u, t, k):
     """[CKS20]_ Alg. 1 for gamma = u / t, from step ``k`` (all steps before it succeeded).
 
     Step ``k`` succeeds with probability ``gamma / k``; returns the first failing ``k``. For
@@ -65,7 +66,7 @@ def _loop_from(bitgen, u, t, k):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True, inline="always")
-def _bernoulli_exp1(bitgen, pool, left):  # type: ignore[no-untyped-def]
+def _bernoulli_exp1(bitgen, pool, left):
     """Exact Bernoulli(exp(-1)) from one base-720 digit ([CKS20]_ Alg. 1 at gamma = 1).
 
     ``P[K > j] = 1 / j!``; with ``R`` uniform on ``[0, 6!)``, ``K > j`` exactly when
@@ -88,14 +89,14 @@ def _bernoulli_exp1(bitgen, pool, left):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True, inline="always")
-def _exp1_odd(d):  # type: ignore[no-untyped-def]
+def _exp1_odd(d):
     """For a digit ``1 <= d < 720``: is ``K = 1 + #{j <= 6: d < 720 / j!}`` odd? (No branches.)"""
     # K = 2 + [d < 360] + [d < 120] + [d < 30] + [d < 6]  (d < 720 always, d < 1 never)
     return ((np.int64(d < 360) + np.int64(d < 120) + np.int64(d < 30) + np.int64(d < 6)) & 1) == 1
 
 
 @njit(cache=True, inline="always")
-def _bernoulli_exp_frac(bitgen, r, t, kt, lim_t, lim, thr):  # type: ignore[no-untyped-def]
+def _bernoulli_exp_frac(bitgen, r, t, kt, lim_t, lim, thr):
     """Exact Bernoulli(exp(-r / t)) for a fixed ``0 <= r < t``: the first ``m`` steps in one word.
 
     ``P[K > j] = (r / t)^j / j!``; with ``R`` uniform on ``[0, t^m m!)``, ``K > j`` exactly
@@ -126,7 +127,7 @@ def _bernoulli_exp_frac(bitgen, r, t, kt, lim_t, lim, thr):  # type: ignore[no-u
 
 
 @njit(cache=True, inline="always")
-def _low_part(bitgen, t, kt, lim_t, lim_u, kd, kc):  # type: ignore[no-untyped-def]
+def _low_part(bitgen, t, kt, lim_t, lim_u, kd, kc):
     """``U`` on ``[0, t)`` with ``P[U = u]`` proportional to ``exp(-u / t)``, exactly ([CKS20]_ Alg. 2).
 
     One word gives both the uniform proposal ``u = w // (k t^m m!)`` and the remainder that
@@ -172,7 +173,7 @@ def _low_part(bitgen, t, kt, lim_t, lim_u, kd, kc):  # type: ignore[no-untyped-d
 
 
 @njit(cache=True)
-def fill(gen, out, t, s, s_shift, kt, lim_t, lim_u, kd, kc, g0, r, lim_f, thr_f):  # type: ignore[no-untyped-def]
+def fill(gen, out, t, s, s_shift, kt, lim_t, lim_u, kd, kc, g0, r, lim_f, thr_f):
     """Fill ``out`` with exact discrete Laplace draws of scale ``t / s`` (``P[Z = z]`` proportional
     to ``exp(-|z| s / t)``); returns False if a draw overflowed int64 (probability below 2**-1000).
 

@@ -1,3 +1,4 @@
+# mypy: disable-error-code="no-untyped-def,no-untyped-call"
 """Numba kernels of privpub.histogram (compiled on first use, cached on disk).
 
 Imported lazily by :mod:`privpub.histogram._kernels`, so ``import privpub`` never loads Numba.
@@ -11,7 +12,7 @@ from numba import njit
 
 
 @njit(cache=True, nogil=True)
-def _beats(s1, s2, e, c, j, b, t):  # type: ignore[no-untyped-def]
+def _beats(s1, s2, e, c, j, b, t):
     """``cost(j, t) <= cost(b, t)`` (without the common gamma), in the deque's exact float order."""
     lj = t - j
     a = s1[t] - s1[j]
@@ -27,7 +28,7 @@ def _beats(s1, s2, e, c, j, b, t):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True, nogil=True)
-def deque_group(s1, s2, c, gamma):  # type: ignore[no-untyped-def]
+def deque_group(s1, s2, c, gamma):
     """Exact optimal grouping of a sorted vector from its centred prefix sums ``s1``, ``s2``.
 
     The deque algorithm of :func:`privpub.histogram.dp_group_deque` (Hirschberg and Larmore
@@ -102,7 +103,7 @@ def deque_group(s1, s2, c, gamma):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True, nogil=True)
-def backtrack(back, n):  # type: ignore[no-untyped-def]
+def backtrack(back, n):
     """Boundaries ``0 = b_0 < ... < b_K = n`` from the back-pointers."""
     k = 1
     j = n
@@ -125,7 +126,7 @@ _NAN_KEY = np.uint64(0xFFF8000000000000)  # above the key of +inf
 
 
 @njit(cache=True, nogil=True)
-def stable_argsort(y):  # type: ignore[no-untyped-def]
+def stable_argsort(y):
     """``np.argsort(y, kind="stable")`` for float64 ``y``: least-significant-digit radix sort.
 
     Each value is mapped to an unsigned key with the same order (sign-magnitude to offset
