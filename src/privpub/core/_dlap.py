@@ -11,9 +11,10 @@ at most 1 (both exact). No floating-point number is involved anywhere, so the ou
 distribution is exactly the discrete Laplace (up to the quality of the generator's bits).
 
 The loop runs compiled (:mod:`privpub.core._dlap_jit`, Numba, imported on first use and cached
-on disk): 0.4-2 random 64-bit words and 20-40 ns per draw for the usual scales (about 5 words
-and 50 ns when the scale's numerator exceeds about 4 * 10^8, e.g. ``rational_scale(0.7, 3)``),
-against 100-450 ns for the former NumPy-vectorised version of the same algorithms.
+on disk): 0.4-2 random 64-bit words and 20-45 ns of CPU time per draw for the usual scales
+(about 5 words and 45-50 ns when the scale's numerator exceeds about 4 * 10^8, e.g.
+``rational_scale(0.7, 3)``), against 110-210 ns for the former NumPy-vectorised version of the
+same algorithms (``docs/benchmarks.md``).
 
 References
 ----------

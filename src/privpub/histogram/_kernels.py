@@ -161,9 +161,10 @@ def dp_group_deque(x: ArrayLike, c: float, gamma: float = 0.0) -> tuple[float, N
     first target from which each is best (Hirschberg and Larmore 1987; Galil and Giancarlo
     1989); a new candidate's take-over point is found by galloping (from the previous
     take-over distance) + binary search. The prefix sums are numpy; the sequential recurrence
-    is compiled with Numba (:mod:`privpub.histogram._jit`): about 0.1-0.4 s for 10^6 bins
-    on any input, against 3-25 s for the former pure-Python loop, whose boundaries it
-    reproduces exactly (same floating-point expressions, same search, same ties).
+    is compiled with Numba (:mod:`privpub.histogram._jit`): 0.10-0.14 s of CPU time for
+    10^6 bins on each of the benchmarked count families (``docs/benchmarks.md``), where the
+    pure-Python loop it replaces took seconds; it reproduces that loop's boundaries exactly
+    (same floating-point expressions, same search, same ties).
 
     Returns the same optimal cost as :func:`dp_group_quadratic` (up to floating-point rounding
     of the prefix sums); on ties between equal-cost partitions the boundaries may differ (the
