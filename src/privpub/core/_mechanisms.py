@@ -21,7 +21,6 @@ from typing import Any, overload
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from privpub.core._dlap import discrete_laplace_exact
 from privpub.core._rng import RNGLike, as_generator
 from privpub.core._validation import check_array, check_epsilon, check_int_values, check_real
 from privpub.errors import DomainError, ParameterError
@@ -157,6 +156,8 @@ def rational_scale(epsilon: float, sensitivity: float = 1.0) -> tuple[int, int]:
 def _discrete_laplace_exact(size: int, t: int, s: int, gen: np.random.Generator) -> NDArray[np.int64]:
     """``size`` draws of the discrete Laplace with scale ``t / s`` ([CKS20]_, compiled; see
     :mod:`privpub.core._dlap`)."""
+    from privpub.core._dlap import discrete_laplace_exact  # (here: the import block is busy upstream)
+
     out = discrete_laplace_exact(size, t, s, gen)
     return out
 
