@@ -156,7 +156,7 @@ def rational_scale(epsilon: float, sensitivity: float = 1.0) -> tuple[int, int]:
 def _discrete_laplace_exact(size: int, t: int, s: int, gen: np.random.Generator) -> NDArray[np.int64]:
     """``size`` draws of the discrete Laplace with scale ``t / s`` ([CKS20]_, compiled; see
     :mod:`privpub.core._dlap`)."""
-    from privpub.core._dlap import discrete_laplace_exact  # (here: the import block is busy upstream)
+    from privpub.core._dlap import discrete_laplace_exact  # local: loaded with the first draw
 
     out = discrete_laplace_exact(size, t, s, gen)
     return out
