@@ -22,7 +22,7 @@ from numba import njit
 from statutils import chisquare_pvalue
 
 from privpub.core import _dlap, _dlap_jit, discrete_laplace_noise, rational_scale
-from privpub.core._dlap import discrete_laplace_exact, sampler_tables
+from privpub.core._dlap import bernoulli_exp_exact, discrete_laplace_exact, geometric_exact, sampler_tables
 from privpub.errors import DomainError, ParameterError
 
 
@@ -94,6 +94,48 @@ def test_fit_check_fails_for_a_slightly_wrong_scale() -> None:
     assert _fit_pvalue(sample, 11, 1) < 1e-9
     sample = discrete_laplace_exact(300_000, 1, 3, np.random.default_rng(0))  # mostly zeros
     assert _fit_pvalue(sample, 10, 33) < 1e-9
+
+
+@pytest.mark.statistical
+@pytest.mark.parametrize(("t", "s"), [(1, 1), (1000, 1), (10, 3), (3, 10), (HUGE_T, HUGE_S)])
+def test_geometric_has_the_exact_pmf(t: int, s: int) -> None:
+    """The magnitude alone: P[Y = y] = (1 - q) q^y, q = exp(-s/t), on bins of about 1/3 scale."""
+    y = geometric_exact(300_000, t, s, np.random.default_rng(s))
+    q = math.exp(-s / t)
+    width = max(1, int(t / s / 3))
+    edges = np.arange(0, int(12 * t / s) + 2 * width, width)
+    observed = np.append(np.histogram(y, bins=np.append(edges, np.inf))[0][:-1], np.count_nonzero(y >= edges[-1]))
+    surv = q ** edges.astype(np.float64)  # P[Y >= e]
+    expected = np.append(surv[:-1] - surv[1:], surv[-1])
+    keep = expected * y.size >= 5
+    observed = np.append(observed[keep], observed[~keep].sum())
+    expected = np.append(expected[keep], expected[~keep].sum())
+    assert y.min() >= 0
+    assert chisquare_pvalue(observed, expected) > 1e-4
+
+
+@pytest.mark.statistical
+def test_bernoulli_exp_and_the_former_helpers() -> None:
+    """bernoulli_exp_exact and the names core/_mechanisms kept for their callers
+    (_bernoulli_exp_unit, _geometric_exp1): exact frequencies within 5 standard deviations."""
+    from privpub.core import _mechanisms
+
+    n = 400_000
+    for num, den in ((0, 7), (3, 7), (7, 7), (5, 2**61)):
+        hits = bernoulli_exp_exact(np.full(n, num), den, np.random.default_rng(num)).mean()
+        p = math.exp(-num / den)
+        assert abs(hits - p) <= 5 * math.sqrt(p * (1 - p) / n) + 1e-12, (num, den)
+    u = np.random.default_rng(1).integers(0, 10, n)
+    hits = _mechanisms._bernoulli_exp_unit(u, 10, np.random.default_rng(2))
+    for k in (0, 4, 9):
+        p = math.exp(-k / 10)
+        assert abs(hits[u == k].mean() - p) <= 5 * math.sqrt(p * (1 - p) / np.count_nonzero(u == k)) + 1e-12
+    v = _mechanisms._geometric_exp1(n, np.random.default_rng(3))
+    mean = math.exp(-1) / (1 - math.exp(-1))  # geometric with ratio exp(-1)
+    sd = math.sqrt(math.exp(-1)) / (1 - math.exp(-1))
+    assert abs(v.mean() - mean) <= 5 * sd / math.sqrt(n)
+    with pytest.raises(ParameterError, match="num <= den"):
+        bernoulli_exp_exact(np.array([3]), 2, np.random.default_rng(0))
 
 
 @njit

@@ -34,7 +34,7 @@ from numpy.typing import NDArray
 
 from privpub.errors import DomainError, ParameterError
 
-__all__ = ["discrete_laplace_exact", "sampler_tables"]
+__all__ = ["bernoulli_exp_exact", "discrete_laplace_exact", "geometric_exact", "sampler_tables"]
 
 _WORD = 1 << 63  # the kernel uses 63-bit uniform words
 #: a word is rejected with probability below 1 / _MIN_MULTIPLE (the thresholds' multiplier >= it)
@@ -43,6 +43,8 @@ _MIN_MULTIPLE = 64
 _MAX_STEPS = 19
 #: largest t and s (rational_scale keeps the scale's numerator and denominator below it)
 _MAX_INT = 1 << 52
+#: largest denominator of a single Bernoulli(exp(-num/den)) (the kernel's bound)
+_MAX_DEN = 1 << 62
 
 
 class SamplerTables(NamedTuple):
@@ -114,19 +116,48 @@ def sampler_tables(t: int, s: int, max_steps: int = _MAX_STEPS) -> SamplerTables
     return SamplerTables(**common, lim_u=1, kd=1, kc=empty, g0=g0, r=r, lim_f=lim_f, thr_f=thr_f)
 
 
+def _checked_scale(t: int, s: int) -> tuple[int, int]:
+    t, s = int(t), int(s)
+    if not (1 <= t <= _MAX_INT and 1 <= s <= _MAX_INT):
+        raise ParameterError(f"the scale t / s needs integers in [1, 2**52], got t={t}, s={s}")
+    return t, s
+
+
 def discrete_laplace_exact(size: int, t: int, s: int, gen: np.random.Generator) -> NDArray[np.int64]:
     """``size`` exact draws of the discrete Laplace with scale ``t / s`` (integers ``1 <= t, s <= 2**52``).
 
     ``P[Z = z] = (1 - p) / (1 + p) * p^|z|`` with ``p = exp(-s / t)``. Consumes ``gen``'s bit
     stream (the same seed gives the same draws).
     """
-    t, s = int(t), int(s)
-    if not (1 <= t <= _MAX_INT and 1 <= s <= _MAX_INT):
-        raise ParameterError(f"the scale t / s needs integers in [1, 2**52], got t={t}, s={s}")
+    t, s = _checked_scale(t, s)
     out = np.empty(size, dtype=np.int64)
-    if size == 0:
-        return out
-    tables = sampler_tables(t, s)
-    if not _jit().fill(gen, out, t, s, *tables):
+    if size and not _jit().fill(gen, out, t, s, *sampler_tables(t, s)):
         raise DomainError("a discrete Laplace draw exceeded 2**62 in magnitude (probability below 2**-1000)")
+    return out
+
+
+def geometric_exact(size: int, t: int, s: int, gen: np.random.Generator) -> NDArray[np.int64]:
+    """``size`` exact draws of ``Y >= 0`` with ``P[Y = y] = (1 - q) q^y``, ``q = exp(-s / t)``.
+
+    The magnitude step of :func:`discrete_laplace_exact` without the sign (integers
+    ``1 <= t, s <= 2**52``); ``geometric_exact(n, 1, 1, gen)`` counts the successes of
+    Bernoulli(exp(-1)) before the first failure.
+    """
+    t, s = _checked_scale(t, s)
+    out = np.empty(size, dtype=np.int64)
+    if size and not _jit().fill_geometric(gen, out, t, s, *sampler_tables(t, s)):
+        raise DomainError("a geometric draw exceeded 2**62 (probability below 2**-1000)")
+    return out
+
+
+def bernoulli_exp_exact(num: NDArray[np.int64], den: int, gen: np.random.Generator) -> NDArray[np.bool_]:
+    """Exact Bernoulli(exp(-num[i] / den)) draws for integers ``0 <= num[i] <= den <= 2**62``
+    ([CKS20]_ Alg. 1)."""
+    arr = np.ascontiguousarray(num, dtype=np.int64)
+    den = int(den)
+    if not 1 <= den <= _MAX_DEN or (arr.size and (int(arr.min()) < 0 or int(arr.max()) > den)):
+        raise ParameterError(f"need integers 0 <= num <= den <= 2**62, got den={den}")
+    out = np.empty(arr.shape, dtype=np.bool_)
+    if arr.size:
+        _jit().fill_bernoulli_exp(gen, out.reshape(-1), arr.reshape(-1), den)
     return out

@@ -162,6 +162,20 @@ def _discrete_laplace_exact(size: int, t: int, s: int, gen: np.random.Generator)
     return out
 
 
+def _bernoulli_exp_unit(num: NDArray[np.int64], den: int, gen: np.random.Generator) -> NDArray[np.bool_]:
+    """Exact Bernoulli(exp(-num/den)) for integers ``0 <= num < den`` ([CKS20]_ Alg. 1, compiled)."""
+    from privpub.core._dlap import bernoulli_exp_exact
+
+    return bernoulli_exp_exact(num, den, gen)
+
+
+def _geometric_exp1(n: int, gen: np.random.Generator) -> NDArray[np.int64]:
+    """Number of successes of Bernoulli(exp(-1)) before the first failure, exactly (compiled)."""
+    from privpub.core._dlap import geometric_exact
+
+    return geometric_exact(n, 1, 1, gen)
+
+
 def discrete_laplace_noise(
     shape: int | tuple[int, ...], *, epsilon: float, sensitivity: float = 1, rng: RNGLike = None
 ) -> NDArray[np.int64]:
