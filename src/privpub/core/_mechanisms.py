@@ -251,7 +251,8 @@ def discrete_laplace_noise(
     size = int(np.prod(shp)) if shp else 1
     charge("discrete_laplace", check_epsilon(epsilon), sensitivity=_check_sensitivity(sensitivity),
            note=note, accountant=accountant)
-    return _discrete_laplace_exact(size, t, s, as_generator(rng)).reshape(shp)
+    out = _discrete_laplace_exact(size, t, s, as_generator(rng))
+    return out if shp == out.shape else out.reshape(shp)
 
 
 def discrete_laplace_pmf(z: ArrayLike, *, epsilon: float, sensitivity: float = 1) -> NDArray[np.float64]:
@@ -323,13 +324,21 @@ def discrete_laplace(
 
 
 def add_int_noise(values: NDArray[np.int64], noise: NDArray[np.int64]) -> NDArray[np.int64]:
-    """``values + noise`` in int64, refusing any result beyond ``±2**62`` (never wraps around)."""
+    """``values + noise`` in int64, refusing any result beyond ``±2**62`` (never wraps around).
+
+    The sum is written into ``noise`` when it is a writeable int64 array (no extra copy).
+    """
     v = np.asarray(values, dtype=np.int64)
     z = np.asarray(noise, dtype=np.int64)
-    if (v.size and int(np.max(np.abs(v))) > INT_LIMIT) or (z.size and int(np.max(np.abs(z))) > INT_LIMIT):
+
+    def too_big(a: NDArray[np.int64]) -> bool:
+        return bool(a.size) and (int(a.max()) > INT_LIMIT or int(a.min()) < -INT_LIMIT)
+
+    if too_big(v) or too_big(z):
         raise DomainError("counts or noise exceed 2**62 in magnitude; int64 arithmetic would overflow")
-    out: NDArray[np.int64] = v + z  # |v|, |z| <= 2**62: the sum fits in int64
-    if out.size and int(np.max(np.abs(out))) > INT_LIMIT:
+    out: NDArray[np.int64] = np.add(v, z, out=z) if (z.flags.writeable and z.shape == np.broadcast_shapes(
+        v.shape, z.shape)) else v + z  # |v|, |z| <= 2**62: the sum fits in int64
+    if too_big(out):
         raise DomainError("a noisy count exceeds 2**62 in magnitude; int64 arithmetic would overflow")
     return out
 
