@@ -42,7 +42,7 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("core/_mechanisms.py", "core.laplace_noise"): "the continuous Laplace mechanism itself",
     ("histogram/_publishers.py", "core.laplace_noise"): "histogram noise='laplace' option (paper setting)",
     ("histogram/_publishers.py", "core.laplace"): "histogram noise='laplace' option (paper setting)",
-    ("stream/_noise.py", "Generator.laplace"): "stream noise='laplace' option (paper setting)",
+    ("core/_tree_noise.py", "Generator.laplace"): "stream trees' noise='laplace' option (paper setting)",
     ("decision/_model.py", "core.laplace"): "decision noise='laplace' option (paper setting)",
     ("decision/_model.py", "Generator.exponential"):
         "decision noise='laplace' option: the Laplace tail of empty cells (memoryless, exact in distribution)",

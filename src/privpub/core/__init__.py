@@ -30,6 +30,7 @@ from privpub.core._session import (
     SessionCharge,
     SessionStore,
 )
+from privpub.core._tree_noise import TreeNoise, TreePlan
 from privpub.core._validation import (
     check_array,
     check_bounds_2d,
@@ -61,6 +62,8 @@ __all__ = [
     "Session",
     "SessionCharge",
     "SessionStore",
+    "TreeNoise",
+    "TreePlan",
     "accounting",
     "active_accountant",
     "add_int_noise",
