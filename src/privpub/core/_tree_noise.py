@@ -44,9 +44,11 @@ TREE_STRUCTURES = ("fenwick", "binary")
 TREE_NOISES = ("discrete", "laplace")
 #: largest tree height a plan accepts (2**61 items per tree)
 MAX_TREE_HEIGHT = 62
-#: exact samplers refill in chunks of 64, 128, ..., 65536 draws per distinct scale
-_FIRST_CHUNK = 64
+#: exact samplers refill in chunks of 1024, 4096, 16384, 65536, 65536, ... draws per distinct
+#: scale (16384 at most for the many scales of per-node budgets): few, large sampler calls
+_FIRST_CHUNK = 1024
 _MAX_CHUNK = 1 << 16
+_MAX_CHUNK_WEIGHTED = 1 << 14
 _Z_CHUNK = 4096
 #: per-node scales of non-uniform plans are rounded *up* to this many significant bits
 SCALE_BITS = 7
@@ -63,30 +65,22 @@ class _Pool:
     """Pre-drawn exact noise of one scale, refilled in a fixed schedule of chunk sizes.
 
     The sampler's output depends on the size of each call, so every pool draws its own
-    generator's stream in the same chunks (64, 128, ..., 65536, 65536, ...) whatever the
+    generator's stream in the same chunks (1024, 4096, ... up to ``max_chunk``) whatever the
     pattern of requests: one node at a time and a million at once get the same numbers.
     """
 
-    __slots__ = ("buf", "chunk", "gen", "pos", "s", "t")
+    __slots__ = ("buf", "chunk", "gen", "max_chunk", "pos", "s", "t")
 
-    def __init__(self, t: int, s: int, gen: np.random.Generator) -> None:
-        self.t, self.s, self.gen = t, s, gen
+    def __init__(self, t: int, s: int, gen: np.random.Generator, max_chunk: int) -> None:
+        self.t, self.s, self.gen, self.max_chunk = t, s, gen, max_chunk
         self.buf: NDArray[np.int64] = np.zeros(0, dtype=np.int64)
         self.pos = 0
         self.chunk = _FIRST_CHUNK
 
     def _next_chunk(self) -> NDArray[np.int64]:
         out = _sample_discrete(self.chunk, self.t, self.s, self.gen)
-        self.chunk = min(2 * self.chunk, _MAX_CHUNK)
+        self.chunk = min(4 * self.chunk, self.max_chunk)
         return out
-
-    def take_one(self) -> int:
-        if self.pos == self.buf.shape[0]:
-            self.buf = self._next_chunk()
-            self.pos = 0
-        v = self.buf[self.pos]
-        self.pos += 1
-        return int(v)
 
     def take(self, n: int) -> NDArray[np.int64]:
         rest = self.buf.shape[0] - self.pos
@@ -146,7 +140,7 @@ class TreePlan:
     ``sum_{i<l} T / 2**i + j``.
     """
 
-    __slots__ = ("T", "_kinds", "_pools", "_t", "budgets", "height", "rows", "scales", "size", "structure",
+    __slots__ = ("T", "_kinds", "_pools", "_sid", "_t", "budgets", "height", "rows", "scales", "size", "structure",
                  "totals", "uniform", "variances")
 
     height: int
@@ -161,12 +155,13 @@ class TreePlan:
     totals: NDArray[np.float64]
     _kinds: list[int]
     _pools: NDArray[np.int32] | None  # scale ids per node (discrete, non-uniform)
-    _t: tuple[int, int] | None  # the one (t, s) of a uniform discrete plan
+    _t: tuple[int, int, int] | None  # the one scale key of a uniform discrete plan
+    _sid: int  # its pool id (-1: none)
 
     def take(self, rows: slice) -> TreePlan:
         """The plan of a slice of its rows."""
         out = TreePlan()
-        for name in ("height", "T", "size", "structure", "uniform", "_t"):
+        for name in ("height", "T", "size", "structure", "uniform", "_t", "_sid"):
             setattr(out, name, getattr(self, name))
         out.budgets, out.scales, out.variances = self.budgets[rows], self.scales[rows], self.variances[rows]
         out.rows = out.budgets.shape[0]
@@ -322,13 +317,14 @@ class TreeNoise:
         self._block: ParallelBlock | None = None
         self._gen = as_generator(rng)
         self._mechanism = "discrete_laplace" if noise == "discrete" else "laplace"
+        self._laplace = noise == "laplace"
         self._kinds: list[_Kind] = []
         self._kind_index: dict[tuple[str, tuple[Charge, ...]], int] = {}
         self._capacity = 0  # nodes of opened trees
         self._drawn = 0  # nodes drawn
-        # exact noise: distinct scales (t, s) -> id; pools by id, created on first use
-        self._scale_ids: dict[tuple[int, int], int] = {}
-        self._scale_list: list[tuple[int, int]] = []
+        # exact noise: distinct (t, s, max_chunk) -> id; pools by id, created on first use
+        self._scale_ids: dict[tuple[int, int, int], int] = {}
+        self._scale_list: list[tuple[int, int, int]] = []
         self._pools: list[_Pool | None] = []
         self._uniform_plans: dict[int, TreePlan] = {}
         # continuous noise: buffered standard Laplace draws
@@ -370,8 +366,8 @@ class TreeNoise:
         if self.noise == "discrete":
             t, s = rational_scale(self.epsilon, k * self.sensitivity)
             scale, var = t / s, float(_discrete_variance(float(t), float(s)))
-            plan._t = (t, s)
-            self._scale_id(t, s)
+            plan._t = (t, s, _MAX_CHUNK)
+            self._scale_id(t, s, _MAX_CHUNK)
         else:
             scale = k * self.sensitivity / self.epsilon
             if not math.isfinite(scale) or scale > MAX_SCALE:
@@ -407,11 +403,11 @@ class TreeNoise:
             t, s = _round_scales_up(scale)
             keys = np.stack([t.reshape(-1), s.reshape(-1)], axis=1)
             uniq, inverse = np.unique(keys, axis=0, return_inverse=True)
-            ids = np.array([self._scale_id(int(a), int(b)) for a, b in uniq], dtype=np.int32)
+            ids = np.array([self._scale_id(int(a), int(b), _MAX_CHUNK_WEIGHTED) for a, b in uniq], dtype=np.int32)
             plan._pools = ids[inverse.reshape(-1)].reshape(w.shape)
             plan.scales = t / s
             plan.variances = _discrete_variance(t.astype(np.float64), s.astype(np.float64))
-            plan._t = (int(uniq[0, 0]), int(uniq[0, 1])) if uniq.shape[0] == 1 else None
+            plan._t = (int(uniq[0, 0]), int(uniq[0, 1]), _MAX_CHUNK_WEIGHTED) if uniq.shape[0] == 1 else None
             plan.uniform = uniq.shape[0] == 1
             if plan.uniform:
                 plan._pools = None
@@ -427,6 +423,7 @@ class TreeNoise:
 
     def _finish(self, plan: TreePlan) -> None:
         """Per-row largest item total and the charge kind of each row."""
+        plan._sid = -1 if plan._t is None else self._scale_ids[plan._t]
         k, b = plan.height, plan.budgets
         totals = _item_totals(self.structure, k, b)
         worst = np.argmax(totals, axis=1)
@@ -482,8 +479,8 @@ class TreeNoise:
             self._kind_index[key] = idx
         return idx
 
-    def _scale_id(self, t: int, s: int) -> int:
-        key = (t, s)
+    def _scale_id(self, t: int, s: int, max_chunk: int) -> int:
+        key = (t, s, max_chunk)
         sid = self._scale_ids.get(key)
         if sid is None:
             sid = len(self._scale_list)
@@ -545,8 +542,8 @@ class TreeNoise:
         pool = self._pools[sid]
         if pool is None:
             seed = self._gen.integers(0, 1 << 63, size=2, dtype=np.int64)
-            t, s = self._scale_list[sid]
-            pool = _Pool(t, s, np.random.default_rng([int(x) for x in seed]))
+            t, s, max_chunk = self._scale_list[sid]
+            pool = _Pool(t, s, np.random.default_rng([int(x) for x in seed]), max_chunk)
             self._pools[sid] = pool
         return pool
 
@@ -562,17 +559,25 @@ class TreeNoise:
 
     def draw_one(self, plan: TreePlan, node: int, row: int = 0) -> Any:
         """Noise of one node (``int`` for discrete noise, ``float`` otherwise); see :meth:`draw`."""
-        self._use(1)
-        if self.noise == "laplace":
-            if self._zpos == self._zbuf.shape[0]:
-                self._zbuf, self._zpos = self._gen.laplace(0.0, 1.0, size=_Z_CHUNK), 0
-            z = self._zbuf[self._zpos]
-            self._zpos += 1
-            return float(plan.scales[row, node] * z)
-        if plan._pools is None:
-            assert plan._t is not None
-            return self._pool(self._scale_ids[plan._t]).take_one()
-        return self._pool(int(plan._pools[row, node])).take_one()
+        drawn = self._drawn + 1
+        if drawn > self._capacity:
+            self._use(1)  # raises
+        self._drawn = drawn
+        if self._laplace:
+            zpos = self._zpos
+            if zpos == self._zbuf.shape[0]:
+                self._zbuf, zpos = self._gen.laplace(0.0, 1.0, size=_Z_CHUNK), 0
+            self._zpos = zpos + 1
+            return float(plan.scales[row, node] * self._zbuf[zpos])
+        sid = plan._sid if plan._pools is None else int(plan._pools[row, node])
+        pool = self._pools[sid]
+        if pool is None:
+            pool = self._pool(sid)
+        pos = pool.pos
+        if pos == pool.buf.shape[0]:
+            pool.buf, pos = pool._next_chunk(), 0
+        pool.pos = pos + 1
+        return pool.buf.item(pos)
 
     def draw(self, plan: TreePlan, count: int, nodes: NDArray[np.int64] | None = None,
              rows: NDArray[np.int64] | None = None) -> NDArray[Any]:
@@ -592,8 +597,7 @@ class TreeNoise:
             sc = plan.scales[0][nodes] if rows is None else plan.scales[rows, nodes]
             return sc * z
         if plan._pools is None:
-            assert plan._t is not None
-            return self._pool(self._scale_ids[plan._t]).take(count)
+            return self._pool(plan._sid).take(count)
         assert nodes is not None
         ids = plan._pools[0][nodes] if rows is None else plan._pools[rows, nodes]
         return self._draw_ids(ids)

@@ -90,6 +90,7 @@ class _BinaryTreePublisher(StreamPublisher):
             vc = 2.0 * v[-1]
             v.append(vc / (vc + 1.0))
         self._v = v
+        self._vc = [0.0] + [2.0 * v[lev - 1] for lev in range(1, k)]
         self._cap = 0
         self._base = 0
         self._alloc(1024)
@@ -163,22 +164,28 @@ class _BinaryTreePublisher(StreamPublisher):
         Y = self._Y
         draw = self._noise.draw_one
         plan = self._plan
+        ys = []
         for lev in range(top + 1):
-            Y[lev, i] = p - anchors[lev] + draw(plan, 0)
+            y = p - anchors[lev] + draw(plan, 0)
+            Y[lev, i] = y
             anchors[lev] = p
+            ys.append(y)
         if u == self._Tb:
-            r = self._R[i - self._Tb].item() + Y[k - 1, i].item()
+            r = self._R[i - self._Tb].item() + ys[k - 1]
             if self._exact and abs(r) > INT_NP_LIMIT:
                 raise DomainError("the stream's noisy running total exceeds 2**62; int64 sums would overflow")
             self._R[i] = r
         self._t, self._u, self._p = t, u, p
-        if self._lsq:
+        if self._lsq:  # the up pass of the completed nodes, as in the batch (same float operations)
             Z = self._Z
-            Z[0, i] = Y[0, i]
+            z = float(ys[0])
+            Z[0, i] = z
+            vcs = self._vc
             for lev in range(1, top + 1):
-                vc = 2.0 * self._v[lev - 1]
-                zc = Z[lev - 1, i - (1 << (lev - 1))] + Z[lev - 1, i]
-                Z[lev, i] = (vc * Y[lev, i] + zc) / (vc + 1.0)
+                vc = vcs[lev]
+                zc = Z[lev - 1, i - (1 << (lev - 1))].item() + z
+                z = (vc * ys[lev] + zc) / (vc + 1.0)
+                Z[lev, i] = z
             if u == self._Tb:
                 self._complete_blocks(np.array([t], dtype=np.int64))
 
@@ -402,7 +409,7 @@ class BT(_BinaryTreePublisher):
     >>> pub = BT(window=16, epsilon=1.0, rng=0, height=3)
     >>> pub.extend([1, 2, 3, 4, 5, 6])
     >>> pub.query(1, 4)  # the root of block 1 (true sum 10)
-    13
+    10
     """
 
     method = "bt"
