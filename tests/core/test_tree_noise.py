@@ -140,6 +140,24 @@ def test_noise_does_not_depend_on_how_draws_are_split(noise, weighted):
     np.testing.assert_array_equal(whole[: len(pieces)], np.array(pieces))
 
 
+@pytest.mark.parametrize("noise", ["discrete", "laplace"])
+def test_draw_span_equals_node_by_node_draws(noise):
+    from privpub.stream import mm_budgets
+
+    rows = np.stack([mm_budgets(4, L, 1.0) for L in (5.0, 8.0)])
+    _a_acc, a = _noise(1.0, rng=3, noise=noise)
+    _b_acc, b = _noise(1.0, rng=3, noise=noise)
+    pa, pb = a.plan(4, rows), b.plan(4, rows)
+    a.open(pa, 400)
+    b.open(pb, 400)
+    start, got, want = 5, [], []
+    for count in (2, 1, 30, 8, 3, 100, 1, 700, 41):  # spans crossing tree boundaries, partial rows
+        got.append(a.draw_span(pa, start % 8, count, row=1))
+        want.extend(b.draw_one(pb, int(v), 1) for v in (start + np.arange(count)) % 8)
+        start += count
+    np.testing.assert_array_equal(np.concatenate(got), np.array(want))
+
+
 def test_weighted_discrete_scales_are_rounded_up_at_most_one_64th():
     _acc, tn = _noise(1.0, 3.0)
     w = np.random.default_rng(2).uniform(0.01, 0.2, size=(4, 16))

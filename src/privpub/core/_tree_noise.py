@@ -140,7 +140,7 @@ class TreePlan:
     ``sum_{i<l} T / 2**i + j``.
     """
 
-    __slots__ = ("T", "_kinds", "_pools", "_sid", "_t", "budgets", "height", "rows", "scales", "size", "structure",
+    __slots__ = ("T", "_groups", "_kinds", "_pools", "_sid", "_t", "budgets", "height", "rows", "scales", "size", "structure",
                  "totals", "uniform", "variances")
 
     height: int
@@ -157,6 +157,7 @@ class TreePlan:
     _pools: NDArray[np.int32] | None  # scale ids per node (discrete, non-uniform)
     _t: tuple[int, int, int] | None  # the one scale key of a uniform discrete plan
     _sid: int  # its pool id (-1: none)
+    _groups: dict[int, list[tuple[int, NDArray[np.int64]]]] | None  # per row: (scale id, node positions)
 
     def take(self, rows: slice) -> TreePlan:
         """The plan of a slice of its rows."""
@@ -165,6 +166,7 @@ class TreePlan:
             setattr(out, name, getattr(self, name))
         out.budgets, out.scales, out.variances = self.budgets[rows], self.scales[rows], self.variances[rows]
         out.rows = out.budgets.shape[0]
+        out._groups = None
         out.totals = self.totals[rows]
         out._kinds = self._kinds[rows]
         out._pools = None if self._pools is None else self._pools[rows]
@@ -424,6 +426,7 @@ class TreeNoise:
     def _finish(self, plan: TreePlan) -> None:
         """Per-row largest item total and the charge kind of each row."""
         plan._sid = -1 if plan._t is None else self._scale_ids[plan._t]
+        plan._groups = None
         k, b = plan.height, plan.budgets
         totals = _item_totals(self.structure, k, b)
         worst = np.argmax(totals, axis=1)
@@ -578,6 +581,65 @@ class TreeNoise:
             pool.buf, pos = pool._next_chunk(), 0
         pool.pos = pos + 1
         return pool.buf.item(pos)
+
+    def draw_span(self, plan: TreePlan, start: int, count: int, row: int = 0) -> NDArray[Any]:
+        """Noise of ``count`` consecutive nodes of consecutive trees of configuration ``row``,
+        starting at node ``start`` of the first tree (node-completion order).
+
+        The same numbers as :meth:`draw` with ``nodes = (start + arange(count)) % size``; exact
+        noise of a plan with per-node scales is drawn per scale over whole rows of trees,
+        without sorting.
+        """
+        if plan.uniform or self._laplace:
+            if plan.uniform:
+                return self.draw(plan, count)
+            nodes = (start + np.arange(count)) % plan.size
+            return self.draw(plan, count, nodes, None if plan.rows == 1 else np.full(count, row))
+        self._use(count)
+        size = plan.size
+        end = start + count
+        R = -(-end // size)  # rows touched
+        nfull = max(0, end // size - 1)  # full rows after the first
+        last = end - (R - 1) * size if R > 1 and end % size else 0  # items of a partial last row
+        M = np.empty((R, size), dtype=np.int64)
+        parts = []
+        for sid, P in self._groups(plan, row):
+            P0 = P[(P >= start) & (P < min(end, size))]
+            PL = P[P < last] if last else P[:0]
+            n_sigma = P0.shape[0] + nfull * P.shape[0] + PL.shape[0]
+            if n_sigma == 0:
+                continue
+            first = int(P0[0]) if P0.size else (size + int(P[0]) if nfull else (R - 1) * size + int(PL[0]))
+            parts.append((first, sid, P, P0, PL, n_sigma))
+        parts.sort(key=lambda e: e[0])  # pools are created in order of first use
+        for _, sid, P, P0, PL, n_sigma in parts:
+            vals = self._pool(sid).take(n_sigma)
+            a = P0.shape[0]
+            M[0, P0] = vals[:a]
+            if nfull:
+                b = a + nfull * P.shape[0]
+                M[1 : 1 + nfull, P] = vals[a:b].reshape(nfull, P.shape[0])
+                a = b
+            if PL.size:
+                M[R - 1, PL] = vals[a:]
+        return M.reshape(-1)[start:end]
+
+    def _groups(self, plan: TreePlan, row: int) -> list[tuple[int, NDArray[np.int64]]]:
+        """``(scale id, sorted node positions)`` of one configuration (cached on the plan)."""
+        cache = plan._groups
+        if cache is None:
+            cache = plan._groups = {}
+        out = cache.get(row)
+        if out is None:
+            assert plan._pools is not None
+            ids = plan._pools[row]
+            order = np.argsort(ids, kind="stable")
+            counts = np.bincount(ids)
+            bounds = np.concatenate([[0], np.cumsum(counts)])
+            out = [(int(sid), np.sort(order[bounds[sid] : bounds[sid + 1]]))
+                   for sid in np.flatnonzero(counts).tolist()]
+            cache[row] = out
+        return out
 
     def draw(self, plan: TreePlan, count: int, nodes: NDArray[np.int64] | None = None,
              rows: NDArray[np.int64] | None = None) -> NDArray[Any]:

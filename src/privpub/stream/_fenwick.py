@@ -378,11 +378,7 @@ class _FenwickPublisher(StreamPublisher):
             else:
                 if m > first_new_tree:
                     self._noise.open(plan, m - first_new_tree, cfg.row)
-                if plan.uniform:
-                    noise = self._noise.draw(plan, cnt)
-                else:
-                    pos = np.arange(n_old, n_old + cnt) % T
-                    noise = self._noise.draw(plan, cnt, pos, None if plan.rows == 1 else np.full(cnt, cfg.row))
+                noise = self._noise.draw_span(plan, n_old, cnt, cfg.row)
             if self._exact and float(plan.scales.max()) > 2.0**40 and noise.size \
                     and int(np.abs(noise).max()) > INT_NOISE_LIMIT:  # pragma: no cover
                 raise DomainError("a node's noise exceeds 2**54; int64 sums could overflow (lower the noise scale)")
