@@ -44,9 +44,12 @@ TREE_STRUCTURES = ("fenwick", "binary")
 TREE_NOISES = ("discrete", "laplace")
 #: largest tree height a plan accepts (2**61 items per tree)
 MAX_TREE_HEIGHT = 62
-#: exact samplers refill in chunks of 1024, 4096, 16384, 65536, 65536, ... draws per distinct
-#: scale (16384 at most for the many scales of per-node budgets): few, large sampler calls
-_FIRST_CHUNK = 1024
+#: exact samplers refill in chunks growing 4x per call up to 65536 draws per distinct scale
+#: (16384 for the many scales of per-node budgets): few, large sampler calls. The first chunk
+#: holds about 64 trees' worth of the scale (64 to 4096 draws), so rarely used scales waste little.
+_TREES_PER_FIRST_CHUNK = 64
+_MIN_FIRST_CHUNK = 64
+_MAX_FIRST_CHUNK = 4096
 _MAX_CHUNK = 1 << 16
 _MAX_CHUNK_WEIGHTED = 1 << 14
 _Z_CHUNK = 4096
@@ -65,17 +68,18 @@ class _Pool:
     """Pre-drawn exact noise of one scale, refilled in a fixed schedule of chunk sizes.
 
     The sampler's output depends on the size of each call, so every pool draws its own
-    generator's stream in the same chunks (1024, 4096, ... up to ``max_chunk``) whatever the
-    pattern of requests: one node at a time and a million at once get the same numbers.
+    generator's stream in the same chunks (``first``, 4 ``first``, ... up to ``max_chunk``)
+    whatever the pattern of requests: one node at a time and a million at once get the same
+    numbers. ``first`` depends only on the configuration that first uses the scale.
     """
 
     __slots__ = ("buf", "chunk", "gen", "max_chunk", "pos", "s", "t")
 
-    def __init__(self, t: int, s: int, gen: np.random.Generator, max_chunk: int) -> None:
+    def __init__(self, t: int, s: int, gen: np.random.Generator, first: int, max_chunk: int) -> None:
         self.t, self.s, self.gen, self.max_chunk = t, s, gen, max_chunk
         self.buf: NDArray[np.int64] = np.zeros(0, dtype=np.int64)
         self.pos = 0
-        self.chunk = _FIRST_CHUNK
+        self.chunk = first
 
     def _next_chunk(self) -> NDArray[np.int64]:
         out = _sample_discrete(self.chunk, self.t, self.s, self.gen)
@@ -215,20 +219,11 @@ def _item_nodes(structure: str, k: int, item: int) -> list[tuple[int, int]]:
     return [(lev, off[lev] + ((item - 1) >> lev)) for lev in range(k)]
 
 
-def _round_scales_up(scale: NDArray[np.float64]) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
-    """Scales rounded *up* to ``SCALE_BITS`` significant bits, as exact fractions ``t / s``."""
+def _round_scales_up(scale: NDArray[np.float64]) -> NDArray[np.float64]:
+    """Scales rounded *up* to ``SCALE_BITS`` significant bits (exact floats ``m 2**e``)."""
     mant, expo = np.frexp(scale)
-    m = np.ceil(mant * (1 << SCALE_BITS)).astype(np.int64)  # in [2**(bits-1), 2**bits]
-    e = expo.astype(np.int64) - SCALE_BITS
-    t = np.where(e >= 0, m << np.maximum(e, 0), m)
-    s = np.where(e >= 0, 1, np.int64(1) << np.maximum(-e, 0))
-    while True:  # reduce common factors of two
-        even = ((t & 1) == 0) & (s > 1)
-        if not even.any():
-            break
-        t = np.where(even, t >> 1, t)
-        s = np.where(even, s >> 1, s)
-    return t, s
+    out: NDArray[np.float64] = np.ldexp(np.ceil(mant * (1 << SCALE_BITS)), expo - SCALE_BITS)
+    return out
 
 
 def _discrete_variance(t: NDArray[np.float64] | float, s: NDArray[np.float64] | float) -> Any:
@@ -402,14 +397,15 @@ class TreeNoise:
         if not np.all(np.isfinite(scale)) or scale.max() > MAX_SCALE:
             raise ParameterError(f"sensitivity / (epsilon * weight) must be a noise scale <= 2**52, got {scale.max():g}")
         if self.noise == "discrete":
-            t, s = _round_scales_up(scale)
-            keys = np.stack([t.reshape(-1), s.reshape(-1)], axis=1)
-            uniq, inverse = np.unique(keys, axis=0, return_inverse=True)
-            ids = np.array([self._scale_id(int(a), int(b), _MAX_CHUNK_WEIGHTED) for a, b in uniq], dtype=np.int32)
+            scale_q = _round_scales_up(scale)
+            uniq, inverse = np.unique(scale_q, return_inverse=True)
+            fracs = [float(v).as_integer_ratio() for v in uniq]  # exact t / s of each scale
+            ids = np.array([self._scale_id(a, b, _MAX_CHUNK_WEIGHTED) for a, b in fracs], dtype=np.int32)
             plan._pools = ids[inverse.reshape(-1)].reshape(w.shape)
-            plan.scales = t / s
-            plan.variances = _discrete_variance(t.astype(np.float64), s.astype(np.float64))
-            plan._t = (int(uniq[0, 0]), int(uniq[0, 1]), _MAX_CHUNK_WEIGHTED) if uniq.shape[0] == 1 else None
+            plan.scales = scale_q
+            ts = np.array(fracs, dtype=np.float64).reshape(-1, 2)
+            plan.variances = _discrete_variance(ts[:, 0], ts[:, 1])[inverse.reshape(-1)].reshape(w.shape)
+            plan._t = (*fracs[0], _MAX_CHUNK_WEIGHTED) if uniq.shape[0] == 1 else None
             plan.uniform = uniq.shape[0] == 1
             if plan.uniform:
                 plan._pools = None
@@ -541,12 +537,15 @@ class TreeNoise:
                 f"({self._capacity} nodes); open (charge) a tree before drawing its noise"
             )
 
-    def _pool(self, sid: int) -> _Pool:
+    def _pool(self, sid: int, plan: TreePlan, row: int) -> _Pool:
+        """The pool of scale ``sid``, created at its first use (by ``plan`` row ``row``)."""
         pool = self._pools[sid]
         if pool is None:
             seed = self._gen.integers(0, 1 << 63, size=2, dtype=np.int64)
             t, s, max_chunk = self._scale_list[sid]
-            pool = _Pool(t, s, np.random.default_rng([int(x) for x in seed]), max_chunk)
+            per_tree = plan.size if plan._pools is None else int(np.count_nonzero(plan._pools[row] == sid))
+            first = min(_MAX_FIRST_CHUNK, max(_MIN_FIRST_CHUNK, _TREES_PER_FIRST_CHUNK * per_tree))
+            pool = _Pool(t, s, np.random.default_rng([int(x) for x in seed]), min(first, max_chunk), max_chunk)
             self._pools[sid] = pool
         return pool
 
@@ -575,7 +574,7 @@ class TreeNoise:
         sid = plan._sid if plan._pools is None else int(plan._pools[row, node])
         pool = self._pools[sid]
         if pool is None:
-            pool = self._pool(sid)
+            pool = self._pool(sid, plan, row)
         pos = pool.pos
         if pos == pool.buf.shape[0]:
             pool.buf, pos = pool._next_chunk(), 0
@@ -613,7 +612,7 @@ class TreeNoise:
             parts.append((first, sid, P, P0, PL, n_sigma))
         parts.sort(key=lambda e: e[0])  # pools are created in order of first use
         for _, sid, P, P0, PL, n_sigma in parts:
-            vals = self._pool(sid).take(n_sigma)
+            vals = self._pool(sid, plan, row).take(n_sigma)
             a = P0.shape[0]
             M[0, P0] = vals[:a]
             if nfull:
@@ -659,12 +658,12 @@ class TreeNoise:
             sc = plan.scales[0][nodes] if rows is None else plan.scales[rows, nodes]
             return sc * z
         if plan._pools is None:
-            return self._pool(plan._sid).take(count)
+            return self._pool(plan._sid, plan, 0).take(count)
         assert nodes is not None
         ids = plan._pools[0][nodes] if rows is None else plan._pools[rows, nodes]
-        return self._draw_ids(ids)
+        return self._draw_ids(ids, plan, rows)
 
-    def _draw_ids(self, ids: NDArray[np.int32]) -> NDArray[np.int64]:
+    def _draw_ids(self, ids: NDArray[np.int32], plan: TreePlan, rows: NDArray[np.int64] | None) -> NDArray[np.int64]:
         """Draws for nodes whose scale ids are ``ids`` (in completion order), grouped by scale."""
         n = ids.shape[0]
         out = np.empty(n, dtype=np.int64)
@@ -674,7 +673,7 @@ class TreeNoise:
         counts = np.bincount(ids, minlength=nsc)
         present = np.flatnonzero(counts)
         if present.shape[0] == 1:
-            out[:] = self._pool(int(present[0])).take(n)
+            out[:] = self._pool(int(present[0]), plan, 0 if rows is None else int(rows[0])).take(n)
             return out
         key = ids.astype(np.int16) if nsc < (1 << 15) else ids
         order = np.argsort(key, kind="stable")  # radix sort for 16-bit keys
@@ -683,7 +682,8 @@ class TreeNoise:
         # first index of a scale's stably sorted group is its first use
         new = [int(i) for i in present if self._pools[i] is None]
         for i in sorted(new, key=lambda j: int(order[bounds[j]])):
-            self._pool(i)
+            first_use = int(order[bounds[i]])
+            self._pool(i, plan, 0 if rows is None else int(rows[first_use]))
         for i in present.tolist():
             out[order[bounds[i] : bounds[i + 1]]] = self._pools[i].take(int(counts[i]))  # type: ignore[union-attr]
         return out

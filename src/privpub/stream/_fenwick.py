@@ -69,8 +69,14 @@ AnyConfig = TreeConfig | _MultiConfig
 
 
 def _mem_height(height: int | None, kmax: int, default: int, adaptive: bool) -> int:
+    """The largest tree height a publisher can use (adaptive: up to ``kmax``, which is
+    ``k*_MM(W)`` for the MM ones: the MM optimum is non-decreasing and lengths are <= W)."""
     k = default if height is None else height
     return max(k, kmax) if adaptive else k
+
+
+#: tree configurations cached per publisher (MM: one per predicted length)
+_CONFIG_CACHE = 32
 
 
 class _FenwickPublisher(StreamPublisher):
@@ -125,11 +131,15 @@ class _FenwickPublisher(StreamPublisher):
             if len(np.asarray(history).reshape(-1)):
                 raise_param(f"history is only used by adaptive (HQ) publishers, not {self.method}", history)
         # memory, before anything is allocated or reserved
-        kmem = _mem_height(height, self._kmax, self._default_height(), self._adaptive)
+        cap = K.optimal_height_mm_scalar(float(self.window), self._kmax) if self._mm else self._kmax
+        kmem = _mem_height(height, cap, self._default_height(), self._adaptive)
         Tm = 1 << (kmem - 1)
         W = self.window
-        plans = 4 * Tm * (8 if self._mm else 1)  # node arrays of the cached tree configurations
-        nbytes = 8.0 * (2 * (W + Tm + _CHUNK) + 10 * (Tm + _CHUNK) + plans)
+        if self._mm:  # per-node arrays of the cached configurations and one sampler pool per scale
+            words = _CONFIG_CACHE * 6 * Tm + min(Tm, 4096) * 16384
+        else:
+            words = 6 * Tm + 65536
+        nbytes = 8.0 * (2 * (W + Tm + _CHUNK) + 10 * (Tm + _CHUNK) + words)
         what = f"window={W} with trees of up to 2**{kmem - 1} items (height {kmem})"
         if self._adaptive and (height is None or height <= self._kmax):
             option = "lower window (adaptive trees grow up to the window)"
@@ -177,7 +187,7 @@ class _FenwickPublisher(StreamPublisher):
             else:
                 plan = self._noise.plan(k)
             cfg = TreeConfig(plan, 0, length)
-            if len(self._configs) > 256:
+            if len(self._configs) > _CONFIG_CACHE:
                 self._configs.clear()
             self._configs[key] = cfg
         return cfg
@@ -693,7 +703,7 @@ class RTP(_FenwickPublisher):
     >>> pub.t, pub.trees
     (8, [(1, 3), (5, 3)])
     >>> pub.query(2, 5)  # true sum 14; exact discrete Laplace noise keeps answers integral
-    16
+    21
     >>> len(pub.support(2, 5)[0])  # node 4 minus node 1 of tree 1, plus node 1 of tree 2
     3
     >>> [(e.step, e.parts) for e in pub.ledger], pub.ledger.total
