@@ -12,14 +12,7 @@ from scipy import stats
 
 from privpub.core import Accountant, TreeNoise, discrete_laplace_pmf
 from privpub.errors import BudgetExceededError, ParameterError, PrivpubError
-
-
-def _uppath(m: int, T: int) -> list[int]:
-    out = []
-    while m <= T:
-        out.append(m)
-        m += m & -m
-    return out
+from privpub.stream._kernels import fenwick_uppath
 
 
 def _noise(eps=1.0, sens=1.0, **kw):
@@ -61,7 +54,7 @@ def test_binary_plan_every_item_meets_every_level():
 def test_weighted_plan_charges_the_largest_item_total():
     rng = np.random.default_rng(1)
     w = rng.uniform(0.05, 0.3, size=(3, 8))
-    for structure, size, nodes_of in (("fenwick", 8, lambda m: [v - 1 for v in _uppath(m, 8)]),
+    for structure, size, nodes_of in (("fenwick", 8, lambda m: [v - 1 for v in fenwick_uppath(m, 8)]),
                                       ("binary", 15, lambda m: [m - 1, 8 + (m - 1) // 2, 12 + (m - 1) // 4, 14])):
         acc, tn = _noise(2.0, noise="laplace", structure=structure)
         ww = rng.uniform(0.05, 0.3, size=(3, size)) if structure == "binary" else w

@@ -13,6 +13,7 @@ from privpub import Session
 from privpub.core import Accountant
 from privpub.errors import BudgetExceededError, DomainError, ParameterError
 from privpub.stream import BT, BTH, HQRTP, HQRTPMM, RTP, RTPMM, mm_budgets
+from privpub.stream._kernels import fenwick_uppath
 
 ALL = [RTP, HQRTP, RTPMM, HQRTPMM, BT, BTH]
 BLOCK = "trees (disjoint blocks of the stream)"
@@ -63,7 +64,7 @@ def test_mm_ledger_one_charge_per_height(noise):
     assert entry.branch.startswith("height-4 trees (per-node budgets)")
     # the charge is the largest per-item sum of node budgets: odd positions spend all of epsilon
     b = mm_budgets(4, 256.0, 0.9)
-    assert max(sum(b[v - 1] for v in _uppath(m, 8)) for m in range(1, 9)) == pytest.approx(0.9)
+    assert max(sum(b[v - 1] for v in fenwick_uppath(m, 8)) for m in range(1, 9)) == pytest.approx(0.9)
     hq = HQRTPMM(window=4096, epsilon=0.9, rng=0, noise=noise, history=[300] * 3)
     qs = np.array([(t, t - L + 1, t) for t, L in zip(range(200, 3000, 7), range(150, 3000, 7))], dtype=np.int64)
     hq.replay(np.ones(3000, dtype=int), qs)
@@ -72,13 +73,6 @@ def test_mm_ledger_one_charge_per_height(noise):
     assert len(hq.ledger.entries) == len({int(e.branch.split("-")[1].split()[0]) for e in hq.ledger})
     assert hq.ledger.total == pytest.approx(0.9)
 
-
-def _uppath(m, T):
-    out = []
-    while m <= T:
-        out.append(m)
-        m += m & -m
-    return out
 
 
 def test_budget_is_enforced_by_the_accountant(monkeypatch):

@@ -33,9 +33,9 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from privpub.core._accountant import Accountant, Charge, ParallelBlock
-from privpub.core._mechanisms import MAX_SCALE, _discrete_laplace_exact, rational_scale
+from privpub.core._mechanisms import MAX_SCALE, _check_sensitivity, _discrete_laplace_exact, rational_scale
 from privpub.core._rng import RNGLike, as_generator
-from privpub.core._validation import check_epsilon, check_positive_int, check_real
+from privpub.core._validation import check_epsilon, check_positive_int
 from privpub.errors import ParameterError, PrivpubError
 
 __all__ = ["TreeNoise", "TreePlan"]
@@ -297,10 +297,7 @@ class TreeNoise:
         name: str = "trees",
     ) -> None:
         self.epsilon = check_epsilon(epsilon)
-        sens = check_real(sensitivity, "sensitivity")
-        if sens <= 0:
-            raise ParameterError(f"sensitivity must be > 0, got {sens}")
-        self.sensitivity = sens
+        self.sensitivity = _check_sensitivity(sensitivity)
         if not isinstance(accountant, Accountant):
             raise ParameterError(f"accountant must be a privpub.core.Accountant, got {type(accountant).__name__}")
         if noise not in TREE_NOISES:

@@ -56,6 +56,15 @@ def fenwick_path(x: int) -> list[int]:
     return out
 
 
+def fenwick_uppath(m: int, T: int) -> list[int]:
+    """``uppath(m)``: the Fenwick nodes of a tree of ``T`` items that hold local item ``m``."""
+    out = []
+    while m <= T:
+        out.append(m)
+        m += m & -m
+    return out
+
+
 def max_height(length: float) -> int:
     """``i = floor(log2 L) + 1``, the largest height the paper searches for a query length ``L >= 1``."""
     return math.floor(math.log2(max(1.0, float(length)))) + 1
