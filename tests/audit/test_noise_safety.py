@@ -42,11 +42,11 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("core/_mechanisms.py", "core.laplace_noise"): "the continuous Laplace mechanism itself",
     ("histogram/_publishers.py", "core.laplace_noise"): "histogram noise='laplace' option (paper setting)",
     ("histogram/_publishers.py", "core.laplace"): "histogram noise='laplace' option (paper setting)",
-    ("stream/_noise.py", "Generator.laplace"): "stream noise='laplace' option (paper setting)",
     ("core/_sparse.py", "Generator.laplace"): "core sparse_noisy_counts noise='laplace' (documented)",
     ("core/_sparse.py", "Generator.exponential"):
         "core sparse_noisy_counts noise='laplace': the Laplace tail of empty cells (memoryless, exact in distribution)",
     ("core/_ranges.py", "Generator.gumbel"): "exponential_mechanism_ranges via Gumbel-max (only the integer is released)",
+    ("core/_tree_noise.py", "Generator.laplace"): "stream trees' noise='laplace' option (paper setting)",
     ("experiments/core.py", "core.laplace"): "demo comparing continuous with discrete Laplace",
     ("audit/_cases_core.py", "core.laplace"): "the audit of the core Laplace mechanism",
     ("spatial/_data.py", "Generator.normal"): DATA_GENERATOR,

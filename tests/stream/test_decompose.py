@@ -79,7 +79,7 @@ def test_sensitivity_is_height():
 @settings(max_examples=60, deadline=None)
 @given(st.integers(0, 2**31), st.integers(1, 200), st.integers(1, 200))
 def test_publisher_answer_equals_signed_node_sum(seed, a, b):
-    pub = RTP(window=512, epsilon=1.0, rng=seed, height=5, noise="laplace")
+    pub = RTP(window=512, epsilon=1.0, rng=seed, height=5, real=True, noise="laplace")
     data = np.random.default_rng(seed).random(300) * 10
     pub.extend(data)
     l, r = min(a, b) + 100, max(a, b) + 100

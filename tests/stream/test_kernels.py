@@ -21,7 +21,7 @@ from privpub.stream import (
     optimal_height_mm,
     paper_eq16,
 )
-from privpub.stream._kernels import bth_piece_variance, fenwick_path
+from privpub.stream._kernels import bth_piece_variance, fenwick_path, fenwick_uppath
 
 
 @pytest.mark.parametrize("k", [1, 2, 3, 4, 5])
@@ -68,16 +68,9 @@ def test_mm_thresholds_and_budgets():
     np.testing.assert_allclose(mm_budgets(3, 4.0, 1.0), [0.287, 0.361, 0.648, 0.352], atol=5e-4)
     # per-item up-path spends: 1, 0.713, 1, 0.352 (odd positions exactly epsilon)
     b = mm_budgets(3, 4.0, 1.0)
-    spent = [sum(b[v - 1] for v in _uppath(m, 4)) for m in range(1, 5)]
+    spent = [sum(b[v - 1] for v in fenwick_uppath(m, 4)) for m in range(1, 5)]
     np.testing.assert_allclose(spent, [1.0, 0.713, 1.0, 0.352], atol=5e-4)
 
-
-def _uppath(m, T):
-    out = []
-    while m <= T:
-        out.append(m)
-        m += m & -m
-    return out
 
 
 def _usage(k, L):
@@ -91,7 +84,7 @@ def _usage(k, L):
 def test_mm_budgets_match_slsqp(k, L):
     T = 1 << (k - 1)
     c = _usage(k, L)
-    cons = [{"type": "ineq", "fun": (lambda e, m=m: 1.0 - sum(e[v - 1] for v in _uppath(m, T)))}
+    cons = [{"type": "ineq", "fun": (lambda e, m=m: 1.0 - sum(e[v - 1] for v in fenwick_uppath(m, T)))}
             for m in range(1, T + 1)]
     res = minimize(lambda e: np.sum(c / e**2), np.full(T, 1.0 / k), constraints=cons,
                    bounds=[(1e-6, 1.0)] * T, method="SLSQP", options={"ftol": 1e-14, "maxiter": 500})

@@ -70,15 +70,6 @@ def test_default_heights():
 
 
 @pytest.mark.parametrize("cls", ALL)
-def test_ledger_states_event_level_epsilon(cls):
-    pub = cls(window=64, epsilon=0.3, rng=0)
-    pub.extend([1, 2, 3])
-    assert pub.ledger.total == 0.3
-    assert pub.ledger.frozen
-    assert "event-level" in pub.ledger.entries[0].note
-
-
-@pytest.mark.parametrize("cls", ALL)
 def test_same_seed_same_output_and_repeat_query(cls):
     a, b = cls(window=100, epsilon=1.0, rng=3), cls(window=100, epsilon=1.0, rng=3)
     a.extend(np.arange(50))
@@ -127,6 +118,15 @@ def test_predictors_recurrences_match_direct():
         ({"window": 8, "epsilon": 1.0, "height": 0}, "height must be an integer >= 1, got 0"),
         ({"window": 8, "epsilon": 1.0, "noise": "gauss"}, "noise must be one of"),
         ({"window": 8, "epsilon": 1.0, "sensitivity": -1}, "sensitivity must be > 0, got -1.0"),
+        ({"window": 8, "epsilon": 1.0, "real": True},
+         "noise='discrete' (the default) needs an integer stream; a stream declared real=True takes noise='laplace'"),
+        ({"window": 8, "epsilon": 1.0, "real": 1}, "real must be True or False, got 1"),
+        ({"window": 8, "epsilon": 1.0, "max_item": 0}, "max_item must be in (0, 2**61], got 0"),
+        ({"window": 8, "epsilon": 1.0, "max_item": 2.0**53, "real": True, "noise": "laplace"},
+         "max_item must be in (0, 2**52]"),
+        ({"window": 8, "epsilon": 1.0, "height": 63}, "height must be at most 62, got 63"),
+        ({"window": 2**53, "epsilon": 1.0}, "window must be at most 2**52"),
+        ({"window": 8, "epsilon": 1.0, "session": "s"}, "session must be a privpub.Session"),
     ],
 )
 @pytest.mark.parametrize("cls", ALL)
@@ -140,6 +140,8 @@ def test_bad_history_and_predictor():
         HQRTP(window=8, epsilon=1.0, history=[0])
     with pytest.raises(ParameterError, match="history is only used by adaptive"):
         RTP(window=8, epsilon=1.0, history=[3])
+    with pytest.raises(ParameterError, match="predictor is only used by adaptive"):
+        RTPMM(window=8, epsilon=1.0, predictor=SMA(3))
     with pytest.raises(ParameterError, match="predictor must be an SMA or EWMA"):
         HQRTP(window=8, epsilon=1.0, predictor=5)
 
@@ -151,7 +153,7 @@ def test_bad_items(cls):
         pub.append(-1)
     with pytest.raises(DomainError, match="finite"):
         pub.append(float("nan"))
-    with pytest.raises(DomainError, match="integers with noise='discrete'"):
+    with pytest.raises(DomainError, match=re.escape("items must be integers (the stream was not declared real=True)")):
         pub.append(1.5)
     with pytest.raises(DomainError, match="items must be >= 0"):
         pub.extend([1, -2])
@@ -159,10 +161,40 @@ def test_bad_items(cls):
         pub.extend([1, np.inf])
     with pytest.raises(DomainError, match="real numbers"):
         pub.append("3")
+    with pytest.raises(DomainError, match="booleans"):
+        pub.extend(np.array([True, False]))
+    with pytest.raises(DomainError, match=re.escape("got 2.5 at index 1")):
+        pub.extend([1.0, 2.5])
     assert pub.t == 0  # nothing was ingested
-    real = cls(window=8, epsilon=1.0, noise="laplace")
+    real = cls(window=8, epsilon=1.0, real=True, noise="laplace")
     real.append(1.5)
-    assert real.t == 1
+    real.extend([0.25, 3.0])
+    assert real.t == 3
+    # items bounded by the declared per-step bound
+    bounded = cls(window=8, epsilon=1.0, max_item=100)
+    bounded.extend([100, 0, 7])
+    with pytest.raises(DomainError, match=re.escape("items must be at most max_item=100, got 101")):
+        bounded.append(101)
+    with pytest.raises(DomainError, match=re.escape("items must be at most max_item=100, got 250")):
+        bounded.extend([3, 250])
+    assert bounded.t == 3
+
+
+@pytest.mark.parametrize("cls", ALL)
+def test_answer_types(cls):
+    exact = cls(window=16, epsilon=1.0, rng=0)
+    exact.extend(np.arange(20))
+    real = cls(window=16, epsilon=1.0, rng=0, real=True, noise="laplace")
+    real.extend(np.linspace(0, 3, 20))
+    lap = cls(window=16, epsilon=1.0, rng=0, noise="laplace")
+    lap.extend(np.arange(20))
+    if cls is BTH:  # least-squares answers are real numbers
+        assert exact.answer([[5, 20]]).dtype == np.float64
+    else:
+        assert exact.answer([[5, 20]]).dtype == np.int64
+        assert type(exact.query(5, 20)) is int
+    assert real.answer([[5, 20]]).dtype == np.float64 and type(real.query(5, 20)) is float
+    assert lap.answer([[5, 20]]).dtype == np.float64
 
 
 @pytest.mark.parametrize("cls", ALL)

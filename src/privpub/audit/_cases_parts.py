@@ -108,10 +108,21 @@ def stream_cases() -> list[AuditCase]:
             return pub.answer(queries).reshape(n, len(dyadic))
         return mech
 
+    def whole(eps: float) -> Mech:
+        """The release as a user gets it: every prefix answer of a 4-item stream (height 3)."""
+        def mech(items: Any, rng: np.random.Generator) -> Any:
+            pub = RTP(window=4, epsilon=eps, rng=rng, height=3)
+            pub.extend(items)
+            return np.array([pub.query(1, r) for r in range(1, 5)])
+        return mech
+
     one = "event level: streams differing in one item by 1"
     tree = [1, 0, 0, 0]
     zero = [0, 0, 0, 0]
     return [
+        AuditCase("stream.RTP.publish", "stream", whole(1.0), tree, zero, 1.0, 3_000,
+                  one + "; whole release: the four prefix answers of RTP (height 3)",
+                  control=whole(2.0), control_note="epsilon doubled"),
         AuditCase("stream.RTP.node", "stream", nodes(RTP, 1.0, 1), [1], [0], 1.0, 20_000,
                   one + "; height 1: each item is one Fenwick node with Lap(1/epsilon)",
                   control=nodes(RTP, 2.0, 1), control_note="noise scale halved", batch=True),

@@ -114,6 +114,9 @@ def register(app: typer.Typer, reproduce_app: typer.Typer) -> None:
             "default: all asked at the end).",
         )] = None,
         noise: Annotated[str, typer.Option("--noise", help="discrete (exact; integer counts) or laplace.")] = "discrete",
+        real: Annotated[bool, typer.Option("--real", help="Real-valued items (needs --noise laplace).")] = False,
+        max_item: Annotated[float | None, typer.Option(
+            "--max-item", help="Declared bound of one item; larger items are refused.")] = None,
         height: Annotated[int | None, typer.Option("--height", help="Tree height (HQ: the initial height).")] = None,
         sensitivity: Annotated[float, typer.Option("--sensitivity", help="Max change of one item.")] = 1.0,
         seed: Annotated[int | None, typer.Option("--seed", help=SEED_HELP)] = None,
@@ -138,7 +141,7 @@ def register(app: typer.Typer, reproduce_app: typer.Typer) -> None:
         data = _read_series(input, column)
         check_stream_sizes(method, window, height, len(data))
         kw: dict[str, object] = {"window": window, "epsilon": epsilon, "rng": seed, "noise": noise,
-                                 "sensitivity": sensitivity}
+                                 "sensitivity": sensitivity, "real": real, "max_item": max_item}
         if height is not None:
             kw["height"] = height
         pub = make_publisher(method, **kw, **extra)
@@ -148,13 +151,13 @@ def register(app: typer.Typer, reproduce_app: typer.Typer) -> None:
             qt = q["time"].to_numpy(np.int64) if "time" in q.columns else np.full(len(q), n, dtype=np.int64)
             order = np.argsort(qt, kind="stable")
             arr = np.stack([qt, q["l"].to_numpy(np.int64), q["r"].to_numpy(np.int64)], axis=1)[order]
-            answers = np.empty(len(q))
+            answers = np.empty(len(q), dtype=pub.answer(np.zeros((0, 2), dtype=np.int64), record=False).dtype)
             answers[order] = pub.replay(data, arr)
             out = q.copy()
             out["answer"] = answers
         else:
             arr = pub._check_items(data)
-            noisy = np.empty(arr.shape[0])
+            noisy = np.empty(arr.shape[0], dtype=pub.answer(np.zeros((0, 2), dtype=np.int64), record=False).dtype)
             step = max(1, min(window, 1 << 20))
             bar = progress_bar(arr.shape[0], "stream", "items", quiet=quiet or arr.shape[0] < 1 << 22)
             try:

@@ -33,6 +33,7 @@ from privpub.core._session import (
     SessionStore,
 )
 from privpub.core._sparse import DENSE_CELL_LIMIT, sparse_noisy_counts, sparse_release_probability
+from privpub.core._tree_noise import TreeNoise, TreePlan
 from privpub.core._validation import (
     check_array,
     check_bounds_2d,
@@ -66,6 +67,8 @@ __all__ = [
     "Session",
     "SessionCharge",
     "SessionStore",
+    "TreeNoise",
+    "TreePlan",
     "accounting",
     "active_accountant",
     "add_int_noise",

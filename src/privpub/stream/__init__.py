@@ -8,7 +8,9 @@ least-squares tree). Paper: Wu, Huang, Ge, Sun, Computer Science 46(9), 2019
 
 The publishers are stateful: ``pub = HQRTP(window=W, epsilon=1.0, rng=0)``, then
 ``pub.append(x)`` / ``pub.extend(items)``, ``pub.query(l, r)`` / ``pub.answer(queries)`` and
-``pub.ledger``.
+``pub.ledger`` (what the node noise charged: privacy by construction through
+:class:`privpub.core.TreeNoise`). They keep no raw history beyond the open tree's partial sums;
+``pub.state()`` / ``HQRTP.from_state(state, rng=...)`` persist and restore them.
 """
 
 from __future__ import annotations

@@ -1,35 +1,125 @@
-"""The stateful stream-publisher base: validation, window store, ledger, append/extend/query/answer."""
+"""The stateful stream-publisher base: validation, accounting, window store, append/extend/query/answer.
+
+Privacy by construction: every publisher owns an :class:`~privpub.core.Accountant` of its
+epsilon for its whole life, and its node noise comes only from a :class:`~privpub.core.TreeNoise`
+that charges that accountant per tree configuration before drawing. ``publisher.ledger`` is the
+accountant's record. With ``session=``, the epsilon is reserved in the session once, when the
+publisher is created.
+
+Data minimisation: the publishers keep no raw history. Of the raw items they keep only what
+future nodes need, the partial sums of the open nodes of the current tree (at most one per
+level); everything else they store is released noise (nodes and noisy prefix sums) over the
+window. :meth:`StreamPublisher.state` exposes that state and :meth:`StreamPublisher.from_state`
+restores it, so a service can persist a stream without ever redrawing the noise of a released
+node.
+"""
 
 from __future__ import annotations
 
 import math
 import numbers
+import os
 from typing import Any, ClassVar
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from privpub.core import BudgetLedger, RNGLike, as_generator, check_array, check_epsilon, check_positive_int
+from privpub.core import (
+    FLOAT_EXACT_LIMIT,
+    Accountant,
+    BudgetLedger,
+    RNGLike,
+    Session,
+    TreeNoise,
+    charge,
+    check_array,
+    check_epsilon,
+    check_positive_int,
+)
 from privpub.core._validation import check_real
 from privpub.errors import DomainError, ParameterError
-from privpub.stream._noise import NOISE_KINDS, NoiseStream
 
 __all__ = ["StreamPublisher"]
 
+#: items ingested per vectorised step (bounds the temporary memory of a batch)
 _CHUNK = 1 << 20
+NOISE_KINDS = ("discrete", "laplace")
+#: exact integer streams: largest tree-local sum of true items (int64 with room for noise)
+INT_SUM_LIMIT = 2**61
+#: exact integer streams: largest noisy prefix sum (int64 headroom)
+INT_NP_LIMIT = 2**62
+#: exact integer streams: largest |noise| of one node accepted (far beyond any usable scale)
+INT_NOISE_LIMIT = 2**54
+_STATE_FORMAT = "privpub-stream-state"
+_STATE_VERSION = 1
+
+
+#: shared parameter documentation of the stream publishers
+COMMON_PARAMS = """
+    Parameters
+    ----------
+    window : int
+        Sliding window W: queries ``[l, r]`` must satisfy ``t - W < l <= r <= t``. It bounds
+        memory (about ``16 W`` bytes of released values) and the ranges that may be asked; it
+        does not renew the budget.
+    epsilon : float
+        Event-level privacy parameter of the whole (unbounded) stream.
+    rng : int, Generator or None
+        Randomness for the node noise.
+    sensitivity : float
+        Δ, the largest change of one item between neighbouring streams (default 1: one record
+        added to or removed from one time step).
+    height : int or None
+        Tree height (HQ variants: the initial height, used while no query length is known).
+    noise : {"discrete", "laplace"}
+        Exact discrete Laplace (default: integer node values, int64 sums and answers, exact end
+        to end) or continuous Laplace (the paper's choice, and required with ``real=True``; IEEE
+        floating-point sampling, Mironov 2012 applies).
+    real : bool
+        Declare a real-valued stream (default False: items must be integers). Real items and the
+        items of one tree must stay below 2**52 (float64 resolution).
+    max_item : float, optional
+        The declared bound of one item (the public data domain is ``[0, max_item]``); larger
+        items are refused, never clipped. Default: the exactness limit (2**61 for exact integer
+        streams, 2**52 otherwise).
+    session : Session, optional
+        Budget session: ``epsilon`` is reserved in it once, at construction (refused, creating
+        nothing, if the session cannot pay).
+    memory_limit : int, optional
+        Bytes the publisher's state may need (default: half the physical memory, at most
+        64 GiB); checked at construction, before anything is allocated.
+"""
+
+#: the neighbouring relation, shared by the publishers' docstrings
+NEIGHBOURS = (
+    "neighbouring streams have the same length and differ at one time step by at most "
+    "``sensitivity`` (event level; not user level, not w-event)"
+)
+
+
+def default_memory_limit() -> int:
+    """Half the machine's physical memory (8 GiB if unknown), capped at 64 GiB."""
+    try:
+        phys = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):  # pragma: no cover - non-POSIX
+        phys = 16 << 30
+    return int(min(max(phys // 2, 1 << 30), 64 << 30))
+
+
+def _gib(n: float) -> str:
+    return f"{n / (1 << 30):.3g} GiB" if n >= (1 << 28) else f"{n / (1 << 20):.3g} MiB"
 
 
 class _Store:
-    """Time-indexed arrays (index ``time - base``): running sum P, local prefix LP, node value Y
-    (node completed at that time) and the noisy prefix NP."""
+    """Time-indexed arrays of released values (index ``time - base``): node value ``Y`` of the
+    node completed at that time and the noisy prefix ``NP``."""
 
-    def __init__(self, capacity: int) -> None:
+    def __init__(self, capacity: int, dtype: type) -> None:
         self.base = 0
         self.capacity = capacity
-        self.P = np.zeros(capacity)
-        self.LP = np.zeros(capacity)
-        self.Y = np.zeros(capacity)
-        self.NP = np.zeros(capacity)
+        self.dtype = dtype
+        self.Y: NDArray[Any] = np.zeros(capacity, dtype=dtype)
+        self.NP: NDArray[Any] = np.zeros(capacity, dtype=dtype)
 
     def reserve(self, keep_from: int, last: int) -> None:
         """Drop times before ``keep_from`` and make room up to time ``last``."""
@@ -37,14 +127,14 @@ class _Store:
         shift = keep_from - self.base
         need = last - keep_from + 1
         cap = self.capacity
-        if need > cap:
-            cap = max(2 * cap, need + need // 4)
-        used = self.capacity - shift
-        for name in ("P", "LP", "Y", "NP"):
+        if need > cap or need < cap // 4:
+            cap = max(1024, need + need // 4)
+        used = max(0, self.capacity - shift)
+        for name in ("Y", "NP"):
             old = getattr(self, name)
             if cap != self.capacity:
-                new = np.zeros(cap)
-                new[:used] = old[shift:]
+                new: NDArray[Any] = np.zeros(cap, dtype=self.dtype)
+                new[: min(used, cap)] = old[shift : shift + min(used, cap)]
                 setattr(self, name, new)
             elif shift:
                 old[:used] = old[shift:].copy()
@@ -126,94 +216,176 @@ class StreamPublisher:
     """Base class of the stateful stream publishers (see the subclasses)."""
 
     method: ClassVar[str] = ""
-    _T = 0  # items per tree of the open tree (Fenwick publishers)
+    _structure: ClassVar[str] = "fenwick"
+    _T = 0  # items per tree of the open tree
     _u = 0  # items received by the open tree
 
-    def __init__(
+    # -- construction ---------------------------------------------------------------------------
+    def _check_common(
         self,
         *,
-        window: int,
-        epsilon: float,
-        rng: RNGLike,
-        sensitivity: float,
-        noise: str,
-        mechanism: str,
+        window: Any,
+        epsilon: Any,
+        sensitivity: Any,
+        noise: Any,
+        real: Any,
+        max_item: Any,
+        memory_limit: Any,
     ) -> None:
+        """Validate the shared parameters (nothing is allocated or reserved yet)."""
         self.window = check_positive_int(window, "window")
+        if self.window > 2**52:
+            raise ParameterError(f"window must be at most 2**52, got {self.window}")
         self.epsilon = check_epsilon(epsilon)
         sens = check_real(sensitivity, "sensitivity")
         if sens <= 0:
             raise ParameterError(f"sensitivity must be > 0, got {sens}")
         self.sensitivity = sens
+        if not isinstance(real, bool):
+            raise ParameterError(f"real must be True or False, got {real!r}")
+        self.real = real
         if noise not in NOISE_KINDS:
             raise ParameterError(f"noise must be one of {NOISE_KINDS}, got {noise!r}")
+        if real and noise == "discrete":
+            raise ParameterError(
+                "noise='discrete' (the default) needs an integer stream; a stream declared real=True "
+                "takes noise='laplace'"
+            )
         self.noise = noise
         self._discrete = noise == "discrete"
-        self._noise = NoiseStream(noise, as_generator(rng))
-        ledger = BudgetLedger(self.epsilon)
-        ledger.spend(
-            "stream nodes",
-            ("discrete_laplace" if self._discrete else "laplace") + f" on {mechanism}",
-            self.epsilon,
-            composition="parallel",
-            parts=1,
-            note="event-level: each item's nodes spend at most epsilon (sequential) inside its own "
-            "tree; trees hold disjoint items (parallel composition over an unbounded stream)",
-        )
-        self._ledger = ledger.freeze()
+        # exact: integer items, int64 sums and int64 noise end to end
+        self._exact = self._discrete
+        self._dtype: type = np.int64 if self._exact else np.float64
+        self._sum_limit = INT_SUM_LIMIT if self._exact else FLOAT_EXACT_LIMIT
+        if max_item is None:
+            self.max_item: float | int | None = None
+            self._item_limit: float = float(self._sum_limit)
+        else:
+            mi = check_real(max_item, "max_item")
+            if mi <= 0 or mi > self._sum_limit:
+                raise ParameterError(
+                    f"max_item must be in (0, {'2**61' if self._exact else '2**52'}], got {mi:g}"
+                )
+            self.max_item = int(mi) if (not real and mi == math.floor(mi)) else mi
+            self._item_limit = mi
+        if memory_limit is None:
+            self.memory_limit = default_memory_limit()
+        else:
+            self.memory_limit = check_positive_int(memory_limit, "memory_limit")
+
+    def _check_memory(self, nbytes: float, what: str, option: str) -> None:
+        """Refuse (before any allocation) a configuration whose state would not fit in memory."""
+        if nbytes > self.memory_limit:
+            raise ParameterError(
+                f"{what} need about {_gib(nbytes)} of memory, more than memory_limit={_gib(self.memory_limit)}; "
+                f"{option}"
+            )
+
+    def _start(self, rng: RNGLike, session: Session | None, *, restoring: bool = False) -> None:
+        """Reserve the budget (session), create the accountant and the node noise."""
+        if not restoring:
+            if session is not None:
+                if not isinstance(session, Session):
+                    raise ParameterError(f"session must be a privpub.Session, got {type(session).__name__}")
+                res = session.reserve(self.epsilon, method=self.method, data="stream (event level)")
+                res.settle(spent=True, note="stream publisher: event-level epsilon for the stream's whole life")
+            charge(self.method, self.epsilon, note="a whole stream publisher used as one step")
+        self._acc = Accountant(self.epsilon, label=self.method)
+        self._noise = TreeNoise(epsilon=self.epsilon, sensitivity=self.sensitivity, accountant=self._acc,
+                                rng=rng, noise=self.noise, structure=self._structure,
+                                name="trees (disjoint blocks of the stream)")
         self._t = 0
-        self._p_last = 0.0
-        self._store = _Store(1024)
-        self._trees = _Trees()
 
     # -- read-only state ------------------------------------------------------------------------
     @property
     def ledger(self) -> BudgetLedger:
-        """The (frozen) budget ledger: event-level epsilon for the whole stream."""
-        return self._ledger
+        """What the node noise has charged so far: event-level epsilon for the whole stream.
+
+        One parallel block; each tree configuration is a branch kind (trees hold disjoint
+        items) whose charges are the nodes of the item that spends most (sequential). The
+        total never exceeds ``epsilon``.
+        """
+        self._noise.flush()
+        return self._acc.snapshot()
 
     @property
     def t(self) -> int:
         """Number of items received so far (the current time)."""
         return self._t
 
-    @property
-    def trees(self) -> list[tuple[int, int]]:
-        """``(start, height)`` of the stored trees that meet the window, oldest first."""
-        return self._trees.listing(max(1, self._t - self.window + 1))
-
     def __repr__(self) -> str:
         return (f"{type(self).__name__}(window={self.window}, epsilon={self.epsilon}, "
                 f"noise={self.noise!r}, t={self._t})")
 
     # -- input validation -----------------------------------------------------------------------
-    def _check_item(self, x: Any) -> float:
+    def _item_error(self, v: Any) -> DomainError:
+        name = f"max_item={self.max_item:g}" if self.max_item is not None else (
+            "2**61 (int64 sums; declare max_item to bound the stream)" if self._exact
+            else "2**52 (float64 resolution; noise added to larger values would be rounded away)")
+        shown = f"{v:.6g}" if isinstance(v, float) else (str(v) if len(str(v)) < 30 else f"{str(v)[:25]}...")
+        return DomainError(f"items must be at most {name}, got {shown}")
+
+    def _check_item(self, x: Any) -> int | float:
         if type(x) is int:
             if x < 0:
                 raise DomainError(f"items must be >= 0 (counts), got {x}")
-            return float(x)
+            if x > self._item_limit:
+                raise self._item_error(x)
+            return x if not self.real else float(x)
         if isinstance(x, bool) or not isinstance(x, numbers.Real):
             raise DomainError(f"items must be real numbers, got {x!r}")
+        if isinstance(x, numbers.Integral):
+            return self._check_item(int(x))
         v = float(x)
         if not math.isfinite(v) or v < 0:
             raise DomainError(f"items must be finite and >= 0, got {v}")
-        if self._discrete and v != math.floor(v):
-            raise DomainError(
-                f"items must be integers with noise='discrete', got {v}; use noise='laplace' for reals"
-            )
-        return v
+        if v > self._item_limit:
+            raise self._item_error(v)
+        if self.real:
+            return v
+        if v != math.floor(v):
+            raise DomainError(f"items must be integers (the stream was not declared real=True), got {v}")
+        return int(v)
 
-    def _check_items(self, items: ArrayLike) -> NDArray[np.float64]:
-        try:
-            arr = check_array(items, "items", ndim=1, allow_empty=True)
-        except DomainError as exc:
-            raise DomainError(f"items must be finite and >= 0: {exc}") from None
-        arr = arr.astype(np.float64)
-        if arr.size and np.min(arr) < 0:
-            raise DomainError(f"items must be >= 0 (counts), got {float(np.min(arr))}")
-        if self._discrete and arr.size and not np.all(arr == np.floor(arr)):
-            raise DomainError("items must be integers with noise='discrete'; use noise='laplace' for reals")
-        return arr
+    def _check_items(self, items: ArrayLike) -> NDArray[Any]:
+        arr = check_array(items, "items", ndim=1, allow_empty=True)
+        if arr.dtype.kind == "b":
+            raise DomainError("items must be numbers (counts), got booleans")
+        if arr.size == 0:
+            return np.zeros(0, dtype=np.float64 if self.real else np.int64)
+        if arr.dtype.kind == "u":
+            if int(arr.max()) > self._item_limit:
+                raise self._item_error(float(arr.max()))
+            return arr.astype(np.float64 if self.real else np.int64, copy=False)
+        lo = arr.min()
+        if lo < 0:
+            raise DomainError(f"items must be >= 0 (counts), got {lo}")
+        hi = arr.max()
+        if hi > self._item_limit:
+            raise self._item_error(float(hi))
+        if self.real:
+            return arr.astype(np.float64, copy=False)
+        if arr.dtype.kind == "f":
+            frac = arr != np.floor(arr)
+            if frac.any():
+                raise DomainError(
+                    "items must be integers (the stream was not declared real=True), "
+                    f"got {arr[frac].flat[0]} at index {int(np.argmax(frac))}"
+                )
+        return arr.astype(np.int64, copy=False)
+
+    def _query_msg(self, l: int, r: int) -> str:
+        t, W = self._t, self.window
+        if l > r:
+            why = "the range is reversed (l > r)"
+        elif r > t:
+            why = f"r is in the future (only {t} items were received)"
+        elif l < 1:
+            why = "l must be >= 1"
+        else:
+            why = f"l is before the window (items {max(1, t - W + 1)}..{t})"
+        return (f"query must satisfy max(1, t - window + 1) <= l <= r <= t with t={t}, window={W}, "
+                f"got l={l}, r={r}: {why}")
 
     def _check_query(self, l: Any, r: Any) -> tuple[int, int]:
         for name, v in (("l", l), ("r", r)):
@@ -224,19 +396,25 @@ class StreamPublisher:
             raise ParameterError(self._query_msg(l_, r_))
         return l_, r_
 
-    def _query_msg(self, l: int, r: int) -> str:
-        return (f"query must satisfy max(1, t - window + 1) <= l <= r <= t with t={self._t}, "
-                f"window={self.window}, got l={l}, r={r}")
+    @staticmethod
+    def _int_array(values: ArrayLike, name: str, shape_msg: str, ncol: int) -> NDArray[np.int64]:
+        q = np.asarray(values)
+        if q.size == 0:
+            return np.zeros((0, ncol), dtype=np.int64)
+        if q.ndim == 1 and q.shape[0] == ncol:
+            q = q.reshape(1, ncol)
+        if q.ndim != 2 or q.shape[1] != ncol:
+            raise ParameterError(f"{name} must have shape {shape_msg}, got shape {q.shape}")
+        if q.dtype.kind == "u":
+            if int(q.max()) > 2**62:
+                raise ParameterError(f"{name} must hold time indices below 2**62, got {int(q.max())}")
+        elif q.dtype.kind != "i":
+            extra = " (NaN is not a time index)" if q.dtype.kind == "f" and np.isnan(q).any() else ""
+            raise ParameterError(f"{name} must be integer time indices, got dtype {q.dtype}{extra}")
+        return q.astype(np.int64)
 
     def _check_queries(self, queries: ArrayLike) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
-        q = np.asarray(queries)
-        if q.ndim == 1 and q.shape[0] == 2:
-            q = q.reshape(1, 2)
-        if q.ndim != 2 or q.shape[1] != 2:
-            raise ParameterError(f"queries must have shape (q, 2) of (l, r), got shape {q.shape}")
-        if q.size and q.dtype.kind not in "iu":
-            raise ParameterError(f"queries must be integer time indices, got dtype {q.dtype}")
-        q = q.astype(np.int64)
+        q = self._int_array(queries, "queries", "(q, 2) of (l, r)", 2)
         l, r = q[:, 0], q[:, 1]
         bad = ~((l >= 1) & (l > self._t - self.window) & (l <= r) & (r <= self._t))
         if bad.any():
@@ -246,7 +424,7 @@ class StreamPublisher:
 
     # -- public API -----------------------------------------------------------------------------
     def append(self, x: float) -> None:
-        """Receive one item (a count for the next time slot)."""
+        """Receive one item (the count of the next time step)."""
         self._push(self._check_item(x))
 
     def extend(self, items: ArrayLike) -> None:
@@ -255,18 +433,21 @@ class StreamPublisher:
         for a in range(0, arr.shape[0], _CHUNK):
             self._ingest(arr[a : a + _CHUNK])
 
-    def query(self, l: int, r: int) -> float:
-        """Noisy sum of items ``l..r`` (1-based, inclusive, inside the window)."""
+    def query(self, l: int, r: int) -> Any:
+        """Noisy sum of items ``l..r`` (1-based, inclusive, inside the window).
+
+        An ``int`` for integer streams with exact noise, else a ``float``.
+        """
         l_, r_ = self._check_query(l, r)
-        out = float(self._answer_checked(np.array([l_]), np.array([r_]))[0])
+        out = self._answer_checked(np.array([l_]), np.array([r_]))[0].item()
         self._record(np.array([r_ - l_ + 1]))
         return out
 
-    def answer(self, queries: ArrayLike, *, record: bool = True) -> NDArray[np.float64]:
+    def answer(self, queries: ArrayLike, *, record: bool = True) -> NDArray[Any]:
         """Noisy answers to a (q, 2) array of ranges ``(l, r)`` at the current time.
 
-        Adaptive publishers record the lengths in order (as if :meth:`query` were called in a
-        loop) unless ``record=False``.
+        int64 for integer streams with exact noise, else float64. Adaptive publishers record
+        the lengths in order (as if :meth:`query` were called in a loop) unless ``record=False``.
         """
         l, r = self._check_queries(queries)
         out = self._answer_checked(l, r)
@@ -274,7 +455,7 @@ class StreamPublisher:
             self._record(r - l + 1)
         return out
 
-    def replay(self, items: ArrayLike, queries: ArrayLike) -> NDArray[np.float64]:
+    def replay(self, items: ArrayLike, queries: ArrayLike) -> NDArray[Any]:
         """Ingest ``items`` while answering ``queries`` asked along the way, vectorised.
 
         ``queries`` is a (q, 3) integer array of ``(time, l, r)``, sorted by ``time``, where
@@ -282,12 +463,7 @@ class StreamPublisher:
         final state as appending the items one by one and calling :meth:`query` at those times.
         """
         arr = self._check_items(items)
-        q = np.asarray(queries)
-        if q.size == 0:
-            q = np.zeros((0, 3), dtype=np.int64)
-        if q.ndim != 2 or q.shape[1] != 3 or (q.size and q.dtype.kind not in "iu"):
-            raise ParameterError(f"queries must be an integer array of shape (q, 3), got shape {q.shape}")
-        q = q.astype(np.int64)
+        q = self._int_array(queries, "queries", "(q, 3) of (time, l, r)", 3)
         qt, l, r = q[:, 0], q[:, 1], q[:, 2]
         t0, n = self._t, arr.shape[0]
         if q.shape[0]:
@@ -302,63 +478,100 @@ class StreamPublisher:
                 )
         lengths = r - l + 1
         layout = self._replay_layout(t0, n, qt, lengths)
-        out = np.empty(q.shape[0])
+        out: NDArray[Any] = np.empty(q.shape[0], dtype=self._answer_dtype())
         done = 0
-        # queries asked before any new item
-        j = int(np.searchsorted(qt, t0, side="right"))
+        j = int(np.searchsorted(qt, t0, side="right"))  # queries asked before any new item
         if j:
-            out[:j] = self._answer_checked(l[:j], r[:j])
+            out[:j] = self._answer_at(l[:j], r[:j], qt[:j])
             done = j
-        for a in range(0, n, _CHUNK):
-            chunk = arr[a : a + _CHUNK]
+        for a in range(0, n, self._replay_step()):
+            chunk = arr[a : a + self._replay_step()]
             self._ingest(chunk, self._cut_layout(layout))
             j = int(np.searchsorted(qt, self._t, side="right"))
             if j > done:
-                out[done:j] = self._answer_checked(l[done:j], r[done:j])
+                out[done:j] = self._answer_at(l[done:j], r[done:j], qt[done:j])
                 done = j
         self._record(lengths)
         return out
 
+    # -- persistence ----------------------------------------------------------------------------
+    def _params(self) -> dict[str, Any]:
+        return {"window": self.window, "epsilon": self.epsilon, "sensitivity": self.sensitivity,
+                "noise": self.noise, "real": self.real, "max_item": self.max_item,
+                "memory_limit": self.memory_limit}
+
+    def state(self) -> dict[str, Any]:
+        """Everything the stream needs to continue, for persistence (see :meth:`from_state`).
+
+        The state holds the parameters, the released noise over the window (node values and
+        noisy prefix sums), the tree layout, the predictor, the ledger's charges and, of the
+        raw data, only the partial sums of the open tree's unfinished nodes (at most one per
+        level): **store it as confidentially as the raw stream.** It holds no generator state
+        and no pre-drawn noise: calling ``state()`` discards noise drawn ahead for nodes not yet
+        released, so that a publisher restored with a generator in the same state as this one's
+        continues exactly as this one does. Values are Python scalars, lists and numpy arrays.
+        """
+        self._noise.checkpoint()
+        return {"format": _STATE_FORMAT, "version": _STATE_VERSION, "method": self.method,
+                "params": self._params(), "t": self._t, "ledger": self._noise.record(), **self._get_state()}
+
+    @classmethod
+    def from_state(cls, state: dict[str, Any], *, rng: RNGLike = None) -> StreamPublisher:
+        """Restore a publisher from :meth:`state`; later noise comes from ``rng``.
+
+        Released nodes are never redrawn: answers over the window are identical. The restored
+        publisher's ledger continues the saved one; no session is charged again (the epsilon
+        was reserved when the stream was created).
+        """
+        from privpub.stream._registry import PUBLISHERS
+
+        if not isinstance(state, dict) or state.get("format") != _STATE_FORMAT:
+            raise ParameterError("state must be a dict made by a stream publisher's state()")
+        if state.get("version") != _STATE_VERSION:
+            raise ParameterError(f"state version {state.get('version')!r} is not supported (expected {_STATE_VERSION})")
+        target = PUBLISHERS.get(str(state.get("method")))
+        if target is None or (cls is not StreamPublisher and not issubclass(target, cls)):
+            raise ParameterError(f"state of method {state.get('method')!r} cannot restore a {cls.__name__}")
+        pub = target._restoring(dict(state["params"]), rng, state)
+        pub._noise.restore(state["ledger"])
+        pub._t = int(state["t"])
+        pub._set_state(state)
+        return pub
+
+    @classmethod
+    def _restoring(cls, params: dict[str, Any], rng: RNGLike, state: dict[str, Any]) -> StreamPublisher:
+        raise NotImplementedError  # pragma: no cover
+
     # -- hooks ----------------------------------------------------------------------------------
+    def _answer_dtype(self) -> type:
+        return self._dtype
+
+    def _replay_step(self) -> int:
+        return _CHUNK
+
+    def _answer_at(self, l: NDArray[np.int64], r: NDArray[np.int64], t: NDArray[np.int64]) -> NDArray[Any]:
+        return self._answer_checked(l, r)
+
     def _cut_layout(self, layout: Any) -> Any:
-        """The part of a replay layout that starts after the open tree."""
-        first_new = self._t + 1 + (self._T - self._u if getattr(self, "_cfg", None) is not None else 0)
-        out = []
-        for s, nt, cfg in layout:
-            end = s + nt * cfg.T
-            if end <= first_new:
-                continue
-            if s < first_new:
-                skip = (first_new - s) // cfg.T
-                s, nt = s + skip * cfg.T, nt - skip
-                if hasattr(cfg, "skip"):
-                    cfg = cfg.skip(skip)
-            out.append((s, nt, cfg))
-        return out
+        return layout
 
-    def _compact(self, n: int) -> None:
-        """Make room for ``n`` more items, dropping what the window no longer needs."""
-        t = self._t
-        oldest = self._trees.starts[self._trees.first_overlapping(max(1, t - self.window + 1))] \
-            if self._trees.n else 1
-        keep_from = min(t - self.window, int(oldest) - 1, getattr(self, "_s", t + 1) - 1)
-        self._trees.trim_before(max(1, t - self.window + 1))
-        st = self._store
-        if t + n - st.base < st.capacity:
-            return
-        st.reserve(max(0, keep_from), t + n)
-
-    def _record(self, lengths: NDArray[np.int64]) -> None:  # pragma: no cover - overridden
+    def _record(self, lengths: NDArray[np.int64]) -> None:
         return None
 
-    def _push(self, x: float) -> None:  # pragma: no cover - abstract
+    def _push(self, x: Any) -> None:  # pragma: no cover - abstract
         raise NotImplementedError
 
-    def _ingest(self, x: NDArray[np.float64], layout: Any = None) -> None:  # pragma: no cover
+    def _ingest(self, x: NDArray[Any], layout: Any = None) -> None:  # pragma: no cover
         raise NotImplementedError
 
-    def _answer_checked(self, l: NDArray[np.int64], r: NDArray[np.int64]) -> NDArray[np.float64]:
+    def _answer_checked(self, l: NDArray[np.int64], r: NDArray[np.int64]) -> NDArray[Any]:
         raise NotImplementedError  # pragma: no cover
 
     def _replay_layout(self, t0: int, n: int, q_times: NDArray[np.int64], lengths: NDArray[np.int64]) -> Any:
         return None
+
+    def _get_state(self) -> dict[str, Any]:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def _set_state(self, state: dict[str, Any]) -> None:  # pragma: no cover - abstract
+        raise NotImplementedError

@@ -12,17 +12,20 @@ References
 
 from __future__ import annotations
 
-import math
 from typing import Any, ClassVar
 
 import numpy as np
 from numpy.typing import NDArray
 
-from privpub.core import RNGLike, check_positive_int
+from privpub.core import RNGLike, Session, check_positive_int
+from privpub.core._tree_noise import MAX_TREE_HEIGHT
+from privpub.errors import DomainError, ParameterError
 from privpub.stream import _kernels as K
-from privpub.stream._base import StreamPublisher
+from privpub.stream._base import _CHUNK, COMMON_PARAMS, INT_NP_LIMIT, NEIGHBOURS, StreamPublisher
 
 __all__ = ["BT", "BTH"]
+
+_REPLAY_STEP = 1 << 18
 
 
 def _level_of(x: NDArray[np.int64], cap: int) -> NDArray[np.int64]:
@@ -35,13 +38,14 @@ def _level_of(x: NDArray[np.int64], cap: int) -> NDArray[np.int64]:
 class _BinaryTreePublisher(StreamPublisher):
     """Blocks of ``T = 2**(k-1)`` items, each a complete binary tree of all ``2T - 1`` dyadic nodes."""
 
+    _structure: ClassVar[str] = "binary"
     _lsq: ClassVar[bool] = False
-    _P: NDArray[np.float64]  # running sums by time
+    _Y: NDArray[Any]  # (k, time): noisy node of level l completed at that time
+    _R: NDArray[Any]  # cumulative noisy roots (at block ends)
     _H: NDArray[np.float64]  # BTH: cumulative least-squares leaf estimates of complete blocks
-    _R: NDArray[np.float64]  # cumulative noisy roots (at block ends)
-    _Y: NDArray[np.float64]  # (k, time): noisy node of level l completed at that time
     _Z: NDArray[np.float64]  # BTH: up-pass estimates
     _G: NDArray[np.float64]  # BTH: within-subtree cumulative leaf estimates per forest level
+    _Gdone: NDArray[np.bool_]  # BTH: [l, end]: G of the level-l subtree ending at ``end`` is computed
 
     def __init__(
         self,
@@ -52,52 +56,74 @@ class _BinaryTreePublisher(StreamPublisher):
         sensitivity: float = 1.0,
         height: int | None = None,
         noise: str = "discrete",
+        real: bool = False,
+        max_item: float | None = None,
+        session: Session | None = None,
+        memory_limit: int | None = None,
     ) -> None:
-        super().__init__(window=window, epsilon=epsilon, rng=rng, sensitivity=sensitivity, noise=noise,
-                         mechanism="complete binary-tree nodes")
+        self._init(window=window, epsilon=epsilon, rng=rng, sensitivity=sensitivity, height=height, noise=noise,
+                   real=real, max_item=max_item, session=session, memory_limit=memory_limit, restoring=False)
+
+    def _init(self, *, window: Any, epsilon: Any, rng: RNGLike, sensitivity: Any, height: Any, noise: Any,
+              real: Any, max_item: Any, session: Session | None, memory_limit: Any, restoring: bool) -> None:
+        self._check_common(window=window, epsilon=epsilon, sensitivity=sensitivity, noise=noise, real=real,
+                           max_item=max_item, memory_limit=memory_limit)
         if height is None:
             height = K.optimal_height_bth(self.window) if self._lsq else K.optimal_height_bt(self.window)
         self.height = check_positive_int(height, "height")
+        if self.height > MAX_TREE_HEIGHT:
+            raise ParameterError(f"height must be at most {MAX_TREE_HEIGHT}, got {self.height}")
         k = self.height
+        Tb = 1 << (k - 1)
+        per_time = 8 * (k * (3 if self._lsq else 1) + 3) + (k if self._lsq else 0)
+        nbytes = per_time * (self.window + Tb + _CHUNK) * 1.3 + 8.0 * 12 * (Tb + _CHUNK) + 8.0 * 3 * (2 * Tb)
+        self._check_memory(nbytes, f"window={self.window} with blocks of 2**{k - 1} items (height {k})",
+                           "lower height (each block holds 2**(height-1) items)" if Tb >= self.window
+                           else "lower window")
+        self._start(rng, session, restoring=restoring)
         self._k = k
-        self._Tb = 1 << (k - 1)
-        self._eps_arg = self.epsilon
-        self._sens_arg = k * self.sensitivity
-        self._scale = self._sens_arg / self._eps_arg
+        self._Tb = Tb
+        self._plan = self._noise.plan(k)
         # per-level variance factor of the least-squares up pass (v_0 = 1, v = vc / (vc + 1))
         v = [1.0]
         for _ in range(1, k):
             vc = 2.0 * v[-1]
             v.append(vc / (vc + 1.0))
         self._v = v
+        self._vc = [0.0] + [2.0 * v[lev - 1] for lev in range(1, k)]
         self._cap = 0
         self._base = 0
         self._alloc(1024)
+        self._u = Tb  # items of the open block (Tb: no block open)
+        self._T = Tb
+        self._p: Any = 0
+        self._anchors: list[Any] = [0] * k
 
     # -- storage ----------------------------------------------------------------------------------
+    def _names(self) -> tuple[tuple[str, Any], ...]:
+        dt = self._dtype
+        out: tuple[tuple[str, Any], ...] = (("_Y", dt), ("_R", dt))
+        if self._lsq:
+            out += (("_Z", np.float64), ("_G", np.float64), ("_Gdone", np.bool_), ("_H", np.float64))
+        return out
+
     def _alloc(self, cap: int, keep_from: int | None = None) -> None:
         k = self._k
-        names = ("_P", "_H", "_R")
-        names2 = ("_Y", "_Z", "_G") if self._lsq else ("_Y",)
-        if self._cap == 0:
-            for nm in names:
-                setattr(self, nm, np.zeros(cap))
-            for nm in names2:
-                setattr(self, nm, np.zeros((k, cap)))
-            self._cap = cap
-            return
-        assert keep_from is not None
-        shift = keep_from - self._base
-        used = self._cap - shift
-        for nm in names:
-            new = np.zeros(cap)
-            new[:used] = getattr(self, nm)[shift:]
+        shift = 0 if keep_from is None else keep_from - self._base
+        used = max(0, self._cap - shift)
+        for nm, dt in self._names():
+            two_d = nm in ("_Y", "_Z", "_G", "_Gdone")
+            new = np.zeros((k, cap) if two_d else cap, dtype=dt)
+            if self._cap:
+                old = getattr(self, nm)
+                n_keep = min(used, cap)
+                if two_d:
+                    new[:, :n_keep] = old[:, shift : shift + n_keep]
+                else:
+                    new[:n_keep] = old[shift : shift + n_keep]
             setattr(self, nm, new)
-        for nm in names2:
-            new2 = np.zeros((k, cap))
-            new2[:, :used] = getattr(self, nm)[:, shift:]
-            setattr(self, nm, new2)
-        self._base = keep_from
+        if keep_from is not None:
+            self._base = keep_from
         self._cap = cap
 
     def _compact(self, n: int) -> None:
@@ -107,59 +133,136 @@ class _BinaryTreePublisher(StreamPublisher):
         block_start = (t // self._Tb) * self._Tb  # time before the open block
         keep_from = max(self._base, min(t - self.window, block_start))
         need = t + n - keep_from + 1
-        cap = self._cap if need <= self._cap else max(2 * self._cap, need + need // 4)
+        cap = max(1024, need + need // 4)
         self._alloc(cap, keep_from)
 
     @property
     def trees(self) -> list[tuple[int, int]]:
+        """``(start, height)`` of the blocks that meet the window, oldest first."""
         lo = max(1, self._t - self.window + 1)
         first = ((lo - 1) // self._Tb) * self._Tb + 1
         return [(s, self._k) for s in range(first, self._t + 1, self._Tb)]
 
-    # -- ingestion ----------------------------------------------------------------------------------
-    def _node_noise(self, count: int) -> NDArray[np.float64]:
-        if self._discrete:
-            e = np.full(count, self._eps_arg)
-            return self._noise.discrete_many(e, np.full(count, self._sens_arg)).astype(np.float64)
-        return self._scale * self._noise.z_many(count)
+    # -- online -----------------------------------------------------------------------------------
+    def _push(self, x: Any) -> None:
+        if self._u == self._Tb:
+            self._noise.open(self._plan, 1)
+            self._u = 0
+            self._p = 0 if not self.real else 0.0
+            self._anchors = [self._p] * self._k
+        t = self._t + 1
+        if t - self._base >= self._cap:
+            self._compact(1)
+        i = t - self._base
+        u = self._u + 1
+        p = self._p + x
+        if p > self._sum_limit:
+            raise self._sum_error()
+        k = self._k
+        top = min((u & -u).bit_length() - 1, k - 1)
+        anchors = self._anchors
+        Y = self._Y
+        draw = self._noise.draw_one
+        plan = self._plan
+        ys = []
+        for lev in range(top + 1):
+            y = p - anchors[lev] + draw(plan, 0)
+            Y[lev, i] = y
+            anchors[lev] = p
+            ys.append(y)
+        if u == self._Tb:
+            r = self._R[i - self._Tb].item() + ys[k - 1]
+            if self._exact and abs(r) > INT_NP_LIMIT:
+                raise DomainError("the stream's noisy running total exceeds 2**62; int64 sums would overflow")
+            self._R[i] = r
+        self._t, self._u, self._p = t, u, p
+        if self._lsq:  # the up pass of the completed nodes, as in the batch (same float operations)
+            Z = self._Z
+            z = float(ys[0])
+            Z[0, i] = z
+            vcs = self._vc
+            for lev in range(1, top + 1):
+                vc = vcs[lev]
+                zc = Z[lev - 1, i - (1 << (lev - 1))].item() + z
+                z = (vc * ys[lev] + zc) / (vc + 1.0)
+                Z[lev, i] = z
+            if u == self._Tb:
+                self._complete_blocks(np.array([t], dtype=np.int64))
 
-    def _push(self, x: float) -> None:
-        self._ingest(np.array([x]))
-
-    def _ingest(self, x: NDArray[np.float64], layout: Any = None) -> None:
+    # -- batch ------------------------------------------------------------------------------------
+    def _ingest(self, x: NDArray[Any], layout: Any = None) -> None:
         n = x.shape[0]
         if n == 0:
             return
-        self._compact(n)
-        t0, base, k = self._t, self._base, self._k
-        times = np.arange(t0 + 1, t0 + n + 1, dtype=np.int64)
-        csum = np.cumsum(np.concatenate([[self._p_last], x]))
-        self._P[t0 + 1 - base : t0 + n + 1 - base] = csum[1:]
-        top = _level_of(times, k - 1)  # highest level completed by each item
+        k, Tb = self._k, self._Tb
+        n_old = self._u if self._u < Tb else 0
+        m = (n_old + n + Tb - 1) // Tb
+        p0 = float(self._p) if n_old else 0.0
+        if self._exact and p0 + float(np.sum(x, dtype=np.float64)) > 2.0**62:
+            X = np.zeros(m * Tb)
+            X[n_old : n_old + n] = x
+            sums = X.reshape(m, Tb).sum(axis=1)
+            sums[0] += p0
+            if float(sums.max()) > 2.0**62:  # int64 running sums could overflow
+                raise self._sum_error()
+        # block-local running sums: Q[f] after flat item f, Q0[f] before it
+        X = np.zeros(m * Tb, dtype=x.dtype)
+        X[n_old : n_old + n] = x
+        Pm = np.empty((m, Tb + 1), dtype=x.dtype)
+        Pm[:, 0] = 0
+        np.cumsum(X.reshape(m, Tb), axis=1, out=Pm[:, 1:])
+        if n_old:
+            row0 = x[: Tb - n_old]
+            Pm[0, n_old : n_old + row0.shape[0] + 1] = np.cumsum(
+                np.concatenate([np.array([self._p], dtype=x.dtype), row0]))
+            Pm[0, n_old + row0.shape[0] + 1 :] = Pm[0, n_old + row0.shape[0]]
+            for lev in range(k):
+                Pm[0, (n_old >> lev) << lev] = self._anchors[lev]
+        if Pm[:, Tb].max() > self._sum_limit:  # items are >= 0: a row's largest sum is its last
+            raise self._sum_error()
+        Q = Pm[:, 1:].reshape(-1)
+        Q0 = Pm[:, :-1].reshape(-1)
+        # charge the blocks that open here, then draw the nodes' noise in completion order
+        new_blocks = m - (1 if n_old else 0)
+        if new_blocks:
+            self._noise.open(self._plan, new_blocks)
+        f = np.arange(n_old, n_old + n, dtype=np.int64)
+        top = _level_of(f + 1, k - 1)  # highest level completed by each item (local u = f % Tb + 1)
         counts = top + 1
         offs = np.concatenate([[0], np.cumsum(counts)[:-1]])
-        noise = self._node_noise(int(counts.sum()))
+        noise = self._noise.draw(self._plan, int(counts.sum()))
+        self._compact(n)
+        t0, base = self._t, self._base
         for lev in range(k):
-            sel = top >= lev
-            if not sel.any():
+            step = 1 << lev
+            first = n_old + ((step - 1 - n_old) % step)  # first flat f >= n_old with f % step == step - 1
+            if first >= n_old + n:
                 break
-            tt = times[sel]
-            val = self._P[tt - base] - self._P[tt - (1 << lev) - base]
-            self._Y[lev, tt - base] = val + noise[offs[sel] + lev]
+            ff = np.arange(first, n_old + n, step, dtype=np.int64)
+            vals = Q[ff] - Q0[ff - step + 1]
+            self._Y[lev, t0 + 1 - n_old + ff - base] = vals + noise[offs[ff - n_old] + lev]
+        times = t0 + 1 + np.arange(n, dtype=np.int64)
         roots = times[top >= k - 1]
         if roots.size:
-            carry = self._R[roots[0] - self._Tb - base]
-            self._R[roots - base] = np.cumsum(np.concatenate([[carry], self._Y[k - 1, roots - base]]))[1:]
+            carry = self._R[roots[0] - Tb - base]
+            r = np.cumsum(np.concatenate([np.array([carry], dtype=self._dtype), self._Y[k - 1, roots - base]]))[1:]
+            if self._exact and float(np.abs(r.astype(np.float64)).max()) > INT_NP_LIMIT:
+                raise DomainError("the stream's noisy running total exceeds 2**62; int64 sums would overflow")
+            self._R[roots - base] = r
+        u_last = (n_old + n - 1) % Tb + 1
+        self._p = Pm[-1, u_last].item()
+        self._anchors = [Pm[-1, (u_last >> lev) << lev].item() for lev in range(k)]
+        self._u = u_last
         self._t = t0 + n
-        self._p_last = float(csum[-1])
         if self._lsq:
-            self._lsq_complete(times, top)
+            self._up_pass(times, top)
+            if roots.size:
+                self._complete_blocks(roots)
 
-    def _lsq_complete(self, times: NDArray[np.int64], top: NDArray[np.int64]) -> None:
-        """Up pass for the nodes completed at ``times``; leaf estimates of every newly complete subtree."""
-        base, k = self._base, self._k
-        Y, Z, G = self._Y, self._Z, self._G
-        for lev in range(k):
+    def _up_pass(self, times: NDArray[np.int64], top: NDArray[np.int64]) -> None:
+        base = self._base
+        Y, Z = self._Y, self._Z
+        for lev in range(self._k):
             tt = times[top >= lev] - base
             if tt.size == 0:
                 break
@@ -169,37 +272,52 @@ class _BinaryTreePublisher(StreamPublisher):
                 vc = 2.0 * self._v[lev - 1]
                 zc = Z[lev - 1, tt - (1 << (lev - 1))] + Z[lev - 1, tt]
                 Z[lev, tt] = (vc * Y[lev, tt] + zc) / (vc + 1.0)
-        for lev in range(k):
-            roots = times[top >= lev]
-            if roots.size == 0:
-                break
-            X = Z[lev, roots - base][:, None]
-            PT = roots[:, None]
-            for m in range(lev - 1, -1, -1):
-                right = PT
-                left = PT - (1 << m)
-                Zl = Z[m, left - base]
-                Zr = Z[m, right - base]
-                D = 0.5 * ((X - Zl) - Zr)
-                Xn = np.empty((X.shape[0], 2 * X.shape[1]))
-                Xn[:, 0::2] = Zl + D
-                Xn[:, 1::2] = Zr + D
-                CT = np.empty((PT.shape[0], 2 * PT.shape[1]), dtype=np.int64)
-                CT[:, 0::2] = left
-                CT[:, 1::2] = right
-                X, PT = Xn, CT
-            G[lev, PT - base] = np.cumsum(X, axis=1)
-            if lev == k - 1:
-                start = int(PT[0, 0]) - 1
-                flat = np.cumsum(np.concatenate([[self._H[start - base]], X.reshape(-1)]))
-                self._H[PT.reshape(-1) - base] = flat[1:]
+
+    def _down_pass(self, lev: int, ends: NDArray[np.int64]) -> tuple[NDArray[np.float64], NDArray[np.int64]]:
+        """Least-squares leaf estimates of the complete level-``lev`` subtrees ending at ``ends``:
+        ``(X, leaf_times)``, both of shape (len(ends), 2**lev)."""
+        base, Z = self._base, self._Z
+        X = Z[lev, ends - base][:, None]
+        PT = ends[:, None]
+        for m in range(lev - 1, -1, -1):
+            right = PT
+            left = PT - (1 << m)
+            Zl = Z[m, left - base]
+            Zr = Z[m, right - base]
+            D = 0.5 * ((X - Zl) - Zr)
+            Xn = np.empty((X.shape[0], 2 * X.shape[1]))
+            Xn[:, 0::2] = Zl + D
+            Xn[:, 1::2] = Zr + D
+            CT = np.empty((PT.shape[0], 2 * PT.shape[1]), dtype=np.int64)
+            CT[:, 0::2] = left
+            CT[:, 1::2] = right
+            X, PT = Xn, CT
+        return X, PT
+
+    def _complete_blocks(self, ends: NDArray[np.int64]) -> None:
+        """Cumulative least-squares leaf estimates ``H`` of the blocks that just completed."""
+        X, PT = self._down_pass(self._k - 1, ends)
+        base = self._base
+        start = int(PT[0, 0]) - 1
+        flat = np.cumsum(np.concatenate([[self._H[start - base]], X.reshape(-1)]))
+        self._H[PT.reshape(-1) - base] = flat[1:]
+
+    def _ensure_forest(self, lev: int, ends: NDArray[np.int64]) -> None:
+        """Compute (once) ``G`` for the open-block subtrees of level ``lev`` ending at ``ends``."""
+        base = self._base
+        todo = np.unique(ends[~self._Gdone[lev, ends - base]])
+        if todo.size == 0:
+            return
+        X, PT = self._down_pass(lev, todo)
+        self._G[lev, PT - base] = np.cumsum(X, axis=1)
+        self._Gdone[lev, todo - base] = True
 
     # -- answers ----------------------------------------------------------------------------------
-    def _answer_checked(self, l: NDArray[np.int64], r: NDArray[np.int64]) -> NDArray[np.float64]:
+    def _answer_checked(self, l: NDArray[np.int64], r: NDArray[np.int64]) -> NDArray[Any]:
         return self._answer_at(l, r, np.full(l.shape, self._t, dtype=np.int64))
 
-    def _answer_at(self, l: NDArray[np.int64], r: NDArray[np.int64], t: NDArray[np.int64]) -> NDArray[np.float64]:
-        raise NotImplementedError  # pragma: no cover
+    def _replay_step(self) -> int:
+        return _REPLAY_STEP
 
     def _cover(self, l: NDArray[np.int64], r: NDArray[np.int64]) -> tuple[list[NDArray[Any]], ...]:
         """Greedy maximal dyadic cover of ``[l, r]`` (levels <= k-1): per step (query idx, level, time)."""
@@ -218,76 +336,88 @@ class _BinaryTreePublisher(StreamPublisher):
             idx = idx[lo[idx] < hi[idx]]
         return steps_i, steps_l, steps_t
 
-    def replay(self, items: Any, queries: Any) -> NDArray[np.float64]:
-        arr = self._check_items(items)
-        q = np.asarray(queries)
-        if q.size == 0:
-            q = np.zeros((0, 3), dtype=np.int64)
-        if q.ndim != 2 or q.shape[1] != 3:
-            from privpub.errors import ParameterError
+    # -- persistence ----------------------------------------------------------------------------
+    def _params(self) -> dict[str, Any]:
+        return {**super()._params(), "height": self.height}
 
-            raise ParameterError(f"queries must be an integer array of shape (q, 3), got shape {q.shape}")
-        q = q.astype(np.int64)
-        qt, l, r = q[:, 0], q[:, 1], q[:, 2]
-        out = np.empty(q.shape[0])
-        done = 0
-        step = 1 << 18
-        from privpub.errors import ParameterError
-
-        if q.shape[0] and (np.any(np.diff(qt) < 0) or qt[0] < self._t or qt[-1] > self._t + arr.shape[0]):
-            raise ParameterError("query times must be sorted and within the replayed range")
-        bad = ~((l >= 1) & (l > qt - self.window) & (l <= r) & (r <= qt))
-        if bad.any():
-            i = int(np.flatnonzero(bad)[0])
-            raise ParameterError(f"queries[{i}] must satisfy time - window < l <= r <= time, got "
-                                 f"time={qt[i]}, l={l[i]}, r={r[i]}")
-        j = int(np.searchsorted(qt, self._t, side="right"))
-        if j:
-            out[:j] = self._answer_at(l[:j], r[:j], qt[:j])
-            done = j
-        for a in range(0, arr.shape[0], step):
-            self._ingest(arr[a : a + step])
-            j = int(np.searchsorted(qt, self._t, side="right"))
-            if j > done:
-                out[done:j] = self._answer_at(l[done:j], r[done:j], qt[done:j])
-                done = j
+    def _get_state(self) -> dict[str, Any]:
+        t = self._t
+        lo = max(self._base, min(t - self.window, (t // self._Tb) * self._Tb))
+        a, b = lo - self._base, t - self._base + 1
+        out: dict[str, Any] = {
+            "store_from": lo,
+            "Y": self._Y[:, a:b].copy(),
+            "R": self._R[a:b].copy(),
+            "open_block": {"items": self._u, "local_sum": self._p, "anchors": list(self._anchors)},
+        }
+        if self._lsq:
+            out["Z"] = self._Z[:, a:b].copy()
+            out["H"] = self._H[a:b].copy()
         return out
+
+    @classmethod
+    def _restoring(cls, params: dict[str, Any], rng: RNGLike, state: dict[str, Any]) -> StreamPublisher:
+        pub = cls.__new__(cls)
+        pub._init(rng=rng, session=None, restoring=True, **params)
+        return pub
+
+    def _set_state(self, state: dict[str, Any]) -> None:
+        lo, t = int(state["store_from"]), int(state["t"])
+        Y: NDArray[Any] = np.asarray(state["Y"], dtype=self._dtype)
+        if Y.shape != (self._k, t - lo + 1):
+            raise ParameterError("state is damaged: the stored arrays do not match its time range")
+        self._cap = 0
+        self._base = lo
+        self._alloc(max(1024, 2 * Y.shape[1]))
+        n = Y.shape[1]
+        self._Y[:, :n] = Y
+        self._R[:n] = np.asarray(state["R"], dtype=self._dtype)
+        if self._lsq:
+            self._Z[:, :n] = np.asarray(state["Z"], dtype=np.float64)
+            self._H[:n] = np.asarray(state["H"], dtype=np.float64)
+        ob = state["open_block"]
+        conv = float if self.real else int
+        self._u = int(ob["items"])
+        self._p = conv(ob["local_sum"])
+        self._anchors = [conv(a) for a in ob["anchors"]]
+
+    def _sum_error(self) -> DomainError:
+        return DomainError("the items of one block sum to more than "
+                           f"{'2**61 (int64 sums)' if self._exact else '2**52 (float64 resolution)'}; "
+                           "lower height or rescale the stream")
+
+    def _node_var(self) -> float:
+        return float(self._plan.variances[0, 0])
 
 
 class BT(_BinaryTreePublisher):
-    """BT: the binary-tree (binary mechanism) counter with greedy dyadic answers [CSS11]_ [DNPR10]_.
+    __doc__ = f"""BT: the binary-tree (binary mechanism) counter with greedy dyadic answers [CSS11]_ [DNPR10]_.
 
     The stream is cut into blocks of ``T = 2**(k-1)`` items; each block stores all ``2T - 1``
     nodes of its complete binary tree, released with noise ``Lap(kΔ/ε)`` when their last item
     arrives. A range is answered by its greedy cover with maximal dyadic nodes (no subtraction).
     Default height ``k*_BT(W)``.
-
-    Parameters
-    ----------
-    window, epsilon, rng, sensitivity, noise
-        As in :class:`privpub.stream.RTP`.
-    height : int, optional
-        Block height ``k`` (default ``k*_BT(W)``).
-
+    {COMMON_PARAMS}
     Notes
     -----
-    **Privacy:** ε-DP at event level: every item lies in exactly ``k`` nodes of its block, each
-    with ``Lap(kΔ/ε)`` (sequential composition inside a block, parallel across blocks).
+    **Privacy:** ε-DP at event level: {NEIGHBOURS}. Every item lies in exactly ``k`` nodes of its
+    block, each with ``Lap(kΔ/ε)`` (sequential composition inside a block, parallel across
+    blocks); the ledger shows one branch kind of ``k`` charges of ``ε/k``.
 
     Examples
     --------
     >>> pub = BT(window=16, epsilon=1.0, rng=0, height=3)
     >>> pub.extend([1, 2, 3, 4, 5, 6])
     >>> pub.query(1, 4)  # the root of block 1 (true sum 10)
-    12.0
+    12
     """
 
     method = "bt"
 
-    def _answer_at(self, l: NDArray[np.int64], r: NDArray[np.int64], t: NDArray[np.int64]) -> NDArray[np.float64]:
+    def _answer_at(self, l: NDArray[np.int64], r: NDArray[np.int64], t: NDArray[np.int64]) -> NDArray[Any]:
         # greedy maximal dyadic cover; runs of whole blocks are read off the root prefix sums R
         base, k, T = self._base, self._k, self._Tb
-        out = np.zeros(l.shape[0])
+        out: NDArray[Any] = np.zeros(l.shape[0], dtype=self._dtype)
         lo = l - 1
         hi = r.copy()
         idx = np.arange(l.shape[0])
@@ -313,28 +443,23 @@ class BT(_BinaryTreePublisher):
         """Exact variance of the answer to ``[l, r]`` (number of cover nodes times one node's variance)."""
         l_, r_ = self._check_query(l, r)
         steps = self._cover(np.array([l_]), np.array([r_]))[0]
-        return len(steps) * _node_var(self)
+        return len(steps) * self._node_var()
 
 
 class BTH(_BinaryTreePublisher):
-    """BTH: Honaker's least-squares (minimum-variance unbiased) binary tree [Hon15]_ [HRMS10]_.
+    __doc__ = f"""BTH: Honaker's least-squares (minimum-variance unbiased) binary tree [Hon15]_ [HRMS10]_.
 
     Same release as :class:`BT`; answers sum the least-squares leaf estimates, computed by one up
     and one down pass over every complete subtree. Inside the open block the completed nodes form
     complete subtrees rooted at ``path(u)``, and the estimate uses those only, so an answer can
     change when later nodes of its block complete (it is fixed for a given time ``t``).
-    Default height: the minimiser of the offline error at ``L = W``.
-
-    Parameters
-    ----------
-    window, epsilon, rng, sensitivity, noise
-        As in :class:`privpub.stream.RTP`.
-    height : int, optional
-        Block height ``k``.
-
+    Default height: the minimiser of the offline error at ``L = W``. Answers are real numbers
+    (least squares), also for integer streams.
+    {COMMON_PARAMS}
     Notes
     -----
-    **Privacy:** ε-DP at event level, as :class:`BT`; least squares is post-processing.
+    **Privacy:** ε-DP at event level, as :class:`BT` ({NEIGHBOURS}); least squares is
+    post-processing.
 
     Examples
     --------
@@ -347,7 +472,10 @@ class BTH(_BinaryTreePublisher):
     method = "bth"
     _lsq = True
 
-    def _answer_at(self, l: NDArray[np.int64], r: NDArray[np.int64], t: NDArray[np.int64]) -> NDArray[np.float64]:
+    def _answer_dtype(self) -> type:
+        return np.float64
+
+    def _answer_at(self, l: NDArray[np.int64], r: NDArray[np.int64], t: NDArray[np.int64]) -> NDArray[Any]:
         base, k, T = self._base, self._k, self._Tb
         B = (t // T) * T
         out = np.zeros(l.shape[0])
@@ -365,6 +493,7 @@ class BTH(_BinaryTreePublisher):
             if not sel.any():
                 continue
             xs, ys, ss = x[sel], y[sel], start[sel]
+            self._ensure_forest(lev, end[sel])
             head = np.where(xs - 1 >= ss + 1, self._G[lev, np.maximum(xs - 1, ss + 1) - base], 0.0)
             out[sel] += self._G[lev, ys - base] - head
         return out
@@ -388,14 +517,5 @@ class BTH(_BinaryTreePublisher):
             a, b = max(l_, start + 1), min(r_, start + (1 << lev))
             if a <= b:
                 total += float(K.bth_piece_variance(lev + 1, np.array([a - start]), np.array([b - start]))[0])
-        return total * _node_var(self)
+        return total * self._node_var()
 
-
-def _node_var(pub: _BinaryTreePublisher) -> float:
-    if pub._discrete:
-        from privpub.core import rational_scale
-
-        t_, s_ = rational_scale(pub._eps_arg, pub._sens_arg)
-        p = math.exp(-s_ / t_)
-        return 2.0 * p / (1.0 - p) ** 2
-    return 2.0 * pub._scale**2

@@ -16,53 +16,67 @@ from __future__ import annotations
 
 import bisect
 import math
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from privpub.core import RNGLike, check_positive_int
+from privpub.core import RNGLike, Session, TreePlan, check_positive_int
+from privpub.core._tree_noise import MAX_TREE_HEIGHT
+from privpub.errors import DomainError, ParameterError
 from privpub.stream import _kernels as K
-from privpub.stream._base import StreamPublisher
-from privpub.stream._predictors import EWMA, SMA
+from privpub.stream._base import (
+    _CHUNK,
+    COMMON_PARAMS,
+    INT_NOISE_LIMIT,
+    INT_NP_LIMIT,
+    NEIGHBOURS,
+    StreamPublisher,
+    _Store,
+    _Trees,
+)
+from privpub.stream._predictors import EWMA, SMA, predictor_from_state
 
 __all__ = ["HQRTP", "HQRTPMM", "RTP", "RTPMM"]
 
 
 class TreeConfig:
-    """Layout and node noise of one tree: height ``k``; per local node (v = 1..T) the noise
-    parameters ``eps[v-1]``, ``sens[v-1]`` (scale ``sens / eps``); ``length``: the query length
-    the tree was tuned for (informative)."""
+    """One tree configuration: row ``row`` of a :class:`~privpub.core.TreePlan` (height ``k``,
+    ``T = 2**(k-1)`` items, node noise), and ``length``, the query length it was tuned for."""
 
-    __slots__ = ("T", "eps", "k", "length", "scale", "sens")
+    __slots__ = ("T", "k", "length", "plan", "row")
 
-    def __init__(self, k: int, eps: NDArray[np.float64], sens: NDArray[np.float64],
-                 scale: NDArray[np.float64], length: float) -> None:
-        self.k, self.eps, self.sens, self.scale, self.length = k, eps, sens, scale, length
-        self.T = 1 << (k - 1)
-
-    @property
-    def uniform(self) -> bool:
-        """True when every node has the same noise parameters."""
-        return bool(np.all(self.eps == self.eps[0]) and np.all(self.sens == self.sens[0]))
+    def __init__(self, plan: TreePlan, row: int, length: float) -> None:
+        self.plan, self.row, self.length = plan, row, length
+        self.k, self.T = plan.height, plan.T
 
 
 class _MultiConfig:
-    """Consecutive trees of one height with per-tree node parameters (HQ_RTPMM replay)."""
+    """Consecutive trees of one height with per-tree node budgets (HQ_RTPMM replay)."""
 
-    uniform = False
-
-    def __init__(self, rows: list[TreeConfig], eps, sens, scale) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, plan: TreePlan, rows: list[TreeConfig]) -> None:
+        self.plan = plan
         self.rows = rows
-        self.k = rows[0].k
-        self.T = rows[0].T
-        self.eps, self.sens, self.scale = eps, sens, scale
+        self.k = plan.height
+        self.T = plan.T
 
     def skip(self, n: int) -> _MultiConfig:
-        return _MultiConfig(self.rows[n:], self.eps[n:], self.sens[n:], self.scale[n:])
+        plan = self.plan.take(slice(n, None))
+        return _MultiConfig(plan, [TreeConfig(plan, i, c.length) for i, c in enumerate(self.rows[n:])])
 
 
 AnyConfig = TreeConfig | _MultiConfig
+
+
+def _mem_height(height: int | None, kmax: int, default: int, adaptive: bool) -> int:
+    """The largest tree height a publisher can use (adaptive: up to ``kmax``, which is
+    ``k*_MM(W)`` for the MM ones: the MM optimum is non-decreasing and lengths are <= W)."""
+    k = default if height is None else height
+    return max(k, kmax) if adaptive else k
+
+
+#: tree configurations cached per publisher (MM: one per predicted length)
+_CONFIG_CACHE = 32
 
 
 class _FenwickPublisher(StreamPublisher):
@@ -81,73 +95,102 @@ class _FenwickPublisher(StreamPublisher):
         sensitivity: float = 1.0,
         height: int | None = None,
         noise: str = "discrete",
+        real: bool = False,
+        max_item: float | None = None,
         predictor: SMA | EWMA | None = None,
         history: ArrayLike = (),
+        session: Session | None = None,
+        memory_limit: int | None = None,
     ) -> None:
-        super().__init__(window=window, epsilon=epsilon, rng=rng, sensitivity=sensitivity, noise=noise,
-                         mechanism="Fenwick-tree nodes")
+        self._init(window=window, epsilon=epsilon, rng=rng, sensitivity=sensitivity, height=height, noise=noise,
+                   real=real, max_item=max_item, predictor=predictor, history=history, session=session,
+                   memory_limit=memory_limit, restoring=False)
+
+    def _init(self, *, window: Any, epsilon: Any, rng: RNGLike, sensitivity: Any, height: Any, noise: Any,
+              real: Any, max_item: Any, predictor: Any, history: ArrayLike, session: Session | None,
+              memory_limit: Any, restoring: bool) -> None:
+        self._check_common(window=window, epsilon=epsilon, sensitivity=sensitivity, noise=noise, real=real,
+                           max_item=max_item, memory_limit=memory_limit)
         self._kmax = K.max_height(self.window)
         if height is not None:
             height = check_positive_int(height, "height")
+            if height > MAX_TREE_HEIGHT:
+                raise ParameterError(f"height must be at most {MAX_TREE_HEIGHT}, got {height}")
         self.height = height
-        self._configs: dict[object, TreeConfig] = {}
         if self._adaptive:
             if predictor is None:
                 predictor = SMA(100)
             if not isinstance(predictor, SMA | EWMA):
                 raise_param("predictor must be an SMA or EWMA instance", predictor)
-            self.predictor: SMA | EWMA | None = predictor
             hist = np.asarray(history, dtype=np.float64).reshape(-1)
             if hist.size and (not np.all(np.isfinite(hist)) or np.any(hist < 1) or np.any(hist != np.round(hist))):
                 raise_param("history must hold integer query lengths >= 1", history)
-            predictor.update_many(int(h) for h in hist)
         else:
+            if predictor is not None:
+                raise_param(f"predictor is only used by adaptive (HQ) publishers, not {self.method}", predictor)
             if len(np.asarray(history).reshape(-1)):
                 raise_param(f"history is only used by adaptive (HQ) publishers, not {self.method}", history)
+        # memory, before anything is allocated or reserved
+        cap = K.optimal_height_mm_scalar(float(self.window), self._kmax) if self._mm else self._kmax
+        kmem = _mem_height(height, cap, self._default_height(), self._adaptive)
+        Tm = 1 << (kmem - 1)
+        W = self.window
+        if self._mm:  # per-node arrays of the cached configurations and one sampler pool per scale
+            words = _CONFIG_CACHE * 6 * Tm + min(Tm, 4096) * 16384
+        else:
+            words = 6 * Tm + 65536
+        nbytes = 8.0 * (2 * (W + Tm + _CHUNK) + 10 * (Tm + _CHUNK) + words)
+        what = f"window={W} with trees of up to 2**{kmem - 1} items (height {kmem})"
+        if self._adaptive and (height is None or height <= self._kmax):
+            option = "lower window (adaptive trees grow up to the window)"
+        else:
+            option = "lower height (each tree holds 2**(height-1) items)" if Tm >= W else "lower window"
+        self._check_memory(nbytes, what, option)
+        if self._adaptive:
+            assert isinstance(predictor, SMA | EWMA)
+            predictor.update_many(int(h) for h in hist)
+            self.predictor: SMA | EWMA | None = predictor
+        else:
             self.predictor = None
-        # open tree state
+        self._start(rng, session, restoring=restoring)
+        self._configs: dict[object, TreeConfig] = {}
+        self._store = _Store(1024, self._dtype)
+        self._trees = _Trees()
+        # open tree: start, items so far, local running sum p and the local sums at the starts of
+        # its open nodes (anchors[l] = local sum at (u >> (l+1)) << (l+1)), local noisy prefixes
         self._cfg: TreeConfig | None = None
-        self._s = 1  # start time of the open tree
-        self._u = 0  # items in the open tree
+        self._s = 1
+        self._u = 0
         self._T = 0
-        self._rc = 0.0
-        self._eps_l: list[float] = []
-        self._sens_l: list[float] = []
-        self._scale_l: list[float] = []
+        self._p: Any = 0
+        self._anchors: list[Any] = []
+        self._open_lp: list[Any] = [0]
+        self._rc: Any = 0 if self._exact else 0.0
+        self._hi: float = math.inf
 
     # -- height policy ------------------------------------------------------------------------
     def _default_height(self) -> int:
         if self.height is not None:
-            return self.height
+            return int(self.height)
         if self._mm:
             return K.optimal_height_mm_scalar(float(self.window), self._kmax)
         return K.optimal_height_scalar(float(self.window), self._kmax)
 
     def _config(self, k: int, length: float) -> TreeConfig:
+        if self._mm and k == 1:
+            length = 1.0  # one node holding one item: budget epsilon whatever the length
         key = (k, length) if self._mm else k
         cfg = self._configs.get(key)
         if cfg is None:
-            T = 1 << (k - 1)
             if self._mm:
-                eps, sens = self._mm_params(np.asarray(K.mm_budgets(k, length, self.epsilon))[None, :])
-                eps, sens = eps[0], sens[0]
+                plan = self._noise.plan(k, K.mm_budgets(k, length, 1.0))
             else:
-                eps = np.full(T, self.epsilon)
-                sens = np.full(T, k * self.sensitivity)
-            cfg = TreeConfig(k, eps, sens, sens / eps, length)
-            if len(self._configs) > 256:
+                plan = self._noise.plan(k)
+            cfg = TreeConfig(plan, 0, length)
+            if len(self._configs) > _CONFIG_CACHE:
                 self._configs.clear()
             self._configs[key] = cfg
         return cfg
-
-    def _mm_params(self, budgets: NDArray[np.float64]) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
-        """Node noise parameters ``(eps, sens)`` (scale = sens / eps) from MM budgets (rows = trees)."""
-        if self._discrete:
-            # exact discrete sampling needs one sampler per distinct scale: round each node's
-            # scale *up* to 7 significant bits (at most 1/64 more noise; budgets only shrink)
-            mant, expo = np.frexp(self.sensitivity / budgets)
-            return np.ones(budgets.shape), np.ldexp(np.ceil(mant * 128.0) / 128.0, expo)
-        return np.array(budgets, dtype=np.float64), np.full(budgets.shape, self.sensitivity)
 
     def _mm_length(self, value: float) -> float:
         return round(min(max(float(value), 1.0), float(self.window)), 6)
@@ -181,60 +224,126 @@ class _FenwickPublisher(StreamPublisher):
         if self.predictor is not None:
             self.predictor.update_many(lengths)
 
+    @property
+    def trees(self) -> list[tuple[int, int]]:
+        """``(start, height)`` of the stored trees that meet the window, oldest first."""
+        return self._trees.listing(max(1, self._t - self.window + 1))
+
     # -- online ---------------------------------------------------------------------------------
     def _open_tree(self) -> None:
         if self._cfg is not None:
-            self._rc = self._rc + float(self._store.Y[self._t - self._store.base])
+            rc = self._rc + self._store.Y[self._t - self._store.base].item()
+            if self._exact and abs(rc) > INT_NP_LIMIT:
+                raise DomainError("the stream's noisy running total exceeds 2**62; int64 sums would overflow")
+            self._rc = rc
         cfg = self._choose(self._predict())
+        self._noise.open(cfg.plan, 1, cfg.row)
         self._cfg = cfg
         self._s = self._t + 1
         self._u = 0
         self._T = cfg.T
-        self._eps_l = cfg.eps.tolist()
-        self._sens_l = cfg.sens.tolist()
-        self._scale_l = cfg.scale.tolist()
+        self._p = 0 if not self.real else 0.0
+        self._anchors = [self._p] * cfg.k
+        self._open_lp = [0] * (cfg.T + 1)
         self._trees.append(self._s, cfg)
 
-    def _push(self, x: float) -> None:
+    def _push(self, x: Any) -> None:
         if self._u == self._T:
             self._open_tree()
         st = self._store
         t = self._t + 1
         i = t - st.base
         if i >= st.capacity:
-            self._compact(1)
+            self._compact_to(t)
             i = t - st.base
         u = self._u + 1
         lb = u & -u
-        P = st.P
-        p = self._p_last + x
-        val = p - P[i - lb]
-        if self._discrete:
-            y = val + self._noise.discrete_one(self._eps_l[u - 1], self._sens_l[u - 1])
-        else:
-            y = val + self._scale_l[u - 1] * self._noise.z_one()
-        lp = y if lb == u else y + st.LP[i - lb]
-        P[i] = p
-        st.LP[i] = lp
+        lv = lb.bit_length() - 1
+        p = self._p + x
+        if p > self._sum_limit:
+            raise self._sum_error()
+        anchors = self._anchors
+        val = p - anchors[lv]
+        cfg = self._cfg
+        assert cfg is not None
+        z = self._noise.draw_one(cfg.plan, u - 1, cfg.row)
+        if self._exact and abs(z) > INT_NOISE_LIMIT:  # pragma: no cover - needs a scale near 2**52
+            raise DomainError("a node's noise exceeds 2**54; int64 sums could overflow (lower the noise scale)")
+        y = val + z
+        lp = y if lb == u else y + self._open_lp[u - lb]
+        for j in range(lv):
+            anchors[j] = p
+        self._open_lp[u] = lp
         st.Y[i] = y
         st.NP[i] = self._rc + lp
         self._t = t
         self._u = u
-        self._p_last = p
+        self._p = p
+
+    def _limit_name(self) -> str:
+        return "2**61 (int64 sums)" if self._exact else "2**52 (float64 resolution)"
 
     # -- batch ------------------------------------------------------------------------------------
-    def _ingest(self, x: NDArray[np.float64], layout: list[tuple[int, int, AnyConfig]] | None = None) -> None:
+    def _local_sums(self, xs: NDArray[Any], m: int, T: int, n_old: int) -> NDArray[Any]:
+        """Tree-local running sums of shape (m, T + 1): row j, column c = sum of the first c items
+        of the j-th tree of the run (row 0 continues the open tree when ``n_old > 0``; of its old
+        columns only the open-node anchors are set, the only old sums later nodes use)."""
+        cnt = xs.shape[0]
+        Pm = np.empty((m, T + 1), dtype=xs.dtype)
+        Pm[:, 0] = 0
+        r0 = pos = 0
+        if n_old:
+            row0 = xs[: T - n_old]
+            e = n_old + row0.shape[0]
+            Pm[0, 1:n_old] = 0
+            Pm[0, n_old : e + 1] = np.cumsum(np.concatenate([np.array([self._p], dtype=xs.dtype), row0]))
+            Pm[0, e + 1 :] = Pm[0, e]
+            for lev in range(T.bit_length()):
+                Pm[0, (n_old >> (lev + 1)) << (lev + 1)] = self._anchors[lev]
+            r0, pos = 1, row0.shape[0]
+        full = (cnt - pos) // T
+        if full:
+            np.cumsum(xs[pos : pos + full * T].reshape(full, T), axis=1, out=Pm[r0 : r0 + full, 1:])
+        rest = cnt - pos - full * T
+        if rest:
+            r = r0 + full
+            np.cumsum(xs[cnt - rest :], out=Pm[r, 1 : rest + 1])
+            Pm[r, rest + 1 :] = Pm[r, rest]
+        return Pm
+
+    def _sums(self, xs: NDArray[Any], m: int, T: int, n_old: int) -> NDArray[Any]:
+        """:meth:`_local_sums` after refusing (before anything changes) tree-local sums beyond the
+        exact range (2**61 for exact integer streams, 2**52 otherwise)."""
+        p0 = float(self._p) if n_old else 0.0
+        if self._exact and p0 + self._hi * min(T, xs.shape[0]) > 2.0**62 \
+                and p0 + float(np.sum(xs, dtype=np.float64)) > 2.0**62:
+            X = np.zeros(m * T)
+            X[n_old : n_old + xs.shape[0]] = xs
+            sums = X.reshape(m, T).sum(axis=1)
+            sums[0] += p0
+            if float(sums.max()) > 2.0**62:  # int64 running sums could overflow
+                raise self._sum_error()
+        Pm = self._local_sums(xs, m, T, n_old)
+        if Pm[:, T].max() > self._sum_limit:  # items are >= 0: a row's largest sum is its last
+            raise self._sum_error()
+        return Pm
+
+    def _sum_error(self) -> DomainError:
+        return DomainError(f"the items of one tree sum to more than {self._limit_name()}; "
+                           "lower height or rescale the stream")
+
+    def _ingest(self, x: NDArray[Any], layout: list[tuple[int, int, AnyConfig]] | None = None) -> None:
         """Vectorised ingestion of ``x`` (bit-identical to pushing the items one at a time).
 
         ``layout`` lists the trees that open during this call as ``(start, n_trees, cfg)`` runs;
         None means every new tree uses the configuration chosen now (no query arrives meanwhile).
-        Each run of equal trees is processed as an (m, T) matrix, one row per tree.
+        Each run of equal trees is processed as an (m, T) matrix, one row per tree, written in
+        place into the window store (times past the last item are scratch space).
         """
         n = x.shape[0]
         if n == 0:
             return
         t0 = self._t
-        st = self._store
         open_rem = self._T - self._u if self._cfg is not None else 0
         segs: list[tuple[int, int, AnyConfig]] = []
         if open_rem > 0:
@@ -246,129 +355,139 @@ class _FenwickPublisher(StreamPublisher):
                 segs.append((t0 + open_rem + 1, -(-(n - open_rem) // cfg_new.T), cfg_new))
             else:
                 segs.extend(layout)
-        csum = np.cumsum(np.concatenate([[self._p_last], x]))  # P at times t0 .. t0+n
-        Y_new = np.empty(n)
-        LP_new = np.empty(n)
-        NP_new = np.empty(n)
-        z = None if self._discrete else self._noise.z_many(n)
-        rc = self._rc
-        finished_root = float(st.Y[t0 - st.base]) if (self._cfg is not None and open_rem == 0) else None
         last = t0 + n
+        runs = []
         for s, nt, cfg in segs:
-            T = cfg.T
             first = max(s, t0 + 1)
             if first > last:
                 break
-            seg_last = min(s + nt * T - 1, last)
-            m = (seg_last - s) // T + 1
-            span = m * T
-            # running sums at times s-1 .. s+span-1 (old ones from the store, padding after the data)
-            P_seg = np.empty(span + 1)
-            n_old = first - s  # items of the open tree received before this call
-            if n_old:
-                P_seg[: n_old + 1] = st.P[s - 1 - st.base : first - st.base]
-            else:
-                P_seg[0] = csum[s - 1 - t0]
-            a, b = first - t0, seg_last - t0  # indices into x (1-based: csum[a..b])
-            P_seg[n_old + 1 : n_old + 1 + b - a + 1] = csum[a : b + 1]
-            P_seg[n_old + 1 + b - a + 1 :] = csum[b]
-            Pm = np.empty((m, T + 1))
-            Pm[:, 0] = P_seg[0:span:T]
-            Pm[:, 1:] = P_seg[1:].reshape(m, T)
-            val = K.fenwick_node_values(Pm)
-            y = np.zeros((m, T))
-            yf = y.reshape(-1)
-            sl = slice(n_old, n_old + b - a + 1)
-            uniform = cfg.uniform
+            seg_last = min(s + nt * cfg.T - 1, last)
+            m = (seg_last - s) // cfg.T + 1
+            n_old = first - s
+            a, b = first - t0, seg_last - t0
+            runs.append((s, cfg, m, n_old, a, b, self._sums(x[a - 1 : b], m, cfg.T, n_old)))
+        self._compact_to(max(s + m * cfg.T - 1 for s, cfg, m, *_ in runs))
+        st = self._store
+        base = st.base
+        rc = self._rc
+        finished_root = st.Y[t0 - base].item() if (self._cfg is not None and open_rem == 0) else None
+        rc_f = abs(float(rc))
+        for s, cfg, m, n_old, a, b, Pm in runs:
+            T = cfg.T
+            cnt = b - a + 1
+            val = K.fenwick_node_values(Pm).reshape(-1)
+            first_new_tree = 0 if n_old == 0 else 1
+            plan = cfg.plan
+            sl = slice(n_old, n_old + cnt)
+            # charge the trees that open here, then draw their nodes' noise (completion order)
             if isinstance(cfg, _MultiConfig):
-                if self._discrete:
-                    noise = self._noise.discrete_many(
-                        cfg.eps[:m].reshape(-1)[sl], cfg.sens[:m].reshape(-1)[sl]
-                    ).astype(np.float64)
-                else:
-                    assert z is not None
-                    noise = cfg.scale[:m].reshape(-1)[sl] * z[a - 1 : b]
-            elif self._discrete:
-                if uniform:
-                    cnt = b - a + 1
-                    dnoise = self._noise.discrete_many(np.full(cnt, cfg.eps[0]), np.full(cnt, cfg.sens[0]))
-                else:
-                    u_new = np.arange(n_old, n_old + b - a + 1) % T  # local index v-1 of each new item
-                    dnoise = self._noise.discrete_many(cfg.eps[u_new], cfg.sens[u_new])
-                noise = dnoise.astype(np.float64)
+                if m > first_new_tree:
+                    self._noise.open(plan.take(slice(first_new_tree, m)))
+                pos = np.arange(n_old, n_old + cnt)
+                noise = self._noise.draw(plan, cnt, pos % T, pos // T)
             else:
-                assert z is not None
-                zz = z[a - 1 : b]
-                if uniform:
-                    noise = cfg.scale[0] * zz
-                else:
-                    noise = cfg.scale[np.arange(n_old, n_old + b - a + 1) % T] * zz
-            yf[sl] = val.reshape(-1)[sl] + noise
-            if n_old:
-                yf[:n_old] = st.Y[s - st.base : first - st.base]
+                if m > first_new_tree:
+                    self._noise.open(plan, m - first_new_tree, cfg.row)
+                noise = self._noise.draw_span(plan, n_old, cnt, cfg.row)
+            if self._exact and float(plan.scales.max()) > 2.0**40 and noise.size \
+                    and int(np.abs(noise).max()) > INT_NOISE_LIMIT:  # pragma: no cover
+                raise DomainError("a node's noise exceeds 2**54; int64 sums could overflow (lower the noise scale)")
+            lo = s - base
+            yflat = st.Y[lo : lo + m * T]
+            np.add(val[sl], noise, out=yflat[sl])  # old nodes of the open tree are already there
+            yflat[n_old + cnt :] = 0  # scratch past the last item
+            y = yflat.reshape(m, T)
             LP = K.fenwick_local_prefix(y)
             if n_old == 0 and finished_root is not None:
-                rc = rc + finished_root  # the open (full) tree's root joins rc as this tree opens
-            rc_rows = np.cumsum(np.concatenate([[rc], y[:-1, T - 1]]))
-            NP = rc_rows[:, None] + LP
-            Y_new[a - 1 : b] = yf[sl]
-            LP_new[a - 1 : b] = LP.reshape(-1)[sl]
-            NP_new[a - 1 : b] = NP.reshape(-1)[sl]
-            first_new_tree = 0 if n_old == 0 else 1
+                rc = rc + finished_root  # the previous (full) tree's root joins rc as this tree opens
+                rc_f = abs(float(rc))
+            roots = y[:-1, T - 1]
+            if self._exact and roots.size:
+                rc_f = rc_f + float(np.abs(roots).sum(dtype=np.float64))
+                if rc_f > INT_NP_LIMIT:
+                    raise DomainError("the stream's noisy running total exceeds 2**62; int64 sums would overflow")
+            rc_rows = np.cumsum(np.concatenate([np.array([rc], dtype=self._dtype), roots]))
+            np.add(LP, rc_rows[:, None], out=st.NP[lo : lo + m * T].reshape(m, T))
             if isinstance(cfg, _MultiConfig):
                 self._trees.extend_rows(s + T * np.arange(first_new_tree, m, dtype=np.int64),
                                         cfg.rows[first_new_tree:m])
             elif m > first_new_tree:
                 self._trees.extend(s + T * np.arange(first_new_tree, m, dtype=np.int64), cfg)
             # state after this run
-            rc = float(rc_rows[-1])
-            u_last = (seg_last - s) % T + 1
-            finished_root = float(y[-1, T - 1]) if u_last == T else None
+            rc = rc_rows[-1].item()
+            u_last = (b + t0 - s) % T + 1
+            finished_root = y[-1, T - 1].item() if u_last == T else None
             self._cfg = cfg.rows[m - 1] if isinstance(cfg, _MultiConfig) else cfg
             self._T = T
             self._u = u_last
-            self._s = seg_last - u_last + 1
-        self._compact(n)
-        bpos = t0 + 1 - st.base
-        st.P[bpos : bpos + n] = csum[1:]
-        st.LP[bpos : bpos + n] = LP_new
-        st.Y[bpos : bpos + n] = Y_new
-        st.NP[bpos : bpos + n] = NP_new
+            self._s = s + (m - 1) * T
+            self._p = Pm[-1, u_last].item()
+            self._anchors = [Pm[-1, (u_last >> (lev + 1)) << (lev + 1)].item() for lev in range(cfg.k)]
+            self._open_lp = [0, *LP[-1].tolist()]
         self._t = t0 + n
         self._rc = rc
-        self._p_last = float(csum[-1])
-        cfg_last = self._cfg
-        assert cfg_last is not None
-        self._eps_l = cfg_last.eps.tolist()
-        self._sens_l = cfg_last.sens.tolist()
-        self._scale_l = cfg_last.scale.tolist()
+
+    def _compact_to(self, end: int) -> None:
+        """Make room for times up to ``end``, dropping what the window no longer needs."""
+        t = self._t
+        oldest = self._trees.starts[self._trees.first_overlapping(max(1, t - self.window + 1))] \
+            if self._trees.n else 1
+        keep_from = min(t - self.window, int(oldest) - 1, self._s - 1)
+        self._trees.trim_before(max(1, t - self.window + 1))
+        st = self._store
+        if end - st.base < st.capacity:
+            return
+        st.reserve(max(0, keep_from), end)
+
+    def extend(self, items: ArrayLike) -> None:
+        arr = self._check_items(items)
+        self._hi = float(arr.max()) if arr.size else 0.0
+        for a in range(0, arr.shape[0], _CHUNK):
+            self._ingest(arr[a : a + _CHUNK])
+
+    extend.__doc__ = StreamPublisher.extend.__doc__
+
+    def replay(self, items: ArrayLike, queries: ArrayLike) -> NDArray[Any]:
+        arr = np.asarray(items)
+        self._hi = float(arr.max()) if arr.size and arr.dtype.kind in "iuf" else math.inf
+        return super().replay(items, queries)
+
+    replay.__doc__ = StreamPublisher.replay.__doc__
+
+    def _cut_layout(self, layout: Any) -> Any:
+        """The part of a replay layout that starts after the open tree."""
+        first_new = self._t + 1 + (self._T - self._u if self._cfg is not None else 0)
+        out = []
+        for s, nt, cfg in layout:
+            end = s + nt * cfg.T
+            if end <= first_new:
+                continue
+            if s < first_new:
+                skip = (first_new - s) // cfg.T
+                s, nt = s + skip * cfg.T, nt - skip
+                if isinstance(cfg, _MultiConfig):
+                    cfg = cfg.skip(skip)
+            out.append((s, nt, cfg))
+        return out
 
     # -- answers ----------------------------------------------------------------------------------
-    def query(self, l: int, r: int) -> float:
-        """Noisy sum of items ``l..r`` (1-based, inclusive, inside the window); O(1)."""
+    def query(self, l: int, r: int) -> Any:
+        """Noisy sum of items ``l..r`` (1-based, inclusive, inside the window); O(1).
+
+        An ``int`` for integer streams with exact noise, else a ``float``.
+        """
         if type(l) is int and type(r) is int and 0 < l <= r <= self._t and l > self._t - self.window:
             st = self._store
-            out = float(st.NP[r - st.base] - st.NP[l - 1 - st.base])
+            out = (st.NP[r - st.base] - st.NP[l - 1 - st.base]).item()
             if self.predictor is not None:
                 self.predictor.update(r - l + 1)
             return out
         return super().query(l, r)
 
-    def _answer_checked(self, l: NDArray[np.int64], r: NDArray[np.int64]) -> NDArray[np.float64]:
+    def _answer_checked(self, l: NDArray[np.int64], r: NDArray[np.int64]) -> NDArray[Any]:
         st = self._store
-        return st.NP[r - st.base] - st.NP[l - 1 - st.base]
-
-    def _node_variance(self, cfg: TreeConfig) -> NDArray[np.float64]:
-        if self._discrete:
-            from privpub.core import rational_scale
-
-            out = np.empty(cfg.T)
-            for i in range(cfg.T):
-                t_, s_ = rational_scale(float(cfg.eps[i]), float(cfg.sens[i]))
-                p = math.exp(-s_ / t_)
-                out[i] = 2.0 * p / (1.0 - p) ** 2
-            return out
-        return 2.0 * cfg.scale**2
+        out: NDArray[Any] = st.NP[r - st.base] - st.NP[l - 1 - st.base]
+        return out
 
     def support(self, l: int, r: int) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
         """The stored nodes whose signed sum answers ``[l, r]``: ``(times, coefs)``.
@@ -385,10 +504,13 @@ class _FenwickPublisher(StreamPublisher):
                 coefs.append(c)
         return np.array(times, dtype=np.int64), np.array(coefs, dtype=np.int64)
 
-    def node_values(self, times: ArrayLike) -> NDArray[np.float64]:
+    def node_values(self, times: ArrayLike) -> NDArray[Any]:
         """Released (noisy) node values by completion time (must still be stored)."""
         tt = np.asarray(times, dtype=np.int64)
-        return self._store.Y[tt - self._store.base].copy()
+        st = self._store
+        if tt.size and (tt.min() <= st.base or tt.max() > self._t):
+            raise ParameterError(f"times must be released nodes still stored, i.e. in [{st.base + 1}, {self._t}]")
+        return st.Y[tt - st.base].copy()
 
     def answer_variance(self, l: int, r: int) -> float:
         """Exact variance of the answer to ``[l, r]``: the sum of its support's node variances."""
@@ -396,7 +518,7 @@ class _FenwickPublisher(StreamPublisher):
         starts, cfgs = self._trees.overlapping(l_, r_)
         total = 0.0
         for s, cfg in zip(starts, cfgs):
-            nv = self._node_variance(cfg)
+            nv = cfg.plan.variances[cfg.row]
             for _, v, _c in K.decompose(l_, r_, [int(s)], [cfg.k]):
                 total += float(nv[v - 1])
         return total
@@ -471,42 +593,81 @@ class _FenwickPublisher(StreamPublisher):
             while j + 1 < len(trees) and trees[j + 1][1] == k and trees[j + 1][0] == trees[j][0] + T:
                 j += 1
             qs = np.array([q for _, _, q in trees[i : j + 1]])
-            eps, sens = self._mm_params(K.mm_budget_rows(k, qs, self.epsilon))
-            scale = sens / eps
-            rows = [TreeConfig(k, eps[r], sens[r], scale[r], float(qs[r])) for r in range(qs.shape[0])]
-            runs.append((s0, qs.shape[0], _MultiConfig(rows, eps, sens, scale)))
+            plan = self._noise.plan(k, K.mm_budget_rows(k, qs, 1.0))
+            rows = [TreeConfig(plan, r, float(qs[r])) for r in range(qs.shape[0])]
+            runs.append((s0, qs.shape[0], _MultiConfig(plan, rows)))
             i = j + 1
         return runs
 
+    # -- persistence ----------------------------------------------------------------------------
+    def _params(self) -> dict[str, Any]:
+        return {**super()._params(), "height": self.height}
+
+    def _get_state(self) -> dict[str, Any]:
+        st, t = self._store, self._t
+        lo = min(t - self.window, self._s - 1)
+        if self._trees.n:
+            oldest = int(self._trees.starts[self._trees.first_overlapping(max(1, t - self.window + 1))])
+            lo = min(lo, oldest - 1)
+        lo = max(st.base, lo)
+        i0 = self._trees.first_overlapping(lo + 1) if self._trees.n else 0
+        cfgs = [self._trees.table[int(c)] for c in self._trees.cfg_ids[i0 : self._trees.n]]
+        return {
+            "store_from": lo,
+            "Y": st.Y[lo - st.base : t - st.base + 1].copy(),
+            "NP": st.NP[lo - st.base : t - st.base + 1].copy(),
+            "trees": {"start": self._trees.starts[i0 : self._trees.n].tolist(),
+                      "height": [c.k for c in cfgs], "length": [float(c.length) for c in cfgs]},
+            "open_tree": {"start": self._s, "items": self._u, "local_sum": self._p,
+                          "anchors": list(self._anchors), "local_prefix": list(self._open_lp[: self._u + 1]),
+                          "noisy_total_before": self._rc} if self._cfg is not None else None,
+            "predictor": None if self.predictor is None else self.predictor.get_state(),
+        }
+
+    @classmethod
+    def _restoring(cls, params: dict[str, Any], rng: RNGLike, state: dict[str, Any]) -> StreamPublisher:
+        pub = cls.__new__(cls)
+        pred = state.get("predictor")
+        predictor = None if pred is None else predictor_from_state(pred)
+        pub._init(rng=rng, predictor=predictor, history=(), session=None, restoring=True, **params)
+        return pub
+
+    def _set_state(self, state: dict[str, Any]) -> None:
+        lo, t = int(state["store_from"]), int(state["t"])
+        Y: NDArray[Any] = np.asarray(state["Y"], dtype=self._dtype)
+        NPa: NDArray[Any] = np.asarray(state["NP"], dtype=self._dtype)
+        if Y.shape != (t - lo + 1,) or NPa.shape != Y.shape:
+            raise ParameterError("state is damaged: the stored arrays do not match its time range")
+        st = self._store
+        st.base = lo
+        st.capacity = max(1024, 2 * Y.shape[0])
+        st.Y = np.zeros(st.capacity, dtype=self._dtype)
+        st.NP = np.zeros(st.capacity, dtype=self._dtype)
+        st.Y[: Y.shape[0]] = Y
+        st.NP[: Y.shape[0]] = NPa
+        tr = state["trees"]
+        for s, k, length in zip(tr["start"], tr["height"], tr["length"]):
+            self._trees.append(int(s), self._config(int(k), float(length)))
+        ot = state["open_tree"]
+        if ot is not None:
+            cfg = self._trees.table[int(self._trees.cfg_ids[self._trees.n - 1])]
+            conv = int if self._exact or not self.real else float
+            self._cfg, self._T = cfg, cfg.T
+            self._s, self._u = int(ot["start"]), int(ot["items"])
+            self._p = conv(ot["local_sum"])
+            self._anchors = [conv(a) for a in ot["anchors"]]
+            lp_conv = int if self._exact else float
+            self._open_lp = [lp_conv(v) for v in ot["local_prefix"]] + [0] * (cfg.T - self._u)
+            self._rc = lp_conv(ot["noisy_total_before"])
+
 
 def raise_param(msg: str, value: object) -> None:
-    from privpub.errors import ParameterError
-
     raise ParameterError(f"{msg}, got {value!r}")
 
 
 # -------------------------------------------------------------------------------------------------
 # public classes
 # -------------------------------------------------------------------------------------------------
-_COMMON_PARAMS = """
-    Parameters
-    ----------
-    window : int
-        Sliding window W: queries ``[l, r]`` must satisfy ``t - W < l <= r <= t``.
-    epsilon : float
-        Event-level privacy parameter.
-    rng : int, Generator or None
-        Randomness for the node noise.
-    sensitivity : float
-        Largest change of one item between neighbouring streams (default 1: one record).
-    height : int or None
-        Tree height (HQ variants: the initial height, used while no query length is known).
-    noise : {"discrete", "laplace"}
-        Exact discrete Laplace (default; items must then be integers) or continuous Laplace
-        (the paper's choice; IEEE floating-point sampling, Mironov 2012 applies).
-"""
-
-
 class RTP(_FenwickPublisher):
     __doc__ = f"""RTP: the stream cut into Fenwick trees of one fixed height (Ge et al.) [GWS17]_.
 
@@ -514,15 +675,21 @@ class RTP(_FenwickPublisher):
     ``(v - lowbit(v), v]``) is released with noise ``Lap(k Δ / ε)`` exactly once, when item ``v``
     arrives. A range query is a difference of two noisy prefix sums, O(1). The default height
     ``k*(W)`` minimises the expected error of length-``W`` queries (spec §3).
-    {_COMMON_PARAMS}
+    {COMMON_PARAMS}
     Notes
     -----
-    **Privacy:** ε-DP at event level: neighbouring streams have the same length and differ in one
-    item by at most ``sensitivity``. An item lies in at most ``k`` nodes of its own tree (its
-    up-path), each with ``Lap(kΔ/ε)``, so its nodes spend ε (sequential composition); trees
-    cover disjoint items (parallel composition), so the whole unbounded stream is ε-DP. The
-    window only bounds memory; it does not renew the budget. RTP with one huge tree is the
-    binary mechanism of Chan, Shi and Song [CSS11]_.
+    **Privacy:** ε-DP at event level: {NEIGHBOURS}. Items must be non-negative, at most
+    ``max_item``, and integers unless ``real=True``. An item lies in at most ``k`` nodes of its
+    own tree (its up-path), each with ``Lap(kΔ/ε)``, so its nodes spend ε (sequential
+    composition); trees cover disjoint items (parallel composition), so the whole unbounded
+    stream is ε-DP. The window only bounds memory; it does not renew the budget. The noise
+    comes only from :class:`privpub.core.TreeNoise`, which charges the publisher's accountant
+    per tree configuration before drawing: ``ledger`` shows one parallel block whose branch
+    kind "height-k trees" has ``k`` charges of ``ε/k`` (one per level), total ε. RTP with one
+    huge tree is the binary mechanism of Chan, Shi and Song [CSS11]_.
+
+    Persistence: :meth:`state` / :meth:`from_state` (the state keeps, of the raw data, only the
+    open tree's partial sums).
 
     References
     ----------
@@ -535,10 +702,12 @@ class RTP(_FenwickPublisher):
     >>> pub.extend([3, 0, 5, 2, 7, 1, 0, 4])
     >>> pub.t, pub.trees
     (8, [(1, 3), (5, 3)])
-    >>> pub.query(2, 5)  # true sum 14; discrete Laplace noise keeps answers integral
-    14.0
+    >>> pub.query(2, 5)  # true sum 14; exact discrete Laplace noise keeps answers integral
+    14
     >>> len(pub.support(2, 5)[0])  # node 4 minus node 1 of tree 1, plus node 1 of tree 2
     3
+    >>> [(e.step, e.parts) for e in pub.ledger], pub.ledger.total
+    ([('level 0', 2), ('level 1', 2), ('level 2', 2)], 1.0)
     """
     method = "rtp"
 
@@ -550,7 +719,7 @@ class HQRTP(_FenwickPublisher):
     ``EWMA``) predicts the next length ``q``, and each new tree gets height ``k*(q)``, the
     minimiser of the exact expected error ``2 Δ² k² N(k, q) / ε²`` (spec §3, which corrects the
     paper's Eq. 12-16).
-    {_COMMON_PARAMS}
+    {COMMON_PARAMS}
     predictor : SMA or EWMA, optional
         Query-length predictor (default ``SMA(100)``); it is updated in place.
     history : array_like of int
@@ -558,7 +727,8 @@ class HQRTP(_FenwickPublisher):
 
     Notes
     -----
-    **Privacy:** ε-DP at event level, as :class:`RTP`. A tree's height depends only on query
+    **Privacy:** ε-DP at event level, as :class:`RTP` ({NEIGHBOURS}); each height in use is a
+    branch kind of the ledger's parallel block. A tree's height depends only on query
     lengths asked before the tree opened; as long as queries do not depend on the raw stream
     (they may depend on released answers), the layout is a function of earlier outputs of
     disjoint trees (adaptive parallel composition), so the guarantee is unchanged.
@@ -566,7 +736,7 @@ class HQRTP(_FenwickPublisher):
     Examples
     --------
     >>> pub = HQRTP(window=1024, epsilon=1.0, rng=0, noise="laplace", history=[4] * 10)
-    >>> pub.extend(np.ones(16))
+    >>> pub.extend(np.ones(16, dtype=int))
     >>> pub.trees[0][1]  # predicted length 4: height 1, i.e. per-item Laplace
     1
     >>> abs(pub.query(13, 16) - 4.0) < 20
@@ -582,12 +752,14 @@ class RTPMM(_FenwickPublisher):
     Every tree has height ``k*_MM(W)``; node ``v`` gets budget ``eps_v`` (noise ``Lap(Δ/eps_v)``)
     from the closed-form optimum for length-``W`` queries, with every item's up-path summing to at
     most ε.
-    {_COMMON_PARAMS}
+    {COMMON_PARAMS}
     Notes
     -----
-    **Privacy:** ε-DP at event level: each item's nodes spend at most ε in total (sequential
-    composition), trees are disjoint (parallel composition), and the budgets depend only on
-    public parameters.
+    **Privacy:** ε-DP at event level ({NEIGHBOURS}): each item's nodes spend at most ε in total
+    (sequential composition; items at odd positions spend exactly ε), trees are disjoint
+    (parallel composition), and the budgets depend only on public parameters. The ledger
+    charges each tree configuration once, with the largest per-item total (ε). Exact noise
+    rounds each node's scale up to 7 significant bits (at most 1/64 more noise).
 
     Examples
     --------
@@ -605,7 +777,7 @@ class HQRTPMM(_FenwickPublisher):
 
     At each tree opening the prediction ``q`` (rounded to 6 decimals) gives the height
     ``k*_MM(q)`` and the budgets ``mm_budgets(k, q, ε)`` [WHGS19]_.
-    {_COMMON_PARAMS}
+    {COMMON_PARAMS}
     predictor : SMA or EWMA, optional
         Query-length predictor (default ``SMA(100)``).
     history : array_like of int
@@ -613,8 +785,8 @@ class HQRTPMM(_FenwickPublisher):
 
     Notes
     -----
-    **Privacy:** ε-DP at event level, as :class:`RTPMM` and :class:`HQRTP` (budgets and heights
-    depend only on query lengths, which must not depend on the raw stream).
+    **Privacy:** ε-DP at event level, as :class:`RTPMM` and :class:`HQRTP` ({NEIGHBOURS};
+    budgets and heights depend only on query lengths, which must not depend on the raw stream).
 
     Examples
     --------

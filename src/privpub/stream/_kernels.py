@@ -9,6 +9,7 @@ from __future__ import annotations
 import bisect
 import math
 from functools import lru_cache
+from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -52,6 +53,15 @@ def fenwick_path(x: int) -> list[int]:
     while x > 0:
         out.append(x)
         x -= x & -x
+    return out
+
+
+def fenwick_uppath(m: int, T: int) -> list[int]:
+    """``uppath(m)``: the Fenwick nodes of a tree of ``T`` items that hold local item ``m``."""
+    out = []
+    while m <= T:
+        out.append(m)
+        m += m & -m
     return out
 
 
@@ -409,11 +419,11 @@ def brute_force_nodes(k: int, length: int) -> float:
 # ---------------------------------------------------------------------------------------------
 # batch kernels on (trees, T) matrices (strided views, no fancy indexing)
 # ---------------------------------------------------------------------------------------------
-def fenwick_node_values(Pm: NDArray[np.float64]) -> NDArray[np.float64]:
+def fenwick_node_values(Pm: NDArray[Any]) -> NDArray[Any]:
     """True node values ``P[v] - P[v - lowbit(v)]`` for v = 1..T, from running sums ``Pm``
     of shape (m, T + 1) (column j = the sum up to local item j, column 0 = before the tree)."""
     T = Pm.shape[1] - 1
-    out = np.empty((Pm.shape[0], T))
+    out = np.empty((Pm.shape[0], T), dtype=Pm.dtype)
     if T == 1:
         out[:, 0] = Pm[:, 1] - Pm[:, 0]
         return out
@@ -422,10 +432,10 @@ def fenwick_node_values(Pm: NDArray[np.float64]) -> NDArray[np.float64]:
     return out
 
 
-def fenwick_local_prefix(y: NDArray[np.float64]) -> NDArray[np.float64]:
+def fenwick_local_prefix(y: NDArray[Any]) -> NDArray[Any]:
     """Noisy local prefixes ``LP[v] = y[v] + LP[v - lowbit(v)]`` (``LP[0] = 0``) of shape (m, T)."""
     T = y.shape[1]
-    out = np.empty(y.shape)
+    out = np.empty(y.shape, dtype=y.dtype)
     if T == 1:
         out[:, 0] = y[:, 0]
         return out

@@ -5,13 +5,14 @@ from __future__ import annotations
 import copy
 from collections import deque
 from collections.abc import Iterable
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
 from privpub.core import check_positive_int, check_probability
 
-__all__ = ["EWMA", "SMA"]
+__all__ = ["EWMA", "SMA", "predictor_from_state"]
 
 
 class SMA:
@@ -81,6 +82,10 @@ class SMA:
     def copy(self) -> SMA:
         return copy.deepcopy(self)
 
+    def get_state(self) -> dict[str, Any]:
+        """The predictor as plain data (see :func:`predictor_from_state`)."""
+        return {"kind": "sma", "n": self.n, "lengths": list(self._q)}
+
     def __repr__(self) -> str:
         return f"SMA(n={self.n})"
 
@@ -148,5 +153,30 @@ class EWMA:
     def copy(self) -> EWMA:
         return copy.deepcopy(self)
 
+    def get_state(self) -> dict[str, Any]:
+        """The predictor as plain data (see :func:`predictor_from_state`)."""
+        return {"kind": "ewma", "n": self.n, "p": self.p, "lengths": list(self._q), "sum": self._s,
+                "count": self._count}
+
     def __repr__(self) -> str:
         return f"EWMA(n={self.n}, p={self.p})"
+
+
+def predictor_from_state(state: dict[str, Any]) -> SMA | EWMA:
+    """Rebuild an :class:`SMA` or :class:`EWMA` from its ``get_state()``."""
+    kind = state.get("kind")
+    lengths = [int(v) for v in state.get("lengths", [])]
+    if kind == "sma":
+        sma = SMA(int(state["n"]))
+        sma._q = deque(lengths)
+        sma._sum = sum(lengths)
+        return sma
+    if kind == "ewma":
+        ew = EWMA(int(state["n"]), float(state["p"]))
+        ew._q = deque(lengths)
+        ew._s = float(state["sum"])
+        ew._count = int(state["count"])
+        return ew
+    from privpub.errors import ParameterError
+
+    raise ParameterError(f"predictor state must be of kind 'sma' or 'ewma', got {kind!r}")
