@@ -50,6 +50,7 @@ _PART_MODULES = (
     "privpub.cli._stream",
     "privpub.cli._audit",
     "privpub.cli._report",
+    "privpub.cli._service",
 )
 
 for _name in _PART_MODULES:
