@@ -282,56 +282,64 @@ class Gateway:
         return self._config
 
     def submit_many(self, values: Any, *, tokens: Sequence[str] | None = None) -> BatchResult:
-        """Perturb every value (one participant each) and upload the reports; returns the totals."""
+        """Perturb every value (one participant each) and upload the reports; returns the totals.
+
+        For a campaign that assigns groups (KDG-HT), assignments are fetched for at most 1,000
+        participants at a time and their reports uploaded before more are asked for (a phase
+        opens only when the previous one's reports are in).
+        """
         cfg = self.config()
         if cfg["kind"] == "spatial":
-            pts = np.asarray(values, dtype=np.float64).reshape(-1, 2)
-            n = pts.shape[0]
+            seq: Any = np.asarray(values, dtype=np.float64).reshape(-1, 2)
         else:
             seq = values if hasattr(values, "iloc") else list(values)
-            n = len(seq)
-        new = dup = 0
-        rejected: list[dict[str, Any]] = []
-        ids_out: list[str] = []
-        for s in range(0, n, self.batch_size):
-            e = min(n, s + self.batch_size)
+        n = len(seq)
+        total = BatchResult(0, 0, [], [])
+        pos = 0
+        while pos < n:
             body: dict[str, Any] = {}
+            groups: list[int] | None = None
             if cfg["kind"] == "spatial":
-                payloads, groups, extra = self._spatial_chunk(cfg, pts[s:e])
+                step = min(self.batch_size, n - pos)
+                if cfg.get("assigned", False):
+                    step = min(step, 1000)
+                payload, groups, extra = self._spatial_chunk(cfg, seq[pos:pos + step])
+                step = len(groups)
                 body.update(extra)
             else:
-                chunk = seq.iloc[s:e] if hasattr(seq, "iloc") else seq[s:e]
-                payloads = [perturb_values(cfg, chunk, rng=self._gen)]
-                groups = None
-            ids = new_report_ids(e - s)
+                step = min(self.batch_size, n - pos)
+                chunk = seq.iloc[pos:pos + step] if hasattr(seq, "iloc") else seq[pos:pos + step]
+                payload = perturb_values(cfg, chunk, rng=self._gen).reshape(-1)
+            ids = new_report_ids(step)
             body["report_ids"] = b64encode(ids)
-            body["reports"] = b64encode(np.concatenate([p.reshape(-1) for p in payloads]))
+            body["reports"] = b64encode(payload)
             if groups is not None:
                 body["groups"] = groups
             if tokens is not None:
-                body["tokens"] = list(tokens[s:e])
+                body["tokens"] = list(tokens[pos:pos + step])
             out = self._http.request("POST", f"/campaigns/{self.campaign_id}/reports/batch", json_body=body).json()
-            new += int(out["new"])
-            dup += int(out["duplicates"])
-            rejected += [dict(r, index=int(r["index"]) + s) for r in out.get("rejected", [])]
-            ids_out += [bytes(r).hex() for r in ids]
-        return BatchResult(new, dup, rejected, ids_out)
+            total.rejected.extend(dict(r, index=int(r["index"]) + pos) for r in out.get("rejected", []))
+            total.report_ids.extend(bytes(r).hex() for r in ids)
+            total = BatchResult(total.new + int(out["new"]), total.duplicates + int(out["duplicates"]),
+                                total.rejected, total.report_ids)
+            pos += step
+        return total
 
-    def _spatial_chunk(self, cfg: dict[str, Any], pts: np.ndarray) -> tuple[list[np.ndarray], list[int], dict[str, Any]]:
+    def _spatial_chunk(self, cfg: dict[str, Any], pts: np.ndarray) -> tuple[np.ndarray, list[int], dict[str, Any]]:
+        """Payloads (concatenated in order), groups and assignments of the first participants of ``pts``."""
         n = pts.shape[0]
         if not cfg.get("assigned", False):
-            return [perturb_values(cfg, pts, partition=cfg["partition"], rng=self._gen)], [0] * n, {}
-        got: list[dict[str, Any]] = []
-        partitions: dict[str, Any] = {}
-        while len(got) < n:
-            resp = self._http.request("POST", f"/campaigns/{self.campaign_id}/assignments",
-                                      json_body={"count": min(1000, n - len(got))}).json()
-            got += resp["assignments"]
-            partitions.update(resp["partitions"])
+            return perturb_values(cfg, pts, partition=cfg["partition"], rng=self._gen).reshape(-1), [0] * n, {}
+        resp = self._http.request("POST", f"/campaigns/{self.campaign_id}/assignments",
+                                  json_body={"count": n}).json()
+        got = resp["assignments"]
+        partitions = resp["partitions"]
+        m = len(got)
+        pts = pts[:m]
         groups = np.array([int(a["group"]) for a in got], dtype=np.int64)
         blocks = {int(g): perturb_values(cfg, pts[groups == g], partition=partitions[str(int(g))], rng=self._gen)
                   for g in np.unique(groups)}
-        widths = np.zeros(n, dtype=np.int64)
+        widths = np.zeros(m, dtype=np.int64)
         for g, block in blocks.items():
             widths[groups == g] = block.shape[1]
         starts = np.cumsum(widths) - widths
@@ -339,6 +347,4 @@ class Gateway:
         for g, block in blocks.items():  # one vectorised scatter per group, rows in report order
             rows = np.flatnonzero(groups == g)
             flat[(starts[rows][:, None] + np.arange(block.shape[1])[None, :]).ravel()] = block.ravel()
-        payloads = [flat]
-        return payloads, groups.tolist(), {"assignments": [a["assignment"] for a in got]}
-
+        return flat, groups.tolist(), {"assignments": [a["assignment"] for a in got]}
