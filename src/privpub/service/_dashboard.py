@@ -71,7 +71,7 @@ def dashboard(request: Request, campaign_id: str) -> HTMLResponse:
     plot: dict[str, Any] | None = None
     if release is not None:
         if release["kind"] == "frequency":
-            plot = {"type": "bars", "title": "estimated share of participants per category (Norm-Sub)",
+            plot = {"type": "bars", "title": "estimated number of participants per category (Norm-Sub)",
                     **_bars(release["normalised"])}
         elif release["kind"] == "spatial":
             plot = {"type": "heatmap", "title": f"released density over {len(release['leaves']['value'])} cells",
