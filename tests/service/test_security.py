@@ -61,8 +61,8 @@ def test_token_comparison_is_constant_time(monkeypatch) -> None:
     monkeypatch.setattr(_app.hmac, "compare_digest", spy)
 
     class _Req:
-        class app:  # noqa: N801 - stands in for request.app
-            class state:  # noqa: N801
+        class app:
+            class state:
                 admin_token = "right"
 
     _app.require_admin(_Req(), HTTPAuthorizationCredentials(scheme="Bearer", credentials="right"))

@@ -254,7 +254,7 @@ def participate(
         else:
             data = frame
     res = gw.submit_many(data)
-    typer.echo(json.dumps({"participants": int(len(data)), "new": res.new, "duplicates": res.duplicates,
+    typer.echo(json.dumps({"participants": len(data), "new": res.new, "duplicates": res.duplicates,
                            "rejected": len(res.rejected)}))
     if res.rejected:
         sys.exit(1)

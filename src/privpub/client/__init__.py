@@ -14,7 +14,14 @@ Examples
 from __future__ import annotations
 
 from privpub.client._codec import b64encode, decode_payloads, encode_payloads, new_report_ids, payload_width
-from privpub.client._participant import BatchResult, Gateway, OfflineError, Participant, Receipt, SubmissionError
+from privpub.client._participant import (
+    BatchResult,
+    Gateway,
+    OfflineError,
+    Participant,
+    Receipt,
+    SubmissionError,
+)
 from privpub.client._perturb import cell_domain_size, frequency_oracle, locate_cells, perturb_values
 
 __all__ = [

@@ -15,14 +15,16 @@ import hmac
 import io
 import logging
 import os
-from collections.abc import Callable
+import re
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 from fastapi import APIRouter, Depends, FastAPI, Path, Query, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import HTMLResponse, JSONResponse, Response
+from fastapi.responses import JSONResponse, Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from pydantic import ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -35,6 +37,7 @@ from privpub.service._store import (
     BAD_ASSIGNMENT,
     BAD_TOKEN,
     CLOSED,
+    DUPLICATE,
     NEW,
     Batch,
     CampaignInfo,
@@ -210,8 +213,8 @@ def _batch(store: Store, info: CampaignInfo, body: BatchIn) -> Batch:
                  rows_by_group=rows_by_group, tokens=body.tokens, assignments=body.assignments)
 
 
-async def _store_batch(request: Request, info: CampaignInfo, batch: Batch) -> Any:
-    fut = request.app.state.ingestor.submit(info, batch)
+async def _store_batch(app: Any, info: CampaignInfo, batch: Batch) -> Any:
+    fut = app.state.ingestor.submit(info, batch)
     try:
         return await asyncio.wait_for(asyncio.wrap_future(fut), STORE_TIMEOUT)
     except Exception as exc:  # the transaction failed: nothing of this request was stored
@@ -288,13 +291,11 @@ def assign(request: Request, body: AssignmentRequest, campaign_id: str = Campaig
     return _store(request).assign(campaign_id, body.count)
 
 
-@reports_router.post("/{campaign_id}/reports", status_code=201,
-                     responses={200: {"description": "already stored: the original receipt"}})
-async def submit_report(request: Request, body: ReportIn, campaign_id: str = CampaignId) -> Any:
-    """Store one participant's report; a resend with the same ``report_id`` returns the same receipt."""
-    store = _store(request)
+async def handle_report(app: Any, campaign_id: str, body: ReportIn) -> tuple[int, dict[str, Any]]:
+    """One report: validate, store (group commit), and the receipt with its status code."""
+    store: Store = app.state.store
     info = store.campaign(campaign_id)
-    out = await _store_batch(request, info, _single_batch(store, info, body))
+    out = await _store_batch(app, info, _single_batch(store, info, body))
     status = int(out.status[0])
     if status == CLOSED:
         raise ApiError(409, "the campaign is not accepting reports")
@@ -303,25 +304,98 @@ async def submit_report(request: Request, body: ReportIn, campaign_id: str = Cam
     if status == BAD_ASSIGNMENT:
         raise ApiError(403, "the assignment is unknown, already used or for another group", "assignment")
     receipt = {"campaign_id": campaign_id, "report_id": body.report_id.lower(), "received": iso(int(out.received[0]))}
-    return JSONResponse(receipt, status_code=201 if status == NEW else 200)
+    return (201 if status == NEW else 200), receipt
 
 
-@reports_router.post("/{campaign_id}/reports/batch")
-async def submit_batch(request: Request, body: BatchIn, campaign_id: str = CampaignId) -> dict[str, Any]:
-    """Store many participants' reports relayed by a gateway (column-wise, see the docs)."""
-    store = _store(request)
+async def handle_batch(app: Any, campaign_id: str, body: BatchIn) -> tuple[int, dict[str, Any]]:
+    """A gateway's batch: validate all, store (nothing if any is malformed), per-batch totals."""
+    store: Store = app.state.store
     info = store.campaign(campaign_id)
     batch = _batch(store, info, body)
-    out = await _store_batch(request, info, batch)
+    out = await _store_batch(app, info, batch)
     if (out.status == CLOSED).all():
         raise ApiError(409, "the campaign is not accepting reports")
     messages = {BAD_TOKEN: ("tokens", "unknown or already used"),
                 BAD_ASSIGNMENT: ("assignments", "unknown, already used or for another group")}
     rejected = [{"index": int(i), "field": messages[int(out.status[i])][0], "message": messages[int(out.status[i])][1]}
                 for i in np.flatnonzero((out.status == BAD_TOKEN) | (out.status == BAD_ASSIGNMENT))]
-    return {"campaign_id": campaign_id, "n": len(batch), "new": int((out.status == NEW).sum()),
-            "duplicates": int((out.status == 1).sum()), "rejected": rejected,
-            "received": iso(int(out.received.max()))}
+    return 200, {"campaign_id": campaign_id, "n": len(batch), "new": int((out.status == NEW).sum()),
+                 "duplicates": int((out.status == DUPLICATE).sum()), "rejected": rejected,
+                 "received": iso(int(out.received.max()))}
+
+
+@reports_router.post("/{campaign_id}/reports", status_code=201,
+                     responses={200: {"description": "already stored: the original receipt"}})
+async def submit_report(request: Request, body: ReportIn, campaign_id: str = CampaignId) -> Any:
+    """Store one participant's report; a resend with the same ``report_id`` returns the same receipt.
+
+    (Served by :class:`ReportFastPath`; this route documents it in the OpenAPI schema.)
+    """
+    status, receipt = await handle_report(request.app, campaign_id, body)
+    return JSONResponse(receipt, status_code=status)
+
+
+@reports_router.post("/{campaign_id}/reports/batch")
+async def submit_batch(request: Request, body: BatchIn, campaign_id: str = CampaignId) -> dict[str, Any]:
+    """Store many participants' reports relayed by a gateway (column-wise, see the docs)."""
+    return (await handle_batch(request.app, campaign_id, body))[1]
+
+
+_REPORT_PATH = re.compile(r"^/campaigns/([0-9a-f]{16})/reports(/batch)?$")
+
+
+class ReportFastPath:
+    """Serve ``POST /campaigns/{id}/reports[/batch]`` without the framework's routing and dependency
+    machinery (the hot path of the service). Same models, same handlers, same error bodies as the
+    documented routes; everything else goes to the application."""
+
+    def __init__(self, app: ASGIApp, fastapi_app: FastAPI) -> None:
+        self.app = app
+        self.fastapi_app = fastapi_app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        match = _REPORT_PATH.match(scope.get("path", "")) if scope["type"] == "http" else None
+        if match is None or scope["method"] != "POST":
+            await self.app(scope, receive, send)
+            return
+        batch = match.group(2) is not None
+        limit = MAX_BATCH_BODY if batch else MAX_BODY
+        chunks: list[bytes] = []
+        size = 0
+        more = True
+        while more:
+            msg = await receive()
+            if msg["type"] != "http.request":
+                return
+            chunk = msg.get("body", b"")
+            size += len(chunk)
+            if size > limit:
+                await _error(413, f"the request body exceeds the limit of {limit} bytes")(scope, receive, send)
+                return
+            chunks.append(chunk)
+            more = msg.get("more_body", False)
+        try:
+            model = (BatchIn if batch else ReportIn).model_validate_json(b"".join(chunks))
+            handler = handle_batch if batch else handle_report
+            status, body = await handler(self.fastapi_app, match.group(1), model)  # type: ignore[arg-type]
+            response: Response = JSONResponse(body, status_code=status)
+        except ValidationError as exc:
+            response = _validation_error(exc.errors(include_input=False))
+        except ApiError as exc:
+            response = _error(exc.status, exc.message, exc.field, exc.headers)
+        except NotFound as exc:
+            response = _error(404, str(exc))
+        except Exception as exc:
+            log.error("internal error on a report request: %s", type(exc).__name__)
+            response = _error(500, "internal error")
+        await response(scope, receive, send)
+
+
+def _validation_error(errors: Sequence[Any]) -> JSONResponse:
+    first = errors[0] if errors else {"loc": ("body",), "msg": "invalid request"}
+    loc = [str(p) for p in first.get("loc", ()) if p not in ("body", "query", "path")]
+    # pydantic's messages never include the input; the input itself is deliberately not returned
+    return _error(422, str(first.get("msg", "invalid value")), ".".join(loc) or "body")
 
 
 @releases_router.post("/{campaign_id}/releases", status_code=201, dependencies=[Depends(require_admin)])
@@ -354,14 +428,14 @@ def _release_response(request: Request, campaign_id: str, release_id: str | None
 
 @releases_router.get("/{campaign_id}/releases/latest")
 def latest_release(request: Request, campaign_id: str = CampaignId,
-                   format: str = Query("json", pattern="^(json|csv)$")) -> Any:  # noqa: A002
+                   format: str = Query("json", pattern="^(json|csv)$")) -> Any:
     """The newest release, as JSON or CSV."""
     return _release_response(request, campaign_id, None, format)
 
 
 @releases_router.get("/{campaign_id}/releases/{release_id}")
 def get_release(request: Request, campaign_id: str = CampaignId, release_id: str = ReleaseId,
-                format: str = Query("json", pattern="^(json|csv)$")) -> Any:  # noqa: A002
+                format: str = Query("json", pattern="^(json|csv)$")) -> Any:
     """One release, as JSON or CSV."""
     return _release_response(request, campaign_id, release_id, format)
 
@@ -414,12 +488,7 @@ def create_app(db: str, *, admin_token: str | None = None, migrate: bool = True)
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
-        errors = exc.errors()
-        first = errors[0] if errors else {"loc": ("body",), "msg": "invalid request"}
-        loc = [str(p) for p in first.get("loc", ()) if p not in ("body", "query", "path")]
-        field = ".".join(loc) or "body"
-        # pydantic's messages never include the input; the input itself is deliberately not returned
-        return _error(422, str(first.get("msg", "invalid value")), field)
+        return _validation_error(exc.errors())
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
@@ -447,6 +516,7 @@ def create_app(db: str, *, admin_token: str | None = None, migrate: bool = True)
         return _error(500, "internal error")
 
     app.add_middleware(BodyLimit)
+    app.add_middleware(ReportFastPath, fastapi_app=app)
     return app
 
 

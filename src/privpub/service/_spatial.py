@@ -37,7 +37,15 @@ from privpub.errors import PrivpubError
 from privpub.ldp import OUE, norm_sub
 from privpub.service._kinds import Group, Kind, ReleaseInput, SpecError
 from privpub.spatial import kdg_intervals, ug_granularity
-from privpub.spatial._kernels import ci_combine, grid_edges, kd_partition, kdg_height, merge_sparse, mtr_split, oue_v1
+from privpub.spatial._kernels import (
+    ci_combine,
+    grid_edges,
+    kd_partition,
+    kdg_height,
+    merge_sparse,
+    mtr_split,
+    oue_v1,
+)
 
 __all__ = ["SpatialKind"]
 

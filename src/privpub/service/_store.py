@@ -284,13 +284,7 @@ class Store:
             self._consume(conn, assignments, c, batch.assignments or [""] * n, status, BAD_ASSIGNMENT,
                           assignments.c.group_id, batch.groups)
         todo = np.flatnonzero(status == NEW)
-        inserted: set[bytes] = set()
-        for s in range(0, todo.size, _CHUNK):
-            part = todo[s:s + _CHUNK]
-            stmt = _insert(conn, reports).on_conflict_do_nothing().returning(reports.c.report_id)
-            res = conn.execute(stmt, [{"campaign_id": c, "report_id": ids_b[i], "group_id": int(batch.groups[i]),
-                                       "payload": batch.payloads[i], "received": bucket} for i in part])
-            inserted.update(bytes(r[0]) for r in res)
+        inserted = self._append(conn, c, ids_b, batch, todo, bucket)
         lost = [i for i in todo if ids_b[i] not in inserted]  # raced with another writer: stored once there
         if lost:
             existing = self._existing(conn, c, [ids_b[i] for i in lost])
@@ -317,6 +311,41 @@ class Store:
         dup_of_new = repeat & (status[first[inverse]] != NEW) & (status[first[inverse]] != DUPLICATE)
         status[dup_of_new] = status[first[inverse]][dup_of_new]
         return Outcome(status, received)
+
+    @staticmethod
+    def _append(conn: Connection, cid: str, ids_b: list[bytes], batch: Batch, todo: NDArray[np.int64],
+                bucket: int) -> set[bytes]:
+        """Insert the rows ``todo``; returns the ids actually inserted (a concurrent writer may have won).
+
+        PostgreSQL: binary COPY into a temporary table, then one ``INSERT ... SELECT ... ON CONFLICT
+        DO NOTHING RETURNING``. SQLite: the transaction holds the database's write lock, so the rows
+        not already stored are inserted with one ``executemany``.
+        """
+        if todo.size == 0:
+            return set()
+        if conn.dialect.name == "postgresql":
+            raw = conn.connection.driver_connection
+            with raw.cursor() as cur:  # type: ignore[union-attr]
+                cur.execute("CREATE TEMP TABLE IF NOT EXISTS privpub_incoming (report_id bytea, group_id int4, "
+                            "payload bytea) ON COMMIT DELETE ROWS")
+                with cur.copy("COPY privpub_incoming (report_id, group_id, payload) FROM STDIN (FORMAT BINARY)") as cp:
+                    cp.set_types(["bytea", "int4", "bytea"])
+                    groups = batch.groups
+                    for i in todo.tolist():
+                        cp.write_row((ids_b[i], int(groups[i]), batch.payloads[i]))
+                cur.execute("INSERT INTO reports (campaign_id, report_id, group_id, payload, received) "
+                            "SELECT %s, report_id, group_id, payload, %s FROM privpub_incoming "
+                            "ON CONFLICT DO NOTHING RETURNING report_id", (cid, bucket))
+                got = {bytes(r[0]) for r in cur.fetchall()}
+                cur.execute("TRUNCATE privpub_incoming")
+            return got
+        wanted = [ids_b[i] for i in todo.tolist()]
+        have = Store._existing(conn, cid, wanted)
+        rows = [(cid, ids_b[i], int(batch.groups[i]), batch.payloads[i], bucket) for i in todo.tolist()
+                if ids_b[i] not in have]
+        conn.exec_driver_sql("INSERT INTO reports (campaign_id, report_id, group_id, payload, received) "
+                             "VALUES (?, ?, ?, ?, ?)", rows)
+        return {r[1] for r in rows}
 
     @staticmethod
     def _existing(conn: Connection, cid: str, ids: list[bytes]) -> dict[bytes, int]:
