@@ -36,7 +36,7 @@ def _need_extra() -> None:
         import fastapi  # noqa: F401
         import sqlalchemy  # noqa: F401
     except ImportError as exc:
-        raise ParameterError(f"the service needs the privpub[service] extra: pip install 'privpub[service]' ({exc})")
+        raise ParameterError(f"the service needs the privpub[service] extra: pip install 'privpub[service]' ({exc})") from None
 
 
 @handle_errors

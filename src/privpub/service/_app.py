@@ -108,9 +108,10 @@ class BodyLimit:
 
 
 _bearer = HTTPBearer(auto_error=False, description="the admin token (PRIVPUB_ADMIN_TOKEN)")
+_BEARER = Depends(_bearer)
 
 
-def require_admin(request: Request, cred: HTTPAuthorizationCredentials | None = Depends(_bearer)) -> None:
+def require_admin(request: Request, cred: HTTPAuthorizationCredentials | None = _BEARER) -> None:
     """Admin endpoints: ``Authorization: Bearer <PRIVPUB_ADMIN_TOKEN>``, compared in constant time."""
     expected: str | None = request.app.state.admin_token
     if not expected:
