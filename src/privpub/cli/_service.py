@@ -91,7 +91,9 @@ def _client(url: str | None) -> tuple[Any, str]:
     base = (url or "http://127.0.0.1:8000").rstrip("/")
     token = os.environ.get("PRIVPUB_ADMIN_TOKEN")
     headers = {"Authorization": f"Bearer {token}"} if token else {}
-    return httpx.Client(base_url=base, headers=headers, timeout=600.0), base
+    # a service that is still starting: retry the connection for about 15 seconds
+    transport = httpx.HTTPTransport(retries=6)
+    return httpx.Client(base_url=base, headers=headers, timeout=600.0, transport=transport), base
 
 
 def _check(resp: Any) -> Any:
