@@ -79,6 +79,14 @@ def iso(ts: int | None) -> str | None:
     return None if ts is None else datetime.fromtimestamp(int(ts), UTC).isoformat().replace("+00:00", "Z")
 
 
+def _epoch(value: Any) -> int | None:
+    """Unix seconds of an ISO 8601 time (a time without a zone is UTC)."""
+    if value is None:
+        return None
+    dt = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+    return int((dt if dt.tzinfo is not None else dt.replace(tzinfo=UTC)).timestamp())
+
+
 def token_hash(token: str) -> bytes:
     return hashlib.sha256(token.encode("utf-8")).digest()
 
@@ -169,8 +177,7 @@ class Store:
         spec = normalise_spec(dict(body))
         opens = spec.pop("opens_at", None)
         closes = spec.pop("closes_at", None)
-        opens_s = None if opens is None else int(datetime.fromisoformat(str(opens).replace("Z", "+00:00")).timestamp())
-        closes_s = None if closes is None else int(datetime.fromisoformat(str(closes).replace("Z", "+00:00")).timestamp())
+        opens_s, closes_s = _epoch(opens), _epoch(closes)
         if opens_s is not None and closes_s is not None and closes_s <= opens_s:
             raise SpecError("closes_at", "must be after opens_at")
         kind = make_kind(spec)
