@@ -19,9 +19,12 @@ import json
 import os
 import sys
 import tempfile
+import threading
+import time
 from pathlib import Path
 
 import httpx
+import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "service"))
@@ -29,6 +32,46 @@ sys.path.insert(0, str(ROOT / "tests" / "service"))
 from loadgen import make_reports, run_load  # noqa: E402
 from service_helpers import ADMIN_TOKEN, Server, create, fresh_database  # noqa: E402
 from test_load import D, check_exactly_once  # noqa: E402
+
+KILLS: list[dict[str, float]] = []
+
+
+def _killer(server: Server, db: str, cid: str, thresholds: list[int]) -> None:
+    """SIGKILL the server when the stored count passes each threshold; restart it on the same port."""
+    from privpub.service import Store, make_engine
+
+    engine = make_engine(db, pool_size=1)
+    try:
+        for limit in thresholds:
+            while True:
+                with engine.connect() as conn:
+                    stored = Store._sums(conn, cid)[0].get(0, 0)
+                if stored >= limit:
+                    break
+                time.sleep(0.2)
+            server.kill()
+            t0 = time.monotonic()
+            time.sleep(1.0)
+            server.start()
+            KILLS.append({"at_stored": stored, "down_seconds": round(time.monotonic() - t0, 2)})
+    finally:
+        engine.dispose()
+
+
+def server_cpu_seconds(pgid: int) -> float:
+    """User + system CPU seconds of every live process in the server's process group (Linux /proc)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[2]) == pgid:  # field 5 of stat: the process group
+            total += (int(fields[11]) + int(fields[12])) / tick
+    return total
 
 
 def main() -> None:
@@ -42,6 +85,9 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=10_000)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--max-seconds", type=float, default=1500.0)
+    parser.add_argument("--kill", action="store_true",
+                        help="SIGKILL the server (all workers) when half the single reports are stored, restart "
+                             "it on the same port after 1 s, and again half-way through the batches")
     args = parser.parse_args()
     if args.postgres_url:
         os.environ["PRIVPUB_TEST_POSTGRES_URL"] = args.postgres_url
@@ -55,19 +101,36 @@ def main() -> None:
                              categories=[str(i) for i in range(D)], min_reports=1)["id"]
             n1, n2 = args.n_single, args.n_batch
             ids, payloads = make_reports(n1 + n2, D, seed=0)
+            killer = None
+            if args.kill:
+                killer = threading.Thread(target=_killer, args=(server, db, cid, [n1 // 2, n1 + n2 // 2]),
+                                          daemon=True)
+                killer.start()
+            assert server.proc is not None
+            pgid = server.proc.pid
+            cpu0, load0 = server_cpu_seconds(pgid), os.getloadavg()[0]
             single = run_load(server.url, cid, ids[:n1], payloads[:n1], mode="single", clients=args.clients,
                               max_seconds=args.max_seconds)
+            cpu1, load1 = server_cpu_seconds(pgid), os.getloadavg()[0]
             print(json.dumps({"backend": args.backend, "workers": args.workers, "endpoint": "single",
                               "clients": args.clients, "reports": int(single.receipted.size),
                               "seconds": round(single.seconds, 2),
-                              "reports_per_s": round(single.receipted.size / single.seconds)}), flush=True)
+                              "reports_per_s": round(single.receipted.size / single.seconds),
+                              "server_cpu_ms_per_1000": None if args.kill else round(1e6 * (cpu1 - cpu0) / max(1, single.receipted.size), 1),
+                              "load_average": [round(load0, 1), round(load1, 1)]}), flush=True)
             batch = run_load(server.url, cid, ids[n1:], payloads[n1:], mode="batch", clients=args.batch_clients,
                              batch_size=args.batch_size, max_seconds=args.max_seconds)
+            cpu2, load2 = server_cpu_seconds(pgid), os.getloadavg()[0]
             print(json.dumps({"backend": args.backend, "workers": args.workers, "endpoint": "batch",
                               "clients": args.batch_clients, "batch_size": args.batch_size,
                               "reports": int(batch.receipted.size), "seconds": round(batch.seconds, 2),
-                              "reports_per_s": round(batch.receipted.size / batch.seconds)}), flush=True)
-            receipted = __import__("numpy").concatenate([single.receipted, batch.receipted + n1])
+                              "reports_per_s": round(batch.receipted.size / batch.seconds),
+                              "server_cpu_ms_per_1000": None if args.kill else round(1e6 * (cpu2 - cpu1) / max(1, batch.receipted.size), 1),
+                              "load_average": [round(load1, 1), round(load2, 1)]}), flush=True)
+            if killer is not None:
+                killer.join(60)
+                print(json.dumps({"kills": KILLS, "retries": single.retries + batch.retries}), flush=True)
+            receipted = np.concatenate([single.receipted, batch.receipted + n1])
             check_exactly_once(db, cid, ids, payloads, receipted)
             print(json.dumps({"check": "exactly once", "stored": int(receipted.size), "lost": 0,
                               "counted_twice": 0, "unfinished": single.unfinished + batch.unfinished}), flush=True)

@@ -333,6 +333,7 @@ class Store:
         if conn.dialect.name == "postgresql":
             raw = conn.connection.driver_connection
             with raw.cursor() as cur:  # type: ignore[union-attr]
+                # one temporary table per connection (created in a transaction: a rollback drops it too)
                 cur.execute("CREATE TEMP TABLE IF NOT EXISTS privpub_incoming (report_id bytea, group_id int4, "
                             "payload bytea) ON COMMIT DELETE ROWS")
                 with cur.copy("COPY privpub_incoming (report_id, group_id, payload) FROM STDIN (FORMAT BINARY)") as cp:
@@ -343,9 +344,7 @@ class Store:
                 cur.execute("INSERT INTO reports (campaign_id, report_id, group_id, payload, received) "
                             "SELECT %s, report_id, group_id, payload, %s FROM privpub_incoming "
                             "ON CONFLICT DO NOTHING RETURNING report_id", (cid, bucket))
-                got = {bytes(r[0]) for r in cur.fetchall()}
-                cur.execute("TRUNCATE privpub_incoming")
-            return got
+                return {bytes(r[0]) for r in cur.fetchall()}  # the temporary rows go at commit
         wanted = [ids_b[i] for i in todo.tolist()]
         have = Store._existing(conn, cid, wanted)
         rows = [(cid, ids_b[i], int(batch.groups[i]), batch.payloads[i], bucket) for i in todo.tolist()
