@@ -63,10 +63,14 @@ def test_cli_campaign_lifecycle(server, tmp_path, monkeypatch) -> None:
     sim = runner.invoke(app, ["participate", "--url", server.url, "--campaign", cid, "--simulate", "60"])
     assert sim.exit_code == 0 and json.loads(sim.output) == {"participants": 60, "new": 60, "duplicates": 0,
                                                             "rejected": 0}
+    csv = tmp_path / "values.csv"
+    csv.write_text("value\nx\ny\nz\nz\n")
+    from_file = runner.invoke(app, ["participate", "--url", server.url, "--campaign", cid, "--values", str(csv)])
+    assert from_file.exit_code == 0 and json.loads(from_file.output)["new"] == 4
     one = runner.invoke(app, ["participate", "--url", server.url, "--campaign", cid, "--value", "y"])
     assert one.exit_code == 0 and len(json.loads(one.output)["report_id"]) == 32
     rel = runner.invoke(app, ["campaign", "release", cid, "--url", server.url])
-    assert rel.exit_code == 0 and json.loads(rel.output)["n_reports"] == 61
+    assert rel.exit_code == 0 and json.loads(rel.output)["n_reports"] == 65
     status = runner.invoke(app, ["campaign", "status", cid, "--url", server.url])
     assert json.loads(status.output)["n_releases"] == 1
     bad = runner.invoke(app, ["participate", "--url", server.url, "--campaign", cid, "--value", "nope"])
