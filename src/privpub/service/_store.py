@@ -291,6 +291,7 @@ class Store:
             self._consume(conn, assignments, c, batch.assignments or [""] * n, status, BAD_ASSIGNMENT,
                           assignments.c.group_id, batch.groups)
         todo = np.flatnonzero(status == NEW)
+        todo = todo[np.argsort(view[todo], kind="stable")]  # append in random-id order, not arrival order
         inserted = self._append(conn, c, ids_b, batch, todo, bucket)
         lost = [i for i in todo if ids_b[i] not in inserted]  # raced with another writer: stored once there
         if lost:

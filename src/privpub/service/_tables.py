@@ -57,7 +57,8 @@ campaign_groups = sa.Table(
 )
 
 # append-only (database triggers refuse UPDATE and DELETE); primary key on the random report id
-# (no foreign key on this hot table: the service checks the campaign before appending)
+# (no foreign key on this hot table: the service checks the campaign before appending; no
+# sequence or rowid either, so the stored order does not reveal the order of arrival)
 reports = sa.Table(
     "reports", metadata,
     sa.Column("campaign_id", sa.String(32), primary_key=True),
@@ -65,6 +66,7 @@ reports = sa.Table(
     sa.Column("group_id", sa.Integer, nullable=False),
     sa.Column("payload", sa.LargeBinary, nullable=False),
     sa.Column("received", sa.BigInteger, nullable=False),
+    sqlite_with_rowid=False,  # SQLite: rows live in primary-key (random id) order, no arrival-order rowid
 )
 
 # running sums of the reports, sharded to spread row locks; updated in the reports' transaction

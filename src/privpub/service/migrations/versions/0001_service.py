@@ -52,6 +52,7 @@ def upgrade() -> None:
         sa.Column("group_id", sa.Integer, nullable=False),
         sa.Column("payload", sa.LargeBinary, nullable=False),
         sa.Column("received", sa.BigInteger, nullable=False),
+        sqlite_with_rowid=False,
     )
     op.create_table(
         "aggregates",
