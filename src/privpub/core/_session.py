@@ -305,7 +305,7 @@ class Session:
         """
         text = os.fspath(path)
         if "://" in text:
-            from privpub.service import database_session_store  # type: ignore[attr-defined]
+            from privpub.service import database_session_store
 
             return cls(total_epsilon, store=database_session_store(text, total_epsilon=total_epsilon))
         return cls(total_epsilon, store=FileSessionStore(text, total_epsilon))

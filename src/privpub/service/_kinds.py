@@ -321,8 +321,9 @@ class SynthKind(Kind):
         rel = LDPBayesSynthesizer(degree=int(self.spec["degree"]), method=self.spec["estimator"]).fit_reports(
             bits, schema=self.schema, flip_prob=self.flip_prob)
         records = rel.sample(n_rows, rng=seed)
-        marginals = {a.name: records[a.name].value_counts(normalize=True).reindex(list(a.categories), fill_value=0.0)
-                     .astype(float).to_dict() for a in self.schema.attributes}
+        marginals = {a.name: records[a.name].value_counts(normalize=True)
+                     .reindex(list(getattr(a, "categories", ())), fill_value=0.0).astype(float).to_dict()
+                     for a in self.schema.attributes}  # every attribute of a synth campaign is categorical
         result = {"network": [{"attribute": c, "parents": list(p)} for c, p in rel.network],
                   "records": records.to_dict(orient="records"), "marginals": marginals}
         params = {"degree": int(self.spec["degree"]), "estimator": self.spec["estimator"], "flip_prob": self.flip_prob,

@@ -175,8 +175,8 @@ class SpatialKind(Kind):
         v1 = oue_v1(self.epsilon)
         theta = float(self.spec["kappa"]) * n_plan * math.sqrt(v1 / self.planned_level_quota(h))
         x0, y0, x1, y1 = self.bounds
-        arrs = [np.asarray(pub[k], dtype=np.float64) for k in ("x0", "x1", "y0", "y1")]
-        _, cx0, cx1, cy0, cy1, par = mtr_split(*arrs, y, theta, x1 - x0, y1 - y0)
+        lx0, lx1, ly0, ly1 = (np.asarray(pub[k], dtype=np.float64) for k in ("x0", "x1", "y0", "y1"))
+        _, cx0, cx1, cy0, cy1, par = mtr_split(lx0, lx1, ly0, ly1, y, theta, x1 - x0, y1 - y0)
         public = {"type": "leaves", "level": level + 1, "h": h, "x0": cx0.tolist(), "x1": cx1.tolist(),
                   "y0": cy0.tolist(), "y1": cy1.tolist(), "parent": par.tolist(), "theta": theta}
         quota = None if level + 1 >= h else self.planned_level_quota(h)

@@ -11,7 +11,7 @@ config = context.config
 
 
 def run_migrations_online() -> None:
-    engine = make_engine(config.get_main_option("sqlalchemy.url"), pool_size=1)
+    engine = make_engine(config.get_main_option("sqlalchemy.url") or "", pool_size=1)
     with engine.connect() as raw:
         conn = raw.execution_options(privpub_write=True)
         context.configure(connection=conn, target_metadata=metadata, render_as_batch=conn.dialect.name == "sqlite")
