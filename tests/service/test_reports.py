@@ -131,3 +131,31 @@ def test_enrollment_tokens_count_each_participant_once(server, admin) -> None:
     out = httpx.post(f"{server.url}/campaigns/{c['id']}/reports/batch", json=body).json()
     assert out["new"] == 2 and [r["index"] for r in out["rejected"]] == [1, 3]
     assert _status(admin, c["id"])["n_reports"] == 3
+
+
+def test_no_ip_device_id_or_exact_time_is_stored(server, admin, db_url, campaign) -> None:
+    import sqlalchemy as sa
+
+    from privpub.service import make_engine
+    from privpub.service._tables import metadata
+
+    cid = campaign["id"]
+    marker_ip = "203.0.113.77"
+    for _ in range(3):
+        resp = httpx.post(f"{server.url}/campaigns/{cid}/reports", json=_report(),
+                          headers={"X-Forwarded-For": marker_ip, "X-Real-IP": marker_ip,
+                                   "User-Agent": "device-CANARY-42"})
+        assert resp.status_code == 201
+    engine = make_engine(db_url, pool_size=1)
+    try:
+        with engine.connect() as conn:
+            dump = ""
+            for table in metadata.sorted_tables:
+                dump += repr(conn.execute(sa.select(table)).all())
+            received = conn.execute(sa.text("SELECT received FROM reports WHERE campaign_id = :c"),
+                                    {"c": cid}).scalars().all()
+    finally:
+        engine.dispose()
+    assert marker_ip not in dump and "CANARY" not in dump
+    assert received and all(r % campaign["time_precision"] == 0 for r in received)
+    assert marker_ip not in server.log() and "device-CANARY" not in server.log()
