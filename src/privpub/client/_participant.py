@@ -12,7 +12,6 @@ so the server stores it once; a value is never randomised twice (that would leak
 from __future__ import annotations
 
 import json
-import random
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -82,7 +81,7 @@ class _Http:
         self.backoff = float(backoff)
         self.max_backoff = float(max_backoff)
         self.sleep = sleep
-        self._jitter = random.Random()  # back-off jitter only; no privacy role
+        self._jitter = np.random.default_rng()  # back-off jitter only; no privacy role
 
     def request(self, method: str, path: str, *, json_body: Any = None) -> httpx.Response:
         delay = self.backoff

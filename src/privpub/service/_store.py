@@ -350,6 +350,8 @@ class Store:
         have = Store._existing(conn, cid, wanted)
         rows = [(cid, ids_b[i], int(batch.groups[i]), batch.payloads[i], bucket) for i in todo.tolist()
                 if ids_b[i] not in have]
+        if not rows:  # every report was already stored
+            return set()
         conn.exec_driver_sql("INSERT INTO reports (campaign_id, report_id, group_id, payload, received) "
                              "VALUES (?, ?, ?, ?, ?)", rows)
         return {r[1] for r in rows}
