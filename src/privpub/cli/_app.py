@@ -51,6 +51,7 @@ _PART_MODULES = (
     "privpub.cli._audit",
     "privpub.cli._budget",
     "privpub.cli._report",
+    "privpub.cli._service",
 )
 
 for _name in _PART_MODULES:

@@ -1,0 +1,43 @@
+"""The participant side of a privpub collection service (``privpub serve``).
+
+A device perturbs its own value under epsilon-LDP with the library's client code and sends only
+the report; see :class:`Participant` (one device) and :class:`Gateway` (a relay or simulator
+that perturbs and uploads many participants' values in batches).
+
+Examples
+--------
+>>> from privpub.client import Participant
+>>> Participant("http://127.0.0.1:8000", "c0ffee").campaign_id
+'c0ffee'
+"""
+
+from __future__ import annotations
+
+from privpub.client._codec import b64encode, decode_payloads, encode_payloads, new_report_ids, payload_width
+from privpub.client._participant import (
+    BatchResult,
+    Gateway,
+    OfflineError,
+    Participant,
+    Receipt,
+    SubmissionError,
+)
+from privpub.client._perturb import cell_domain_size, frequency_oracle, locate_cells, perturb_values
+
+__all__ = [
+    "BatchResult",
+    "Gateway",
+    "OfflineError",
+    "Participant",
+    "Receipt",
+    "SubmissionError",
+    "b64encode",
+    "cell_domain_size",
+    "decode_payloads",
+    "encode_payloads",
+    "frequency_oracle",
+    "locate_cells",
+    "new_report_ids",
+    "payload_width",
+    "perturb_values",
+]

@@ -1,0 +1,30 @@
+"""The privpub collection service: devices perturb locally, an untrusted server collects,
+aggregates and publishes (papers 000 and 002 as deployed systems).
+
+``privpub serve --db campaigns.db`` runs it (FastAPI under uvicorn, SQLAlchemy storage on SQLite
+or PostgreSQL, Alembic migrations); :mod:`privpub.client` is the participant side. See
+``docs/service.md`` for the API, deployment and threat model.
+
+This package needs the ``privpub[service]`` extra.
+"""
+
+from __future__ import annotations
+
+from privpub.service._app import ROUTERS, create_app, create_app_from_env
+from privpub.service._db import database_url, head_revision, make_engine, upgrade
+from privpub.service._sessions import DatabaseSessionStore, database_session_store
+from privpub.service._store import Store, load_reports
+
+__all__ = [
+    "DatabaseSessionStore",
+    "ROUTERS",
+    "Store",
+    "create_app",
+    "create_app_from_env",
+    "database_session_store",
+    "database_url",
+    "head_revision",
+    "load_reports",
+    "make_engine",
+    "upgrade",
+]

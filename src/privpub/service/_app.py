@@ -1,0 +1,531 @@
+"""The HTTP application (FastAPI): campaigns, reports, assignments, releases, dashboard, health.
+
+Resources are routers listed in :data:`ROUTERS`; another resource (e.g. streams) adds its router
+there and its tables in its own migration. Error bodies are ``{"error": {"field": ..., "message":
+...}}`` and never echo a report's content or a participant's value; the access log is off (it
+would hold IP addresses) and the service logs only method, path template and status.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import csv
+import hashlib
+import hmac
+import io
+import logging
+import os
+import re
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+from fastapi import APIRouter, Depends, FastAPI, Path, Query, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, Response
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from pydantic import ValidationError
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+import privpub
+from privpub.client._codec import b64decode
+from privpub.service._db import make_engine, upgrade
+from privpub.service._kinds import ReportError, SpecError
+from privpub.service._specs import AssignmentRequest, BatchIn, CampaignIn, ReportIn, TokenRequest
+from privpub.service._store import (
+    BAD_ASSIGNMENT,
+    BAD_TOKEN,
+    CLOSED,
+    DUPLICATE,
+    NEW,
+    Batch,
+    CampaignInfo,
+    Conflict,
+    Ingestor,
+    NotFound,
+    Store,
+    Unavailable,
+    iso,
+)
+
+__all__ = ["ROUTERS", "create_app", "create_app_from_env"]
+
+log = logging.getLogger("privpub.service")
+
+#: request body limits (bytes): the batch endpoint, everything else
+MAX_BATCH_BODY = 32 * 1024 * 1024
+MAX_BODY = 256 * 1024
+MAX_BATCH_REPORTS = 50_000
+#: how long a report request waits for its transaction
+STORE_TIMEOUT = 120.0
+
+CampaignId = Path(pattern=r"^[0-9a-f]{16}$", description="the campaign's id")
+ReleaseId = Path(pattern=r"^[0-9a-f]{16}$", description="the release's id")
+
+
+class ApiError(Exception):
+    def __init__(self, status: int, message: str, field: str | None = None,
+                 headers: dict[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.status, self.message, self.field, self.headers = status, message, field, headers
+
+
+def _error(status: int, message: str, field: str | None = None, headers: dict[str, str] | None = None) -> JSONResponse:
+    body: dict[str, Any] = {"message": message}
+    if field is not None:
+        body["field"] = field
+    return JSONResponse({"error": body}, status_code=status, headers=headers)
+
+
+class BodyLimit:
+    """Refuse request bodies above the limit with 413, before they are read into memory."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        limit = MAX_BATCH_BODY if scope["path"].endswith("/reports/batch") else MAX_BODY
+        length = dict(scope["headers"]).get(b"content-length")
+        if length is not None and (not length.isdigit() or int(length) > limit):
+            await _error(413, f"the request body exceeds the limit of {limit} bytes")(scope, receive, send)
+            return
+        seen = 0
+
+        async def limited() -> Message:
+            nonlocal seen
+            msg = await receive()
+            if msg["type"] == "http.request":
+                seen += len(msg.get("body", b""))
+                if seen > limit:
+                    raise ApiError(413, f"the request body exceeds the limit of {limit} bytes")
+            return msg
+
+        await self.app(scope, limited, send)
+
+
+_bearer = HTTPBearer(auto_error=False, description="the admin token (PRIVPUB_ADMIN_TOKEN)")
+_BEARER = Depends(_bearer)
+
+
+def require_admin(request: Request, cred: HTTPAuthorizationCredentials | None = _BEARER) -> None:
+    """Admin endpoints: ``Authorization: Bearer <PRIVPUB_ADMIN_TOKEN>``, compared in constant time."""
+    expected: str | None = request.app.state.admin_token
+    if not expected:
+        raise ApiError(403, "no admin token is configured on this server (set PRIVPUB_ADMIN_TOKEN)")
+    if cred is None or cred.scheme.lower() != "bearer":
+        raise ApiError(401, "this endpoint needs the admin token: Authorization: Bearer <token>",
+                       headers={"WWW-Authenticate": "Bearer"})
+    given = hashlib.sha256(cred.credentials.encode("utf-8")).digest()
+    if not hmac.compare_digest(given, hashlib.sha256(expected.encode("utf-8")).digest()):
+        raise ApiError(403, "the admin token is not valid")
+
+
+def _store(request: Request) -> Store:
+    return request.app.state.store  # type: ignore[no-any-return]
+
+
+def _campaign(request: Request, campaign_id: str) -> CampaignInfo:
+    return _store(request).campaign(campaign_id)
+
+
+# ---------------------------------------------------------------------------------------------
+# report decoding and validation (nothing is stored unless every report passes)
+# ---------------------------------------------------------------------------------------------
+def _b64(text: str, field: str) -> bytes:
+    try:
+        return b64decode(text)
+    except ValueError:
+        raise ApiError(422, "is not valid base64", field) from None
+
+
+def _single_batch(store: Store, info: CampaignInfo, body: ReportIn) -> Batch:
+    group = store.group(info, body.group)
+    if group is None:
+        raise ApiError(422, f"no group {body.group} in this campaign", "group")
+    if info.kind.assigned and body.assignment is None:
+        raise ApiError(422, "this campaign assigns groups: send the assignment from POST /assignments", "assignment")
+    if info.enrollment and body.token is None:
+        raise ApiError(422, "this campaign needs a one-time enrollment token", "token")
+    payload = _b64(body.report, "report")
+    width = info.kind.width(group)
+    if len(payload) != width:
+        raise ApiError(422, f"must decode to {width} bytes for group {group.group_id}, got {len(payload)}", "report")
+    arr = np.frombuffer(payload, dtype=np.uint8).reshape(1, width)
+    try:
+        info.kind.validate(group, arr)
+    except ReportError as exc:
+        raise ApiError(422, exc.message, exc.field) from None
+    return Batch(ids=np.frombuffer(bytes.fromhex(body.report_id), dtype=np.uint8).reshape(1, 16),
+                 groups=np.array([group.group_id], dtype=np.int64), payloads=[payload],
+                 rows_by_group={group.group_id: arr},
+                 tokens=[body.token] if body.token else None,
+                 assignments=[body.assignment] if body.assignment else None)
+
+
+def _batch(store: Store, info: CampaignInfo, body: BatchIn) -> Batch:
+    ids_raw = _b64(body.report_ids, "report_ids")
+    if len(ids_raw) % 16 or not ids_raw:
+        raise ApiError(422, "must be base64 of n x 16 bytes (n >= 1)", "report_ids")
+    n = len(ids_raw) // 16
+    if n > MAX_BATCH_REPORTS:
+        raise ApiError(413, f"a batch holds at most {MAX_BATCH_REPORTS} reports, got {n}", "report_ids")
+    for name in ("groups", "assignments", "tokens"):
+        val = getattr(body, name)
+        if val is not None and len(val) != n:
+            raise ApiError(422, f"must have one entry per report ({n}), got {len(val)}", name)
+    if info.kind.assigned and body.assignments is None:
+        raise ApiError(422, "this campaign assigns groups: send each report's assignment", "assignments")
+    if info.enrollment and body.tokens is None:
+        raise ApiError(422, "this campaign needs a one-time enrollment token per report", "tokens")
+    groups = np.zeros(n, dtype=np.int64) if body.groups is None else np.asarray(body.groups, dtype=np.int64)
+    known: dict[int, Any] = {}
+    for gid in np.unique(groups).tolist():
+        g = store.group(info, gid)
+        if g is None:
+            raise ApiError(422, f"no group {gid} in this campaign", "groups")
+        known[gid] = g
+    payload = _b64(body.reports, "reports")
+    width_of = {gid: info.kind.width(g) for gid, g in known.items()}
+    widths = np.zeros(n, dtype=np.int64)
+    for gid, w in width_of.items():
+        widths[groups == gid] = w
+    if int(widths.sum()) != len(payload):
+        raise ApiError(422, f"must hold {int(widths.sum())} bytes (the reports' payload widths), got {len(payload)}",
+                       "reports")
+    buf = np.frombuffer(payload, dtype=np.uint8)
+    starts = np.cumsum(widths) - widths
+    rows_by_group = {}
+    for gid, w in width_of.items():
+        rows = np.flatnonzero(groups == gid)
+        arr = buf[(starts[rows][:, None] + np.arange(w)[None, :])]
+        try:
+            info.kind.validate(known[gid], arr)
+        except ReportError as exc:
+            index = int(rows[exc.index]) if exc.index is not None else None
+            raise ApiError(422, exc.message, f"reports[{index}]" if index is not None else "reports") from None
+        rows_by_group[gid] = arr
+    ends = (starts + widths).tolist()
+    payloads = [payload[s:e] for s, e in zip(starts.tolist(), ends)]
+    return Batch(ids=np.frombuffer(ids_raw, dtype=np.uint8).reshape(n, 16), groups=groups, payloads=payloads,
+                 rows_by_group=rows_by_group, tokens=body.tokens, assignments=body.assignments)
+
+
+async def _store_batch(app: Any, info: CampaignInfo, batch: Batch) -> Any:
+    fut = app.state.ingestor.submit(info, batch)
+    try:
+        return await asyncio.wait_for(asyncio.wrap_future(fut), STORE_TIMEOUT)
+    except Exception as exc:  # the transaction failed: nothing of this request was stored
+        log.warning("storing reports failed: %s", type(exc).__name__)
+        raise ApiError(503, "the reports could not be stored; send them again with the same report ids",
+                       headers={"Retry-After": "1"}) from None
+
+
+# ---------------------------------------------------------------------------------------------
+# routers
+# ---------------------------------------------------------------------------------------------
+health_router = APIRouter(tags=["service"])
+campaigns_router = APIRouter(prefix="/campaigns", tags=["campaigns"])
+reports_router = APIRouter(prefix="/campaigns", tags=["participants"])
+releases_router = APIRouter(prefix="/campaigns", tags=["releases"])
+
+
+@health_router.get("/health")
+def health(request: Request) -> dict[str, Any]:
+    """Liveness and database connectivity."""
+    import sqlalchemy as sa
+
+    try:
+        with _store(request).engine.connect() as conn:
+            conn.execute(sa.text("SELECT 1"))
+        db = "ok"
+    except Exception:
+        db = "unavailable"
+    return {"status": "ok" if db == "ok" else "degraded", "database": db, "version": privpub.__version__}
+
+
+@campaigns_router.post("", status_code=201, dependencies=[Depends(require_admin)])
+def create_campaign(request: Request, body: CampaignIn) -> dict[str, Any]:
+    """Create a campaign (admin). Returns its id and public configuration."""
+    info = _store(request).create_campaign(body.model_dump(mode="json"))
+    log.info("campaign %s created (%s)", info.id, info.kind.kind)
+    return info.public_config()
+
+
+@campaigns_router.get("", dependencies=[Depends(require_admin)])
+def list_campaigns(request: Request) -> dict[str, Any]:
+    """Every campaign (admin)."""
+    return {"campaigns": _store(request).list_campaigns()}
+
+
+@campaigns_router.get("/{campaign_id}")
+def campaign_config(request: Request, campaign_id: str = CampaignId) -> dict[str, Any]:
+    """The campaign's public configuration: what a participant's device needs to perturb."""
+    return _campaign(request, campaign_id).public_config()
+
+
+@campaigns_router.get("/{campaign_id}/status")
+def campaign_status(request: Request, campaign_id: str = CampaignId) -> dict[str, Any]:
+    """Counts of reports (per group and per time bucket), open or closed, releases."""
+    return _store(request).status(campaign_id)
+
+
+@campaigns_router.post("/{campaign_id}/close", dependencies=[Depends(require_admin)])
+def close_campaign(request: Request, campaign_id: str = CampaignId) -> dict[str, Any]:
+    """Stop accepting reports (admin)."""
+    _store(request).close(campaign_id)
+    return _store(request).status(campaign_id)
+
+
+@campaigns_router.post("/{campaign_id}/tokens", status_code=201, dependencies=[Depends(require_admin)])
+def create_tokens(request: Request, body: TokenRequest, campaign_id: str = CampaignId) -> dict[str, Any]:
+    """One-time enrollment tokens (admin); shown once, stored only as hashes."""
+    return {"tokens": _store(request).create_tokens(campaign_id, body.count)}
+
+
+@reports_router.post("/{campaign_id}/assignments")
+def assign(request: Request, body: AssignmentRequest, campaign_id: str = CampaignId) -> dict[str, Any]:
+    """Assign arriving participants to the current phase's group (multi-phase campaigns)."""
+    return _store(request).assign(campaign_id, body.count)
+
+
+async def handle_report(app: Any, campaign_id: str, body: ReportIn) -> tuple[int, dict[str, Any]]:
+    """One report: validate, store (group commit), and the receipt with its status code."""
+    store: Store = app.state.store
+    info = store.campaign(campaign_id)
+    out = await _store_batch(app, info, _single_batch(store, info, body))
+    status = int(out.status[0])
+    if status == CLOSED:
+        raise ApiError(409, "the campaign is not accepting reports")
+    if status == BAD_TOKEN:
+        raise ApiError(403, "the enrollment token is unknown or already used", "token")
+    if status == BAD_ASSIGNMENT:
+        raise ApiError(403, "the assignment is unknown, already used or for another group", "assignment")
+    receipt = {"campaign_id": campaign_id, "report_id": body.report_id.lower(), "received": iso(int(out.received[0]))}
+    return (201 if status == NEW else 200), receipt
+
+
+async def handle_batch(app: Any, campaign_id: str, body: BatchIn) -> tuple[int, dict[str, Any]]:
+    """A gateway's batch: validate all, store (nothing if any is malformed), per-batch totals."""
+    store: Store = app.state.store
+    info = store.campaign(campaign_id)
+    batch = _batch(store, info, body)
+    out = await _store_batch(app, info, batch)
+    if (out.status == CLOSED).all():
+        raise ApiError(409, "the campaign is not accepting reports")
+    messages = {BAD_TOKEN: ("tokens", "unknown or already used"),
+                BAD_ASSIGNMENT: ("assignments", "unknown, already used or for another group")}
+    rejected = [{"index": int(i), "field": messages[int(out.status[i])][0], "message": messages[int(out.status[i])][1]}
+                for i in np.flatnonzero((out.status == BAD_TOKEN) | (out.status == BAD_ASSIGNMENT))]
+    return 200, {"campaign_id": campaign_id, "n": len(batch), "new": int((out.status == NEW).sum()),
+                 "duplicates": int((out.status == DUPLICATE).sum()), "rejected": rejected,
+                 "received": iso(int(out.received.max()))}
+
+
+@reports_router.post("/{campaign_id}/reports", status_code=201,
+                     responses={200: {"description": "already stored: the original receipt"}})
+async def submit_report(request: Request, body: ReportIn, campaign_id: str = CampaignId) -> Any:
+    """Store one participant's report; a resend with the same ``report_id`` returns the same receipt.
+
+    (Served by :class:`ReportFastPath`; this route documents it in the OpenAPI schema.)
+    """
+    status, receipt = await handle_report(request.app, campaign_id, body)
+    return JSONResponse(receipt, status_code=status)
+
+
+@reports_router.post("/{campaign_id}/reports/batch")
+async def submit_batch(request: Request, body: BatchIn, campaign_id: str = CampaignId) -> dict[str, Any]:
+    """Store many participants' reports relayed by a gateway (column-wise, see the docs)."""
+    return (await handle_batch(request.app, campaign_id, body))[1]
+
+
+_REPORT_PATH = re.compile(r"^/campaigns/([0-9a-f]{16})/reports(/batch)?$")
+
+
+class ReportFastPath:
+    """Serve ``POST /campaigns/{id}/reports[/batch]`` without the framework's routing and dependency
+    machinery (the hot path of the service). Same models, same handlers, same error bodies as the
+    documented routes; everything else goes to the application."""
+
+    def __init__(self, app: ASGIApp, fastapi_app: FastAPI) -> None:
+        self.app = app
+        self.fastapi_app = fastapi_app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        match = _REPORT_PATH.match(scope.get("path", "")) if scope["type"] == "http" else None
+        if match is None or scope["method"] != "POST":
+            await self.app(scope, receive, send)
+            return
+        batch = match.group(2) is not None
+        limit = MAX_BATCH_BODY if batch else MAX_BODY
+        chunks: list[bytes] = []
+        size = 0
+        more = True
+        while more:
+            msg = await receive()
+            if msg["type"] != "http.request":
+                return
+            chunk = msg.get("body", b"")
+            size += len(chunk)
+            if size > limit:
+                await _error(413, f"the request body exceeds the limit of {limit} bytes")(scope, receive, send)
+                return
+            chunks.append(chunk)
+            more = msg.get("more_body", False)
+        try:
+            model = (BatchIn if batch else ReportIn).model_validate_json(b"".join(chunks))
+            handler = handle_batch if batch else handle_report
+            status, body = await handler(self.fastapi_app, match.group(1), model)  # type: ignore[arg-type]
+            response: Response = JSONResponse(body, status_code=status)
+        except ValidationError as exc:
+            response = _validation_error(exc.errors(include_input=False))
+        except ApiError as exc:
+            response = _error(exc.status, exc.message, exc.field, exc.headers)
+        except NotFound as exc:
+            response = _error(404, str(exc))
+        except Exception as exc:
+            log.error("internal error on a report request: %s", type(exc).__name__)
+            response = _error(500, "internal error")
+        await response(scope, receive, send)
+
+
+def _validation_error(errors: Sequence[Any]) -> JSONResponse:
+    first = errors[0] if errors else {"loc": ("body",), "msg": "invalid request"}
+    loc = [str(p) for p in first.get("loc", ()) if p not in ("body", "query", "path")]
+    # pydantic's messages never include the input; the input itself is deliberately not returned
+    return _error(422, str(first.get("msg", "invalid value")), ".".join(loc) or "body")
+
+
+@releases_router.post("/{campaign_id}/releases", status_code=201, dependencies=[Depends(require_admin)])
+def create_release(request: Request, campaign_id: str = CampaignId) -> dict[str, Any]:
+    """Estimate from the stored reports and store the release immutably (admin); 409 below ``min_reports``."""
+    rel = _store(request).make_release(campaign_id)
+    log.info("campaign %s: release %s from %d reports", campaign_id, rel["id"], rel["n_reports"])
+    return rel
+
+
+@releases_router.get("/{campaign_id}/releases")
+def list_releases(request: Request, campaign_id: str = CampaignId) -> dict[str, Any]:
+    """The campaign's releases (public: releases are published data)."""
+    return {"releases": _store(request).releases(campaign_id)}
+
+
+def _release_response(request: Request, campaign_id: str, release_id: str | None, fmt: str) -> Any:
+    store = _store(request)
+    rel = store.release(campaign_id, release_id)
+    if fmt == "json":
+        return rel
+    header, rows = store.campaign(campaign_id).kind.csv_rows(rel)
+    out = io.StringIO()
+    writer = csv.writer(out)
+    writer.writerow(header)
+    writer.writerows(rows)
+    return Response(out.getvalue(), media_type="text/csv; charset=utf-8",
+                    headers={"Content-Disposition": f'attachment; filename="release-{rel["id"]}.csv"'})
+
+
+@releases_router.get("/{campaign_id}/releases/latest")
+def latest_release(request: Request, campaign_id: str = CampaignId,
+                   format: str = Query("json", pattern="^(json|csv)$")) -> Any:
+    """The newest release, as JSON or CSV."""
+    return _release_response(request, campaign_id, None, format)
+
+
+@releases_router.get("/{campaign_id}/releases/{release_id}")
+def get_release(request: Request, campaign_id: str = CampaignId, release_id: str = ReleaseId,
+                format: str = Query("json", pattern="^(json|csv)$")) -> Any:
+    """One release, as JSON or CSV."""
+    return _release_response(request, campaign_id, release_id, format)
+
+
+def _dashboard_router() -> APIRouter:
+    from privpub.service._dashboard import router
+
+    return router
+
+
+#: the application's resources; a new resource appends its router here
+ROUTERS: list[Callable[[], APIRouter]] = [
+    lambda: health_router, lambda: campaigns_router, lambda: reports_router, lambda: releases_router,
+    _dashboard_router,
+]
+
+
+def create_app(db: str, *, admin_token: str | None = None, migrate: bool = True) -> FastAPI:
+    """The service's ASGI application over the database ``db`` (URL or SQLite path).
+
+    Parameters
+    ----------
+    db : str
+        ``sqlite:///file.db``, a plain SQLite path, or ``postgresql+psycopg://...``.
+    admin_token : str, optional
+        The admin token (default: the environment variable ``PRIVPUB_ADMIN_TOKEN``).
+    migrate : bool
+        Bring the database schema to the newest revision first (Alembic).
+    """
+    if migrate:
+        upgrade(db)
+    engine = make_engine(db)
+    app = FastAPI(title="privpub collection service", version=privpub.__version__, docs_url=None, redoc_url=None,
+                  description="Local-DP collection: devices perturb, an untrusted server collects, aggregates "
+                              "and publishes. See docs/service.md.")
+    app.state.admin_token = admin_token if admin_token is not None else os.environ.get("PRIVPUB_ADMIN_TOKEN") or None
+    app.state.store = Store(engine)
+    app.state.ingestor = Ingestor(app.state.store)
+    for make in ROUTERS:
+        app.include_router(make())
+
+    @app.on_event("shutdown")
+    def _shutdown() -> None:
+        app.state.ingestor.stop()
+        engine.dispose()
+
+    @app.exception_handler(ApiError)
+    async def _api_error(_: Request, exc: ApiError) -> JSONResponse:
+        return _error(exc.status, exc.message, exc.field, exc.headers)
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
+        return _validation_error(exc.errors())
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        return _error(exc.status_code, str(exc.detail), headers=getattr(exc, "headers", None))
+
+    @app.exception_handler(SpecError)
+    async def _spec(_: Request, exc: SpecError) -> JSONResponse:
+        return _error(422, exc.message, exc.field)
+
+    @app.exception_handler(NotFound)
+    async def _nf(_: Request, exc: NotFound) -> JSONResponse:
+        return _error(404, str(exc))
+
+    @app.exception_handler(Conflict)
+    async def _conflict(_: Request, exc: Conflict) -> JSONResponse:
+        return _error(409, str(exc))
+
+    @app.exception_handler(Unavailable)
+    async def _busy(_: Request, exc: Unavailable) -> JSONResponse:
+        return _error(503, str(exc), headers={"Retry-After": f"{exc.retry_after:g}"})
+
+    @app.exception_handler(Exception)
+    async def _internal(request: Request, exc: Exception) -> JSONResponse:
+        log.error("internal error on %s %s: %s", request.method, request.url.path, type(exc).__name__)
+        return _error(500, "internal error")
+
+    app.add_middleware(BodyLimit)
+    app.add_middleware(ReportFastPath, fastapi_app=app)
+    return app
+
+
+def create_app_from_env() -> FastAPI:
+    """Factory for ``uvicorn --factory`` (the ``privpub serve`` workers): reads ``PRIVPUB_DB``."""
+    db = os.environ.get("PRIVPUB_DB")
+    if not db:
+        raise RuntimeError("PRIVPUB_DB is not set")
+    return create_app(db, migrate=False)
+
+

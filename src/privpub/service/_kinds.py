@@ -1,0 +1,359 @@
+"""Campaign kinds: what a campaign's participants report, how the server checks and sums reports,
+and how a release is estimated -- each by calling the library's kernels.
+
+* ``frequency``: one categorical attribute through a :mod:`privpub.ldp` oracle (GRR, OUE, OLH,
+  SUE, or ``auto``: the lowest analytic variance for the domain size and epsilon).
+* ``synth``: paper 000's RAPPOR blocks over a declared schema; the release fits
+  :meth:`privpub.ldp_synth.LDPBayesSynthesizer.fit_reports` and samples synthetic records.
+* ``spatial``: UG (one phase) or KDG-HT's multi-phase protocol (:mod:`privpub.service._spatial`).
+
+A kind never sees a participant's value: only reports (bytes in the public payload layout).
+"""
+
+from __future__ import annotations
+
+import math
+import secrets
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from privpub.client._codec import decode_payloads, payload_width
+from privpub.client._perturb import frequency_oracle
+from privpub.core import Accountant, BudgetLedger, Schema
+from privpub.errors import PrivpubError
+from privpub.ldp import GRR, OLH, OUE, norm_sub
+from privpub.ldp._base import MAX_LOCAL_EPSILON
+from privpub.ldp_synth import LDPBayesSynthesizer, f_from_epsilon
+
+__all__ = ["Group", "Kind", "ReportError", "SpecError", "make_kind"]
+
+_OLH_PRIME = (1 << 31) - 1
+
+
+class SpecError(PrivpubError):
+    """A campaign declaration is invalid (-> 422 naming ``field``)."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+        self.message = message
+
+
+class ReportError(PrivpubError):
+    """A report is malformed (-> 422 naming ``field``; nothing is stored). Never holds its content."""
+
+    def __init__(self, field: str, message: str, index: int | None = None) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+        self.message = message
+        self.index = index
+
+
+@dataclass(frozen=True)
+class Group:
+    """A group of participants who report over the same public cells."""
+
+    group_id: int
+    name: str
+    domain_size: int
+    quota: int | None
+    public: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ReleaseInput:
+    """What a release is computed from: per-group report counts and support sums (or payloads)."""
+
+    campaign_id: str
+    groups: list[Group]
+    n: dict[int, int]
+    support: dict[int, NDArray[np.int64]]
+    payloads: dict[int, NDArray[np.uint8]] | None = None
+
+
+class Kind(ABC):
+    """The server-side logic of one campaign kind (built from the stored, validated spec)."""
+
+    kind: str
+    layout: str = "bits"
+    needs_payloads: bool = False  # True: the release reads the stored reports, not only the sums
+    assigned: bool = False  # True: participants get their group from POST /assignments
+
+    def __init__(self, spec: dict[str, Any]) -> None:
+        self.spec = spec
+        self.epsilon = float(spec["epsilon"])
+
+    # -- declaration -----------------------------------------------------------------------------
+    @classmethod
+    @abstractmethod
+    def normalise(cls, spec: dict[str, Any]) -> dict[str, Any]:
+        """Check the kind-specific fields and resolve defaults (raises :class:`SpecError`)."""
+
+    @abstractmethod
+    def initial_groups(self) -> list[Group]: ...
+
+    @abstractmethod
+    def public_config(self, groups: list[Group]) -> dict[str, Any]: ...
+
+    @abstractmethod
+    def privacy_words(self) -> str:
+        """The privacy parameters in plain words (dashboard, docs)."""
+
+    # -- reports ---------------------------------------------------------------------------------
+    def width(self, group: Group) -> int:
+        return payload_width(self.layout, group.domain_size)
+
+    def support_length(self, group: Group) -> int:
+        return group.domain_size
+
+    def validate(self, group: Group, payloads: NDArray[np.uint8]) -> None:
+        """Check every payload of ``group`` (shape ``(k, width)``); raise :class:`ReportError`."""
+        if self.layout == "bits":
+            # one-cell groups are perturbed by OUE over two cells (the oracle's smallest domain): the
+            # second bit is pure noise, allowed here and dropped by support()
+            d = max(group.domain_size, 2)
+            if d % 8:
+                bad = payloads[:, -1] & np.uint8((0xFF << (d % 8)) & 0xFF)
+                if bad.any():
+                    raise ReportError("report", f"has bits set beyond the {d} cells of group {group.group_id}",
+                                      int(np.flatnonzero(bad)[0]))
+
+    def support(self, group: Group, payloads: NDArray[np.uint8]) -> NDArray[np.int64]:
+        """Support counts of ``group``'s cells from validated payloads."""
+        return OUE(domain_size=max(group.domain_size, 2)).aggregate(payloads)[: self.support_length(group)]
+
+    # -- releases --------------------------------------------------------------------------------
+    @abstractmethod
+    def release(self, data: ReleaseInput) -> tuple[dict[str, Any], dict[str, Any], BudgetLedger]:
+        """``(result, params, ledger)`` of a release from the stored reports."""
+
+    def csv_rows(self, result: dict[str, Any]) -> tuple[list[str], list[list[Any]]]:
+        raise NotImplementedError
+
+
+# ---------------------------------------------------------------------------------------------
+# frequency
+# ---------------------------------------------------------------------------------------------
+def _auto_oracle(d: int, epsilon: float) -> str:
+    """The oracle with the lowest analytic variance of one count for ``d`` values at ``epsilon``."""
+    candidates = {"GRR": GRR(domain_size=d), "OUE": OUE(domain_size=d), "OLH": OLH(domain_size=d)}
+    var = {}
+    for name, oracle in candidates.items():
+        try:
+            var[name] = oracle.variance(1_000_000, epsilon=epsilon)
+        except PrivpubError:
+            continue
+    return min(var, key=lambda k: (var[k], k))
+
+
+def _check_categories(cats: Any, field_name: str) -> list[str]:
+    if not isinstance(cats, list) or len(cats) < 2:
+        raise SpecError(field_name, "must list at least 2 categories")
+    out = [str(c) for c in cats]
+    if any(not c or len(c) > 200 for c in out):
+        raise SpecError(field_name, "every category must be 1 to 200 characters")
+    if len(set(out)) != len(out):
+        raise SpecError(field_name, "categories must be distinct")
+    return out
+
+
+class FrequencyKind(Kind):
+    kind = "frequency"
+
+    def __init__(self, spec: dict[str, Any]) -> None:
+        super().__init__(spec)
+        self.categories: list[str] = list(spec["categories"])
+        self.oracle = frequency_oracle(spec)
+        self.layout = {"GRR": "uint32le", "OLH": "uint32le[3]"}.get(spec["oracle"], "bits")
+
+    @classmethod
+    def normalise(cls, spec: dict[str, Any]) -> dict[str, Any]:
+        if spec.get("categories") is None:
+            raise SpecError("categories", "a frequency campaign must declare its categories")
+        cats = _check_categories(spec["categories"], "categories")
+        oracle = spec.get("oracle") or "auto"
+        eps = float(spec["epsilon"])
+        if oracle == "auto":
+            oracle = _auto_oracle(len(cats), eps)
+        out = dict(spec, categories=cats, oracle=oracle, requested_oracle=spec.get("oracle") or "auto")
+        try:
+            o = frequency_oracle(dict(out, g=OLH(domain_size=len(cats)).buckets(eps)))
+            o.probabilities(eps)
+            if oracle == "OLH":
+                out["g"] = OLH(domain_size=len(cats)).buckets(eps)
+        except PrivpubError as exc:
+            raise SpecError("epsilon", str(exc)) from None
+        return out
+
+    def initial_groups(self) -> list[Group]:
+        return [Group(0, "participants", len(self.categories), None, {"type": "categories"})]
+
+    def public_config(self, groups: list[Group]) -> dict[str, Any]:
+        d = len(self.categories)
+        cfg = {"oracle": self.spec["oracle"], "categories": self.categories, "domain_size": d,
+               "payload": {"layout": self.layout, "bytes": payload_width(self.layout, d)}}
+        if self.spec["oracle"] == "OLH":
+            cfg["g"] = self.spec["g"]
+        return cfg
+
+    def privacy_words(self) -> str:
+        e = self.epsilon
+        return (f"Each participant's device randomises its answer with {self.spec['oracle']} before sending it: "
+                f"whatever the true answer, every report is at most e^{e:g} ≈ {math.exp(e):.3g} times more likely "
+                f"under one answer than under any other (epsilon = {e:g} local differential privacy). Each "
+                "participant sends one report; the server never sees an answer, and every published estimate "
+                "is computed from the reports alone.")
+
+    def validate(self, group: Group, payloads: NDArray[np.uint8]) -> None:
+        d = group.domain_size
+        if self.layout == "uint32le":
+            v = decode_payloads(self.layout, payloads, d)
+            bad = v >= d
+            if bad.any():
+                raise ReportError("report", f"must encode a value below {d}", int(np.flatnonzero(bad)[0]))
+        elif self.layout == "uint32le[3]":
+            v = decode_payloads(self.layout, payloads, d)
+            g = int(self.spec["g"])
+            bad = (v[:, 0] < 1) | (v[:, 0] >= _OLH_PRIME) | (v[:, 1] >= _OLH_PRIME) | (v[:, 2] >= g)
+            if bad.any():
+                raise ReportError("report", f"must encode (a, b, y) with 1 <= a < 2^31-1, b < 2^31-1, y < {g}",
+                                  int(np.flatnonzero(bad)[0]))
+        else:
+            super().validate(group, payloads)
+
+    def support(self, group: Group, payloads: NDArray[np.uint8]) -> NDArray[np.int64]:
+        reports = decode_payloads(self.layout, payloads, group.domain_size)
+        return self.oracle.aggregate(reports, epsilon=self.epsilon)
+
+    def release(self, data: ReleaseInput) -> tuple[dict[str, Any], dict[str, Any], BudgetLedger]:
+        n = data.n[0]
+        est = self.oracle.estimate_from_support(data.support[0], n, epsilon=self.epsilon)
+        normalised = norm_sub(est, float(n))
+        se = math.sqrt(self.oracle.variance(n, epsilon=self.epsilon))
+        acc = Accountant(self.epsilon, label=f"campaign {data.campaign_id}")
+        with acc.step("local perturbation"):
+            acc.charge(self.spec["oracle"], self.epsilon,
+                       note=f"{n} participants, one epsilon-LDP report each, randomised on their devices "
+                            "(declared by the campaign); the estimate is post-processing")
+        result = {"estimates": dict(zip(self.categories, est.tolist())),
+                  "normalised": dict(zip(self.categories, normalised.tolist())),
+                  "standard_error": se}
+        params = {"oracle": self.spec["oracle"], "domain_size": len(self.categories),
+                  "effective_epsilon": self.oracle.effective_epsilon(self.epsilon)}
+        if self.spec["oracle"] == "OLH":
+            params["g"] = self.spec["g"]
+        return result, params, acc.seal()
+
+    def csv_rows(self, result: dict[str, Any]) -> tuple[list[str], list[list[Any]]]:
+        return (["category", "estimate", "normalised"],
+                [[c, result["estimates"][c], result["normalised"][c]] for c in self.categories])
+
+
+# ---------------------------------------------------------------------------------------------
+# synth
+# ---------------------------------------------------------------------------------------------
+class SynthKind(Kind):
+    kind = "synth"
+    needs_payloads = True
+
+    def __init__(self, spec: dict[str, Any]) -> None:
+        super().__init__(spec)
+        self.schema = Schema.from_dict({"attributes": spec["attributes"]})
+        self.flip_prob = float(spec["flip_prob"])
+        self.width_bits = int(sum(self.schema.sizes))
+
+    @classmethod
+    def normalise(cls, spec: dict[str, Any]) -> dict[str, Any]:
+        attrs = spec.get("attributes")
+        if attrs is None:
+            raise SpecError("attributes", "a synth campaign must declare its attributes")
+        clean = []
+        for i, a in enumerate(attrs):
+            if not isinstance(a, dict) or set(a) - {"name", "categories", "type"} or "name" not in a:
+                raise SpecError(f"attributes[{i}]", "must be {\"name\": ..., \"categories\": [...]}")
+            if a.get("type", "categorical") != "categorical":
+                raise SpecError(f"attributes[{i}].type", "only categorical attributes are supported")
+            name = str(a["name"])
+            if not name or len(name) > 200:
+                raise SpecError(f"attributes[{i}].name", "must be 1 to 200 characters")
+            clean.append({"type": "categorical", "name": name,
+                          "categories": _check_categories(a.get("categories"), f"attributes[{i}].categories")})
+        try:
+            schema = Schema.from_dict({"attributes": clean})
+        except PrivpubError as exc:
+            raise SpecError("attributes", str(exc)) from None
+        if sum(schema.sizes) > 4096:
+            raise SpecError("attributes", "the one-hot report would exceed 4096 bits")
+        d = len(schema)
+        if int(spec.get("degree", 2)) >= d:
+            raise SpecError("degree", f"must be below the number of attributes ({d})")
+        eps = float(spec["epsilon"])
+        try:
+            f = f_from_epsilon(eps, d)
+        except PrivpubError as exc:
+            raise SpecError("epsilon", str(exc)) from None
+        if eps / d > MAX_LOCAL_EPSILON:
+            raise SpecError("epsilon", "is too large for the per-attribute randomisers")
+        return dict(spec, attributes=clean, flip_prob=f)
+
+    def initial_groups(self) -> list[Group]:
+        return [Group(0, "participants", self.width_bits, None, {"type": "bits"})]
+
+    def public_config(self, groups: list[Group]) -> dict[str, Any]:
+        return {"schema": self.schema.to_dict(), "flip_prob": self.flip_prob, "degree": self.spec["degree"],
+                "payload": {"layout": "bits", "bytes": payload_width("bits", self.width_bits),
+                            "bits": self.width_bits}}
+
+    def privacy_words(self) -> str:
+        d = len(self.schema)
+        return (f"Each participant's device one-hot encodes each of the {d} attributes and flips every bit with "
+                f"probability f = {self.flip_prob:.4g} (RAPPOR) before sending: the whole record is protected at "
+                f"epsilon = {self.epsilon:g} ({self.epsilon / d:.4g} per attribute). Each participant sends one "
+                "report; the Bayesian network and the synthetic records are computed from the reports alone.")
+
+    def release(self, data: ReleaseInput) -> tuple[dict[str, Any], dict[str, Any], BudgetLedger]:
+        assert data.payloads is not None
+        bits = np.unpackbits(data.payloads[0], axis=1, count=self.width_bits, bitorder="little").astype(bool)
+        seed = secrets.randbits(63)
+        n_rows = int(bits.shape[0])
+        rel = LDPBayesSynthesizer(degree=int(self.spec["degree"]), method=self.spec["estimator"]).fit_reports(
+            bits, schema=self.schema, flip_prob=self.flip_prob)
+        records = rel.sample(n_rows, rng=seed)
+        marginals = {a.name: records[a.name].value_counts(normalize=True)
+                     .reindex(list(getattr(a, "categories", ())), fill_value=0.0).astype(float).to_dict()
+                     for a in self.schema.attributes}  # every attribute of a synth campaign is categorical
+        result = {"network": [{"attribute": c, "parents": list(p)} for c, p in rel.network],
+                  "records": records.to_dict(orient="records"), "marginals": marginals}
+        params = {"degree": int(self.spec["degree"]), "estimator": self.spec["estimator"], "flip_prob": self.flip_prob,
+                  "sample_seed": seed, "n_records": n_rows}
+        return result, params, rel.ledger
+
+    def csv_rows(self, result: dict[str, Any]) -> tuple[list[str], list[list[Any]]]:
+        names = list(self.schema.names)
+        return names, [[r[n] for n in names] for r in result["records"]]
+
+
+def make_kind(spec: dict[str, Any]) -> Kind:
+    """The :class:`Kind` of a stored (normalised) campaign spec."""
+    from privpub.service._spatial import SpatialKind
+
+    kinds: dict[str, type[Kind]] = {"frequency": FrequencyKind, "synth": SynthKind, "spatial": SpatialKind}
+    return kinds[spec["kind"]](spec)
+
+
+def normalise_spec(spec: dict[str, Any]) -> dict[str, Any]:
+    from privpub.service._spatial import SpatialKind
+
+    kinds: dict[str, type[Kind]] = {"frequency": FrequencyKind, "synth": SynthKind, "spatial": SpatialKind}
+    other = {"frequency": ("method", "bounds", "attributes"), "synth": ("oracle", "categories", "method", "bounds"),
+             "spatial": ("oracle", "categories", "attributes")}
+    for name in other[spec["kind"]]:
+        if spec.get(name) is not None:
+            raise SpecError(name, f"does not apply to a {spec['kind']} campaign")
+    return kinds[spec["kind"]].normalise(spec)
+
+

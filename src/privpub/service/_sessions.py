@@ -1,0 +1,120 @@
+"""A budget session kept in the service's database (SQLite or PostgreSQL).
+
+:func:`database_session_store` returns a :class:`privpub.core.SessionStore`;
+``privpub.core.Session.open("sqlite:///budget.db", total_epsilon=3)`` calls it. Reserving is atomic
+across processes: on PostgreSQL the session's row is locked (``SELECT ... FOR UPDATE``) while the
+spent total is summed and the new charge appended; on SQLite the whole check-and-append runs in a
+``BEGIN IMMEDIATE`` transaction, which holds the database's write lock.
+"""
+
+from __future__ import annotations
+
+import math
+import uuid
+
+import sqlalchemy as sa
+
+from privpub.core import SessionCharge, SessionStore, check_epsilon
+from privpub.core._session import _now, _refuse
+from privpub.errors import ParameterError
+from privpub.service._db import make_engine, upgrade, write_tx
+from privpub.service._tables import budget_charges, budget_sessions
+
+__all__ = ["DatabaseSessionStore", "database_session_store"]
+
+_STATUSES = ("reserved", "spent", "returned")
+
+
+class DatabaseSessionStore(SessionStore):
+    """A session record in the ``budget_sessions`` / ``budget_charges`` tables (see the module doc)."""
+
+    def __init__(self, url: str, total_epsilon: float | None = None, *, name: str = "default",
+                 migrate: bool = True) -> None:
+        self.name = str(name)
+        if not self.name or len(self.name) > 200:
+            raise ParameterError(f"session name must be 1 to 200 characters, got {len(self.name)}")
+        if migrate:
+            upgrade(url)
+        self._engine = make_engine(url, pool_size=2)
+        with write_tx(self._engine) as conn:
+            row = conn.execute(sa.select(budget_sessions.c.total_epsilon)
+                               .where(budget_sessions.c.name == self.name)).first()
+            if row is None:
+                if total_epsilon is None:
+                    raise ParameterError(
+                        f"session {self.name!r} does not exist in the database; give total_epsilon to create it"
+                    )
+                self.total_epsilon = check_epsilon(total_epsilon, "total_epsilon")
+                conn.execute(sa.insert(budget_sessions).values(name=self.name, total_epsilon=self.total_epsilon,
+                                                               created=_now()))
+            else:
+                stored = float(row[0])
+                if total_epsilon is not None and not math.isclose(check_epsilon(total_epsilon, "total_epsilon"),
+                                                                  stored, rel_tol=1e-12):
+                    raise ParameterError(
+                        f"session {self.name!r} has total epsilon {stored:g}; it cannot be reopened with "
+                        f"total_epsilon={total_epsilon:g} (a session's total is fixed)"
+                    )
+                self.total_epsilon = stored
+
+    def _charges(self, conn: sa.Connection) -> list[SessionCharge]:
+        c = budget_charges.c
+        rows = conn.execute(sa.select(c.id, c.time, c.method, c.epsilon, c.data, c.status, c.note)
+                            .where(c.session_name == self.name).order_by(c.seq)).all()
+        return [SessionCharge(r.id, r.time, r.method, float(r.epsilon), r.data, r.status, r.note) for r in rows]
+
+    def reserve(self, epsilon: float, *, method: str, data: str) -> SessionCharge:
+        eps = check_epsilon(epsilon)
+        with write_tx(self._engine) as conn:
+            # the row lock (PostgreSQL) / the write lock (SQLite BEGIN IMMEDIATE) serialises reservers
+            conn.execute(sa.select(budget_sessions.c.name).where(budget_sessions.c.name == self.name)
+                         .with_for_update()).one()
+            _refuse(self.total_epsilon, self._charges(conn), eps, method)
+            charge = SessionCharge(uuid.uuid4().hex, _now(), str(method), eps, str(data), "reserved")
+            conn.execute(sa.insert(budget_charges).values(
+                id=charge.id, session_name=self.name, time=charge.time, method=charge.method,
+                epsilon=charge.epsilon, data=charge.data, status=charge.status, note=""))
+            return charge
+
+    def settle(self, charge_id: str, *, status: str, note: str = "") -> None:
+        if status not in _STATUSES:
+            raise ParameterError(f"status must be one of {_STATUSES}, got {status!r}")
+        with write_tx(self._engine) as conn:
+            conn.execute(sa.update(budget_charges)
+                         .where(budget_charges.c.id == charge_id, budget_charges.c.session_name == self.name)
+                         .values(status=status, note=str(note)))
+
+    def charges(self) -> list[SessionCharge]:
+        with self._engine.connect() as conn:
+            return self._charges(conn)
+
+    def close(self) -> None:
+        """Release the database connections."""
+        self._engine.dispose()
+
+
+def database_session_store(url: str, total_epsilon: float | None = None, *, name: str = "default") -> SessionStore:
+    """A :class:`privpub.core.SessionStore` in the database at ``url`` (created/upgraded as needed).
+
+    Parameters
+    ----------
+    url : str
+        ``sqlite:///path.db`` or ``postgresql+psycopg://user@host:port/db`` (a plain path is a
+        SQLite file).
+    total_epsilon : float, optional
+        Needed to create the session; when reopening, it must equal the stored total.
+    name : str
+        Several sessions can share one database under different names.
+
+    Examples
+    --------
+    >>> import tempfile, os
+    >>> from privpub import Session
+    >>> path = os.path.join(tempfile.mkdtemp(), "budget.db")
+    >>> session = Session.open(f"sqlite:///{path}", total_epsilon=1.0)
+    >>> reservation = session.reserve(0.25, method="example")
+    >>> reservation.settle(spent=True)
+    >>> round(session.remaining, 6)
+    0.75
+    """
+    return DatabaseSessionStore(url, total_epsilon, name=name)

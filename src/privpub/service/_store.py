@@ -1,0 +1,669 @@
+"""Storage of campaigns, reports, aggregates and releases (SQLAlchemy Core, SQLite or PostgreSQL).
+
+Reports are appended with their running aggregates in the same transaction: each report's support
+vector is added to one of ``N_SHARDS`` aggregate rows of its group (shards spread the row locks of
+concurrent writers), so a release reads ``N_SHARDS`` rows per group whatever the number of reports.
+Single reports are committed in groups by one writer thread per process (:class:`Ingestor`): a
+request gets its receipt only after the transaction holding its report has committed.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import hashlib
+import itertools
+import logging
+import queue
+import secrets
+import threading
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import numpy as np
+import sqlalchemy as sa
+from numpy.typing import NDArray
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.engine import Connection, Engine
+
+from privpub.service._db import write_tx
+from privpub.service._kinds import Group, Kind, ReleaseInput, SpecError, make_kind, normalise_spec
+from privpub.service._tables import (
+    aggregates,
+    assignments,
+    campaign_groups,
+    campaigns,
+    enrollment_tokens,
+    releases,
+    report_buckets,
+    reports,
+)
+
+__all__ = ["CampaignInfo", "Ingestor", "Outcome", "Store", "load_reports"]
+
+log = logging.getLogger("privpub.service")
+
+N_SHARDS = 8
+#: rows per IN (...) list
+_CHUNK = 2000
+#: max reports merged into one writer transaction
+MAX_TX_ROWS = 60_000
+
+NEW, DUPLICATE, BAD_TOKEN, BAD_ASSIGNMENT, CLOSED = 0, 1, 2, 3, 4
+
+
+class Conflict(Exception):
+    """A request that conflicts with the campaign's state (-> 409)."""
+
+
+class Unavailable(Exception):
+    """Try again later (-> 503 with Retry-After)."""
+
+    def __init__(self, message: str, retry_after: float = 1.0) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class NotFound(Exception):
+    """No such campaign or release (-> 404)."""
+
+
+def now_s() -> int:
+    return int(time.time())
+
+
+def iso(ts: int | None) -> str | None:
+    return None if ts is None else datetime.fromtimestamp(int(ts), UTC).isoformat().replace("+00:00", "Z")
+
+
+def _epoch(value: Any) -> int | None:
+    """Unix seconds of an ISO 8601 time (a time without a zone is UTC)."""
+    if value is None:
+        return None
+    dt = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+    return int((dt if dt.tzinfo is not None else dt.replace(tzinfo=UTC)).timestamp())
+
+
+def token_hash(token: str) -> bytes:
+    return hashlib.sha256(token.encode("utf-8")).digest()
+
+
+def _insert(conn: Connection, table: sa.Table) -> Any:
+    return (pg_insert if conn.dialect.name == "postgresql" else sqlite_insert)(table)
+
+
+@dataclass
+class CampaignInfo:
+    """A campaign's immutable declaration and its (cached) groups."""
+
+    id: str
+    name: str
+    kind: Kind
+    spec: dict[str, Any]
+    min_reports: int
+    opens_at: int | None
+    closes_at: int | None
+    time_precision: int
+    enrollment: bool
+    created_at: int
+    groups: dict[int, Group] = field(default_factory=dict)
+
+    def public_config(self) -> dict[str, Any]:
+        cfg = {"id": self.id, "name": self.name, "kind": self.kind.kind, "epsilon": self.kind.epsilon,
+               "min_reports": self.min_reports, "opens_at": iso(self.opens_at), "closes_at": iso(self.closes_at),
+               "time_precision": self.time_precision, "enrollment": self.enrollment,
+               "privacy": self.kind.privacy_words()}
+        cfg.update(self.kind.public_config([self.groups[k] for k in sorted(self.groups)]))
+        return cfg
+
+
+@dataclass
+class Batch:
+    """Validated reports: ids ``(n, 16)``, group per row, payload bytes per row, optional tokens."""
+
+    ids: NDArray[np.uint8]
+    groups: NDArray[np.int64]
+    payloads: list[bytes]
+    rows_by_group: dict[int, NDArray[np.uint8]]  # group -> (k, width) payloads in row order
+    tokens: list[str] | None = None
+    assignments: list[str] | None = None
+
+    def __len__(self) -> int:
+        return int(self.ids.shape[0])
+
+
+@dataclass
+class Outcome:
+    """Per report: status (NEW, DUPLICATE, BAD_TOKEN, BAD_ASSIGNMENT, CLOSED) and stored time."""
+
+    status: NDArray[np.int64]
+    received: NDArray[np.int64]
+
+
+def _merge(batches: Sequence[Batch]) -> Batch:
+    if len(batches) == 1:
+        return batches[0]
+    groups = np.concatenate([b.groups for b in batches])
+    rows: dict[int, list[NDArray[np.uint8]]] = {}
+    for b in batches:
+        for g, arr in b.rows_by_group.items():
+            rows.setdefault(g, []).append(arr)
+    with_tokens = any(b.tokens is not None for b in batches)
+    with_assign = any(b.assignments is not None for b in batches)
+    return Batch(
+        ids=np.concatenate([b.ids for b in batches]), groups=groups,
+        payloads=list(itertools.chain.from_iterable(b.payloads for b in batches)),
+        rows_by_group={g: np.concatenate(v) for g, v in rows.items()},
+        tokens=list(itertools.chain.from_iterable(b.tokens or [""] * len(b) for b in batches)) if with_tokens else None,
+        assignments=(list(itertools.chain.from_iterable(b.assignments or [""] * len(b) for b in batches))
+                     if with_assign else None),
+    )
+
+
+class Store:
+    """All database access of the service."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self._cache: dict[str, CampaignInfo] = {}
+        self._lock = threading.Lock()
+        self._shards = itertools.cycle(np.random.default_rng(secrets.randbits(64)).permutation(N_SHARDS).tolist())
+
+    # -- campaigns -------------------------------------------------------------------------------
+    def create_campaign(self, body: dict[str, Any]) -> CampaignInfo:
+        spec = normalise_spec(dict(body))
+        opens = spec.pop("opens_at", None)
+        closes = spec.pop("closes_at", None)
+        opens_s, closes_s = _epoch(opens), _epoch(closes)
+        if opens_s is not None and closes_s is not None and closes_s <= opens_s:
+            raise SpecError("closes_at", "must be after opens_at")
+        kind = make_kind(spec)
+        cid = secrets.token_hex(8)
+        t = now_s()
+        with write_tx(self.engine) as conn:
+            conn.execute(sa.insert(campaigns).values(
+                id=cid, name=spec["name"], kind=spec["kind"], spec=spec, epsilon=float(spec["epsilon"]),
+                min_reports=int(spec["min_reports"]), opens_at=opens_s, closes_at=closes_s,
+                time_precision=int(spec["time_precision"]), enrollment=bool(spec["enrollment"]), closed=False,
+                stage=0, created_at=t))
+            for g in kind.initial_groups():
+                self._add_group(conn, cid, kind, g, t)
+        return self.campaign(cid)
+
+    def _add_group(self, conn: Connection, cid: str, kind: Kind, g: Group, t: int) -> None:
+        conn.execute(sa.insert(campaign_groups).values(
+            campaign_id=cid, group_id=g.group_id, name=g.name, domain_size=g.domain_size, quota=g.quota,
+            public=g.public, created_at=t))
+        zero = np.zeros(kind.support_length(g), dtype="<i8").tobytes()
+        conn.execute(sa.insert(aggregates), [{"campaign_id": cid, "group_id": g.group_id, "shard": s, "n": 0,
+                                              "support": zero} for s in range(N_SHARDS)])
+
+    def campaign(self, cid: str, *, refresh_groups: bool = False) -> CampaignInfo:
+        info = self._cache.get(cid)
+        if info is None:
+            with self.engine.connect() as conn:
+                row = conn.execute(sa.select(campaigns).where(campaigns.c.id == cid)).first()
+                if row is None:
+                    raise NotFound(f"no campaign {cid!r}")
+                info = CampaignInfo(row.id, row.name, make_kind(row.spec), row.spec, row.min_reports, row.opens_at,
+                                    row.closes_at, row.time_precision, row.enrollment, row.created_at)
+                info.groups = self._groups(conn, cid)
+            with self._lock:
+                self._cache[cid] = info
+        elif refresh_groups:
+            with self.engine.connect() as conn:
+                info.groups = self._groups(conn, cid)
+        return info
+
+    def group(self, info: CampaignInfo, gid: int) -> Group | None:
+        g = info.groups.get(gid)
+        if g is None and info.kind.assigned:
+            g = self.campaign(info.id, refresh_groups=True).groups.get(gid)
+        return g
+
+    @staticmethod
+    def _groups(conn: Connection, cid: str) -> dict[int, Group]:
+        rows = conn.execute(sa.select(campaign_groups).where(campaign_groups.c.campaign_id == cid)).all()
+        return {r.group_id: Group(r.group_id, r.name, r.domain_size, r.quota, r.public) for r in rows}
+
+    def list_campaigns(self) -> list[dict[str, Any]]:
+        with self.engine.connect() as conn:
+            rows = conn.execute(sa.select(campaigns.c.id, campaigns.c.name, campaigns.c.kind, campaigns.c.closed,
+                                          campaigns.c.created_at).order_by(campaigns.c.created_at)).all()
+        return [{"id": r.id, "name": r.name, "kind": r.kind, "closed": r.closed, "created_at": iso(r.created_at)}
+                for r in rows]
+
+    def close(self, cid: str) -> None:
+        self.campaign(cid)
+        with write_tx(self.engine) as conn:
+            conn.execute(sa.update(campaigns).where(campaigns.c.id == cid).values(closed=True))
+
+    def is_open(self, conn: Connection, info: CampaignInfo, t: int) -> str | None:
+        closed = conn.execute(sa.select(campaigns.c.closed).where(campaigns.c.id == info.id)).scalar_one()
+        if closed:
+            return "the campaign is closed"
+        if info.opens_at is not None and t < info.opens_at:
+            return f"the campaign opens at {iso(info.opens_at)}"
+        if info.closes_at is not None and t >= info.closes_at:
+            return f"the campaign closed at {iso(info.closes_at)}"
+        return None
+
+    # -- enrollment tokens -----------------------------------------------------------------------
+    def create_tokens(self, cid: str, count: int) -> list[str]:
+        info = self.campaign(cid)
+        if not info.enrollment:
+            raise Conflict("this campaign does not use enrollment tokens (create it with enrollment: true)")
+        tokens = [secrets.token_urlsafe(24) for _ in range(count)]
+        with write_tx(self.engine) as conn:
+            conn.execute(sa.insert(enrollment_tokens), [{"campaign_id": cid, "token_hash": token_hash(t),
+                                                          "used": False} for t in tokens])
+        return tokens
+
+    # -- reports ---------------------------------------------------------------------------------
+    def store_batch(self, conn: Connection, info: CampaignInfo, batch: Batch, t: int) -> Outcome:
+        """Append the new reports of ``batch`` and add them to the aggregates (inside ``conn``'s tx)."""
+        n = len(batch)
+        status = np.full(n, NEW, dtype=np.int64)
+        bucket = t - t % info.time_precision
+        received = np.full(n, bucket, dtype=np.int64)
+        if self.is_open(conn, info, t) is not None:
+            status[:] = CLOSED
+            return Outcome(status, received)
+        view = np.ascontiguousarray(batch.ids).view("V16").ravel()
+        _, first, inverse = np.unique(view, return_index=True, return_inverse=True)
+        repeat = first[inverse] != np.arange(n)
+        status[repeat] = DUPLICATE
+        ids_b = [bytes(r) for r in batch.ids]
+        c = info.id
+        if info.enrollment or info.kind.assigned:
+            cand = np.flatnonzero(~repeat)
+            existing = self._existing(conn, c, [ids_b[i] for i in cand])
+            for i in cand:
+                if ids_b[i] in existing:
+                    status[i] = DUPLICATE
+                    received[i] = existing[ids_b[i]]
+        if info.enrollment:
+            self._consume(conn, enrollment_tokens, c, batch.tokens or [""] * n, status, BAD_TOKEN, None, batch.groups)
+        if info.kind.assigned:
+            self._consume(conn, assignments, c, batch.assignments or [""] * n, status, BAD_ASSIGNMENT,
+                          assignments.c.group_id, batch.groups)
+        todo = np.flatnonzero(status == NEW)
+        todo = todo[np.argsort(view[todo], kind="stable")]  # append in random-id order, not arrival order
+        inserted = self._append(conn, c, ids_b, batch, todo, bucket)
+        lost = [i for i in todo if ids_b[i] not in inserted]  # raced with another writer: stored once there
+        if lost:
+            existing = self._existing(conn, c, [ids_b[i] for i in lost])
+            for i in lost:
+                status[i] = DUPLICATE
+                received[i] = existing.get(ids_b[i], bucket)
+        new_mask = status == NEW
+        if new_mask.any():
+            shard = next(self._shards)
+            for gid in np.unique(batch.groups[new_mask]).tolist():
+                in_group = batch.groups == gid
+                rows_in_group = np.cumsum(in_group) - 1  # index of each row inside its group's payload array
+                take = rows_in_group[new_mask & in_group]
+                group = info.groups[gid] if gid in info.groups else self.group(info, gid)
+                assert group is not None
+                add = info.kind.support(group, batch.rows_by_group[gid][take])
+                self._add(conn, c, gid, shard, int(take.size), add)
+            conn.execute(_insert(conn, report_buckets).values(campaign_id=c, bucket=bucket, shard=shard,
+                                                              n=int(new_mask.sum()))
+                         .on_conflict_do_update(index_elements=["campaign_id", "bucket", "shard"],
+                                                set_={"n": report_buckets.c.n + sa.literal_column("excluded.n")}))
+        # duplicates of a report earlier in this same batch share its receipt
+        received[repeat] = received[first[inverse]][repeat]
+        dup_of_new = repeat & (status[first[inverse]] != NEW) & (status[first[inverse]] != DUPLICATE)
+        status[dup_of_new] = status[first[inverse]][dup_of_new]
+        return Outcome(status, received)
+
+    @staticmethod
+    def _append(conn: Connection, cid: str, ids_b: list[bytes], batch: Batch, todo: NDArray[np.int64],
+                bucket: int) -> set[bytes]:
+        """Insert the rows ``todo``; returns the ids actually inserted (a concurrent writer may have won).
+
+        PostgreSQL: binary COPY into a temporary table, then one ``INSERT ... SELECT ... ON CONFLICT
+        DO NOTHING RETURNING``. SQLite: the transaction holds the database's write lock, so the rows
+        not already stored are inserted with one ``executemany``.
+        """
+        if todo.size == 0:
+            return set()
+        if conn.dialect.name == "postgresql":
+            raw = conn.connection.driver_connection
+            with raw.cursor() as cur:  # type: ignore[union-attr]
+                # one temporary table per connection (created in a transaction: a rollback drops it too)
+                cur.execute("CREATE TEMP TABLE IF NOT EXISTS privpub_incoming (report_id bytea, group_id int4, "
+                            "payload bytea) ON COMMIT DELETE ROWS")
+                with cur.copy("COPY privpub_incoming (report_id, group_id, payload) FROM STDIN (FORMAT BINARY)") as cp:
+                    cp.set_types(["bytea", "int4", "bytea"])
+                    groups = batch.groups
+                    for i in todo.tolist():
+                        cp.write_row((ids_b[i], int(groups[i]), batch.payloads[i]))
+                cur.execute("INSERT INTO reports (campaign_id, report_id, group_id, payload, received) "
+                            "SELECT %s, report_id, group_id, payload, %s FROM privpub_incoming "
+                            "ON CONFLICT DO NOTHING RETURNING report_id", (cid, bucket))
+                return {bytes(r[0]) for r in cur.fetchall()}  # the temporary rows go at commit
+        wanted = [ids_b[i] for i in todo.tolist()]
+        have = Store._existing(conn, cid, wanted)
+        rows = [(cid, ids_b[i], int(batch.groups[i]), batch.payloads[i], bucket) for i in todo.tolist()
+                if ids_b[i] not in have]
+        if not rows:  # every report was already stored
+            return set()
+        conn.exec_driver_sql("INSERT INTO reports (campaign_id, report_id, group_id, payload, received) "
+                             "VALUES (?, ?, ?, ?, ?)", rows)
+        return {r[1] for r in rows}
+
+    @staticmethod
+    def _existing(conn: Connection, cid: str, ids: list[bytes]) -> dict[bytes, int]:
+        out: dict[bytes, int] = {}
+        for s in range(0, len(ids), _CHUNK):
+            rows = conn.execute(sa.select(reports.c.report_id, reports.c.received).where(
+                reports.c.campaign_id == cid, reports.c.report_id.in_(ids[s:s + _CHUNK]))).all()
+            out.update({bytes(r[0]): int(r[1]) for r in rows})
+        return out
+
+    @staticmethod
+    def _consume(conn: Connection, table: sa.Table, cid: str, tokens: list[str], status: NDArray[np.int64],
+                 bad: int, group_col: Any, groups: NDArray[np.int64]) -> None:
+        """Mark one-time tokens used for the NEW rows; rows without a valid unused token get ``bad``."""
+        todo = np.flatnonzero(status == NEW)
+        hashes = {i: token_hash(tokens[i]) if tokens[i] else b"" for i in todo}
+        seen: set[bytes] = set()
+        for i in todo:  # a token used twice in one batch: only its first report may have it
+            h = hashes[i]
+            if not h or h in seen:
+                status[i] = bad
+            seen.add(h)
+        keys = sorted({(int(groups[i]) if group_col is not None else 0) for i in todo if status[i] == NEW})
+        for g in keys:
+            rows = [i for i in todo if status[i] == NEW and (group_col is None or int(groups[i]) == g)]
+            got: set[bytes] = set()
+            for s in range(0, len(rows), _CHUNK):
+                part = [hashes[i] for i in rows[s:s + _CHUNK]]
+                cond = [table.c.campaign_id == cid, table.c.token_hash.in_(part), table.c.used == sa.false()]
+                if group_col is not None:
+                    cond.append(group_col == g)
+                res = conn.execute(sa.update(table).where(*cond).values(used=True).returning(table.c.token_hash))
+                got.update(bytes(r[0]) for r in res)
+            for i in rows:
+                if hashes[i] not in got:
+                    status[i] = bad
+
+    @staticmethod
+    def _add(conn: Connection, cid: str, gid: int, shard: int, n: int, add: NDArray[np.int64]) -> None:
+        key = (aggregates.c.campaign_id == cid, aggregates.c.group_id == gid, aggregates.c.shard == shard)
+        row = conn.execute(sa.select(aggregates.c.n, aggregates.c.support).where(*key).with_for_update()).one()
+        support = np.frombuffer(row.support, dtype="<i8") + add
+        conn.execute(sa.update(aggregates).where(*key).values(n=row.n + n, support=support.astype("<i8").tobytes()))
+
+    # -- assignments (multi-phase campaigns) -----------------------------------------------------
+    def assign(self, cid: str, count: int) -> dict[str, Any]:
+        """Assign ``count`` arriving participants to the current phase's group(s), advancing phases."""
+        info = self.campaign(cid)
+        if not info.kind.assigned:
+            raise Conflict("this campaign does not assign groups: every participant reports over the public "
+                           "partition in its configuration")
+        from privpub.service._spatial import LEVEL0, SpatialKind
+
+        kind = info.kind
+        assert isinstance(kind, SpatialKind)
+        t = now_s()
+        with write_tx(self.engine) as conn:
+            stage = conn.execute(sa.select(campaigns.c.stage).where(campaigns.c.id == cid).with_for_update()
+                                 ).scalar_one()
+            reason = self.is_open(conn, info, t)
+            if reason is not None:
+                raise Conflict(reason)
+            groups = self._groups(conn, cid)
+            for _ in range(16):  # advance through as many completed phases as needed
+                current = [groups[0], groups[1]] if stage == 0 else [groups[LEVEL0 + stage - 1]]
+                n, support = self._sums(conn, cid, [g.group_id for g in current])
+                free = {g.group_id: self._free(conn, cid, g, n[g.group_id], t) for g in current}
+                if sum(free.values()) > 0:
+                    break
+                if not all(g.quota is not None and n[g.group_id] >= g.quota for g in current):
+                    missing = sum(max(0, (g.quota or 0) - n[g.group_id]) for g in current)
+                    raise Unavailable(f"the current phase is waiting for {missing} outstanding reports; "
+                                      "try again shortly")
+                new = (kind.level0(groups[0], groups[1], n, support) if stage == 0
+                       else kind.next_level(current[0], n[current[0].group_id], support[current[0].group_id]))
+                self._add_group(conn, cid, kind, new, t)
+                groups[new.group_id] = new
+                stage += 1
+                conn.execute(sa.update(campaigns).where(campaigns.c.id == cid).values(stage=stage))
+                log.info("campaign %s advanced to phase %s", cid, new.name)
+            else:  # pragma: no cover
+                raise Unavailable("phases could not advance")
+            out: list[dict[str, Any]] = []
+            order = sorted(free, key=lambda gid: -free[gid])
+            k = 0
+            while len(out) < count and any(free[g] > 0 for g in order):
+                gid = order[k % len(order)]
+                k += 1
+                if free[gid] > 0:
+                    free[gid] -= 1
+                    out.append({"assignment": secrets.token_urlsafe(24), "group": gid})
+            expires = t + int(info.spec["assignment_ttl"])
+            conn.execute(sa.insert(assignments), [{"campaign_id": cid, "token_hash": token_hash(a["assignment"]),
+                                                    "group_id": a["group"], "expires_at": expires, "used": False}
+                                                   for a in out])
+        info.groups = groups
+        used = sorted({a["group"] for a in out})
+        return {"assignments": [dict(a, expires_at=iso(expires)) for a in out],
+                "partitions": {str(g): groups[g].public for g in used},
+                "cells": {str(g): groups[g].domain_size for g in used}}
+
+    @staticmethod
+    def _free(conn: Connection, cid: str, g: Group, n_reports: int, t: int) -> int:
+        if g.quota is None:
+            return 1 << 30
+        outstanding = conn.execute(sa.select(sa.func.count()).select_from(assignments).where(
+            assignments.c.campaign_id == cid, assignments.c.group_id == g.group_id,
+            assignments.c.used == sa.false(), assignments.c.expires_at > t)).scalar_one()
+        return max(0, g.quota - n_reports - int(outstanding))
+
+    # -- reading ---------------------------------------------------------------------------------
+    @staticmethod
+    def _sums(conn: Connection, cid: str, gids: Iterable[int] | None = None
+              ) -> tuple[dict[int, int], dict[int, NDArray[np.int64]]]:
+        cond = [aggregates.c.campaign_id == cid]
+        if gids is not None:
+            cond.append(aggregates.c.group_id.in_(list(gids)))
+        rows = conn.execute(sa.select(aggregates.c.group_id, aggregates.c.n, aggregates.c.support).where(*cond)).all()
+        n: dict[int, int] = {}
+        support: dict[int, NDArray[np.int64]] = {}
+        for r in rows:
+            n[r.group_id] = n.get(r.group_id, 0) + int(r.n)
+            arr = np.frombuffer(r.support, dtype="<i8").astype(np.int64)
+            support[r.group_id] = support[r.group_id] + arr if r.group_id in support else arr
+        return n, support
+
+    def status(self, cid: str) -> dict[str, Any]:
+        info = self.campaign(cid, refresh_groups=True)
+        t = now_s()
+        with self.engine.connect() as conn:
+            n, _ = self._sums(conn, cid)
+            reason = self.is_open(conn, info, t)
+            buckets = conn.execute(sa.select(report_buckets.c.bucket, sa.func.sum(report_buckets.c.n))
+                                   .where(report_buckets.c.campaign_id == cid).group_by(report_buckets.c.bucket)
+                                   .order_by(report_buckets.c.bucket)).all()
+            n_rel = conn.execute(sa.select(sa.func.count()).select_from(releases)
+                                 .where(releases.c.campaign_id == cid)).scalar_one()
+        total = sum(n.values())
+        return {"id": cid, "name": info.name, "kind": info.kind.kind, "open": reason is None,
+                "state": "open" if reason is None else reason, "n_reports": total, "min_reports": info.min_reports,
+                "publishable": total >= info.min_reports, "n_releases": int(n_rel),
+                "groups": [{"group": g.group_id, "name": g.name, "cells": g.domain_size, "quota": g.quota,
+                            "reports": n.get(g.group_id, 0)} for g in sorted(info.groups.values(),
+                                                                           key=lambda g: g.group_id)],
+                "reports_over_time": [{"time": iso(int(b)), "reports": int(k)} for b, k in buckets]}
+
+    # -- releases --------------------------------------------------------------------------------
+    def make_release(self, cid: str) -> dict[str, Any]:
+        info = self.campaign(cid, refresh_groups=True)
+        with self.engine.connect() as raw:
+            conn = raw.execution_options(isolation_level="REPEATABLE READ") if raw.dialect.name == "postgresql" else raw
+            tx = conn.begin()
+            n, support = self._sums(conn, cid)
+            total = sum(n.values())
+            if total < info.min_reports:
+                raise Conflict(f"the campaign has {total} reports, below its minimum of {info.min_reports}; "
+                               "nothing is published until the minimum is reached")
+            payloads = None
+            if info.kind.needs_payloads:
+                rows = conn.execute(sa.select(reports.c.group_id, reports.c.payload).where(reports.c.campaign_id == cid)
+                                    .order_by(reports.c.report_id)).all()
+                payloads = {}
+                for gid, g in info.groups.items():
+                    w = info.kind.width(g)
+                    buf = b"".join(r.payload for r in rows if r.group_id == gid)
+                    payloads[gid] = np.frombuffer(buf, dtype=np.uint8).reshape(-1, w)
+            groups = [info.groups[k] for k in sorted(info.groups)]
+            tx.commit()
+        if payloads is not None:  # the release is computed from exactly the reports read
+            n = {gid: int(p.shape[0]) for gid, p in payloads.items()}
+            total = sum(n.values())
+        try:
+            result, params, ledger = info.kind.release(ReleaseInput(cid, groups, n, support, payloads))
+        except SpecError as exc:
+            raise Conflict(exc.message) from None
+        rid = secrets.token_hex(8)
+        t = now_s()
+        record = {"id": rid, "campaign_id": cid, "created_at": t, "n_reports": total, "epsilon": info.kind.epsilon,
+                  "kind": info.kind.kind, "params": params, "ledger": ledger.to_records(), "result": result}
+        with write_tx(self.engine) as conn:
+            conn.execute(sa.insert(releases).values(**record))
+        return self._release_json(record, info)
+
+    def _release_json(self, rec: dict[str, Any], info: CampaignInfo) -> dict[str, Any]:
+        out = {"id": rec["id"], "campaign_id": rec["campaign_id"], "kind": rec["kind"],
+               "created_at": iso(rec["created_at"]), "n_reports": int(rec["n_reports"]),
+               "epsilon": float(rec["epsilon"]), "ledger": rec["ledger"],
+               "ledger_total": _ledger_total(rec["epsilon"], rec["ledger"]),
+               "params": rec["params"], "privacy": info.kind.privacy_words()}
+        out.update(rec["result"])
+        return out
+
+    def releases(self, cid: str) -> list[dict[str, Any]]:
+        info = self.campaign(cid)
+        with self.engine.connect() as conn:
+            rows = conn.execute(sa.select(releases.c.id, releases.c.created_at, releases.c.n_reports)
+                                .where(releases.c.campaign_id == cid).order_by(releases.c.created_at, releases.c.id)
+                                ).all()
+        del info
+        return [{"id": r.id, "created_at": iso(r.created_at), "n_reports": int(r.n_reports)} for r in rows]
+
+    def release(self, cid: str, rid: str | None) -> dict[str, Any]:
+        info = self.campaign(cid)
+        q = sa.select(releases).where(releases.c.campaign_id == cid)
+        q = q.where(releases.c.id == rid) if rid is not None else q.order_by(releases.c.created_at.desc(),
+                                                                              releases.c.id.desc()).limit(1)
+        with self.engine.connect() as conn:
+            row = conn.execute(q).first()
+        if row is None:
+            raise NotFound("no such release" if rid else "this campaign has no release yet")
+        return self._release_json(dict(row._mapping), info)
+
+
+def _ledger_total(epsilon: float, records: list[dict[str, Any]]) -> float:
+    from privpub.core import BudgetLedger
+
+    return BudgetLedger.from_records(float(epsilon), records).total
+
+
+class Ingestor:
+    """One writer thread per process: merges concurrent requests' reports into one transaction.
+
+    :meth:`submit` enqueues a validated :class:`Batch` and returns a future resolved with its
+    :class:`Outcome` once the transaction that stored it has committed.
+    """
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self._q: queue.Queue[tuple[CampaignInfo, Batch, concurrent.futures.Future[Outcome]] | None] = queue.Queue()
+        self._thread = threading.Thread(target=self._run, name="privpub-ingestor", daemon=True)
+        self._thread.start()
+
+    def submit(self, info: CampaignInfo, batch: Batch) -> concurrent.futures.Future[Outcome]:
+        fut: concurrent.futures.Future[Outcome] = concurrent.futures.Future()
+        self._q.put((info, batch, fut))
+        return fut
+
+    def stop(self) -> None:
+        self._q.put(None)
+        self._thread.join(timeout=10)
+
+    def _run(self) -> None:
+        while True:
+            first = self._q.get()
+            if first is None:
+                return
+            units = [first]
+            rows = len(first[1])
+            while rows < MAX_TX_ROWS:
+                try:
+                    nxt = self._q.get_nowait()
+                except queue.Empty:
+                    break
+                if nxt is None:
+                    self._q.put(None)
+                    break
+                units.append(nxt)
+                rows += len(nxt[1])
+            by_campaign: dict[str, list[tuple[CampaignInfo, Batch, concurrent.futures.Future[Outcome]]]] = {}
+            for u in units:
+                by_campaign.setdefault(u[0].id, []).append(u)
+            for group in by_campaign.values():
+                self._commit(group)
+
+    def _commit(self, units: list[tuple[CampaignInfo, Batch, concurrent.futures.Future[Outcome]]]) -> None:
+        info = units[0][0]
+        merged = _merge([u[1] for u in units])
+        out: Outcome | None = None
+        last: BaseException | None = None
+        for attempt in range(3):
+            try:
+                with write_tx(self.store.engine) as conn:
+                    out = self.store.store_batch(conn, info, merged, now_s())
+                break
+            except sa.exc.OperationalError as exc:  # deadlock, lock timeout, lost connection: try again
+                last = exc
+                log.warning("report transaction failed (attempt %d): %s", attempt + 1, type(exc).__name__)
+                time.sleep(0.05 * (attempt + 1))
+            except Exception as exc:  # logged without the reports' content
+                last = exc
+                log.error("report transaction failed: %s", type(exc).__name__)
+                break
+        if out is None:
+            for _, _, fut in units:
+                fut.set_exception(last or RuntimeError("report transaction failed"))
+            return
+        start = 0
+        for _, batch, fut in units:
+            k = len(batch)
+            fut.set_result(Outcome(out.status[start:start + k], out.received[start:start + k]))
+            start += k
+
+
+def load_reports(engine: Engine, cid: str) -> dict[int, tuple[NDArray[np.uint8], NDArray[np.uint8]]]:
+    """Every stored report of a campaign, per group: ``(report ids (n, 16), payloads (n, width))``.
+
+    For audits and offline recomputation by the operator (never exposed over HTTP).
+    """
+    with engine.connect() as conn:
+        groups = Store._groups(conn, cid)
+        spec = conn.execute(sa.select(campaigns.c.spec).where(campaigns.c.id == cid)).scalar_one()
+        rows = conn.execute(sa.select(reports.c.group_id, reports.c.report_id, reports.c.payload)
+                            .where(reports.c.campaign_id == cid).order_by(reports.c.report_id)).all()
+    kind = make_kind(spec)
+    out = {}
+    for gid, g in groups.items():
+        sel = [r for r in rows if r.group_id == gid]
+        ids = np.frombuffer(b"".join(r.report_id for r in sel), dtype=np.uint8).reshape(-1, 16)
+        pay = np.frombuffer(b"".join(r.payload for r in sel), dtype=np.uint8).reshape(-1, kind.width(g))
+        out[gid] = (ids, pay)
+    return out
+

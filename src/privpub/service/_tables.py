@@ -1,0 +1,140 @@
+"""The service's tables (SQLAlchemy Core). Alembic migrations in ``migrations/versions`` create them.
+
+Times are integer Unix seconds. Report times are rounded down to the campaign's precision before
+they are stored; no device id, IP address or exact time is stored anywhere.
+
+Streams (issue 16) and other resources add their own tables in their own module and migration.
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+
+__all__ = [
+    "aggregates",
+    "assignments",
+    "budget_charges",
+    "budget_sessions",
+    "campaign_groups",
+    "campaigns",
+    "enrollment_tokens",
+    "metadata",
+    "releases",
+    "report_buckets",
+    "reports",
+]
+
+metadata = sa.MetaData()
+
+campaigns = sa.Table(
+    "campaigns", metadata,
+    sa.Column("id", sa.String(32), primary_key=True),
+    sa.Column("name", sa.String(200), nullable=False),
+    sa.Column("kind", sa.String(16), nullable=False),
+    sa.Column("spec", sa.JSON, nullable=False),
+    sa.Column("epsilon", sa.Float, nullable=False),
+    sa.Column("min_reports", sa.Integer, nullable=False),
+    sa.Column("opens_at", sa.BigInteger, nullable=True),
+    sa.Column("closes_at", sa.BigInteger, nullable=True),
+    sa.Column("time_precision", sa.Integer, nullable=False),
+    sa.Column("enrollment", sa.Boolean, nullable=False),
+    sa.Column("closed", sa.Boolean, nullable=False, server_default=sa.false()),
+    sa.Column("stage", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("created_at", sa.BigInteger, nullable=False),
+)
+
+# the public cells a group of participants reports over (one group for frequency/synth/UG;
+# KDG-HT: the x and y interval groups, then one group per tree level, created as phases advance)
+campaign_groups = sa.Table(
+    "campaign_groups", metadata,
+    sa.Column("campaign_id", sa.String(32), sa.ForeignKey("campaigns.id"), primary_key=True),
+    sa.Column("group_id", sa.Integer, primary_key=True, autoincrement=False),
+    sa.Column("name", sa.String(64), nullable=False),
+    sa.Column("domain_size", sa.Integer, nullable=False),
+    sa.Column("quota", sa.Integer, nullable=True),
+    sa.Column("public", sa.JSON, nullable=False),
+    sa.Column("created_at", sa.BigInteger, nullable=False),
+)
+
+# append-only (database triggers refuse UPDATE and DELETE); primary key on the random report id
+# (no foreign key on this hot table: the service checks the campaign before appending; no
+# sequence or rowid either, so the stored order does not reveal the order of arrival)
+reports = sa.Table(
+    "reports", metadata,
+    sa.Column("campaign_id", sa.String(32), primary_key=True),
+    sa.Column("report_id", sa.LargeBinary(16), primary_key=True),
+    sa.Column("group_id", sa.Integer, nullable=False),
+    sa.Column("payload", sa.LargeBinary, nullable=False),
+    sa.Column("received", sa.BigInteger, nullable=False),
+    sqlite_with_rowid=False,  # SQLite: rows live in primary-key (random id) order, no arrival-order rowid
+)
+
+# running sums of the reports, sharded to spread row locks; updated in the reports' transaction
+aggregates = sa.Table(
+    "aggregates", metadata,
+    sa.Column("campaign_id", sa.String(32), sa.ForeignKey("campaigns.id"), primary_key=True),
+    sa.Column("group_id", sa.Integer, primary_key=True, autoincrement=False),
+    sa.Column("shard", sa.Integer, primary_key=True, autoincrement=False),
+    sa.Column("n", sa.BigInteger, nullable=False),
+    sa.Column("support", sa.LargeBinary, nullable=False),
+)
+
+report_buckets = sa.Table(
+    "report_buckets", metadata,
+    sa.Column("campaign_id", sa.String(32), sa.ForeignKey("campaigns.id"), primary_key=True),
+    sa.Column("bucket", sa.BigInteger, primary_key=True, autoincrement=False),
+    sa.Column("shard", sa.Integer, primary_key=True, autoincrement=False),
+    sa.Column("n", sa.BigInteger, nullable=False),
+)
+
+enrollment_tokens = sa.Table(
+    "enrollment_tokens", metadata,
+    sa.Column("campaign_id", sa.String(32), sa.ForeignKey("campaigns.id"), primary_key=True),
+    sa.Column("token_hash", sa.LargeBinary(32), primary_key=True),
+    sa.Column("used", sa.Boolean, nullable=False, server_default=sa.false()),
+)
+
+assignments = sa.Table(
+    "assignments", metadata,
+    sa.Column("campaign_id", sa.String(32), sa.ForeignKey("campaigns.id"), primary_key=True),
+    sa.Column("token_hash", sa.LargeBinary(32), primary_key=True),
+    sa.Column("group_id", sa.Integer, nullable=False),
+    sa.Column("expires_at", sa.BigInteger, nullable=False),
+    sa.Column("used", sa.Boolean, nullable=False, server_default=sa.false()),
+    sa.Index("ix_assignments_group", "campaign_id", "group_id", "used"),
+)
+
+# immutable (database triggers refuse UPDATE and DELETE)
+releases = sa.Table(
+    "releases", metadata,
+    sa.Column("id", sa.String(32), primary_key=True),
+    sa.Column("campaign_id", sa.String(32), sa.ForeignKey("campaigns.id"), nullable=False, index=True),
+    sa.Column("created_at", sa.BigInteger, nullable=False),
+    sa.Column("n_reports", sa.BigInteger, nullable=False),
+    sa.Column("epsilon", sa.Float, nullable=False),
+    sa.Column("kind", sa.String(16), nullable=False),
+    sa.Column("params", sa.JSON, nullable=False),
+    sa.Column("ledger", sa.JSON, nullable=False),
+    sa.Column("result", sa.JSON, nullable=False),
+)
+
+# budget sessions (privpub.core.Session.open("sqlite:///...") / database_session_store)
+budget_sessions = sa.Table(
+    "budget_sessions", metadata,
+    sa.Column("name", sa.String(200), primary_key=True),
+    sa.Column("total_epsilon", sa.Float, nullable=False),
+    sa.Column("created", sa.String(32), nullable=False),
+)
+
+budget_charges = sa.Table(
+    "budget_charges", metadata,
+    sa.Column("seq", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("id", sa.String(32), nullable=False, unique=True),
+    sa.Column("session_name", sa.String(200), sa.ForeignKey("budget_sessions.name"), nullable=False, index=True),
+    sa.Column("time", sa.String(32), nullable=False),
+    sa.Column("method", sa.String(200), nullable=False),
+    sa.Column("epsilon", sa.Float, nullable=False),
+    sa.Column("data", sa.Text, nullable=False),
+    sa.Column("status", sa.String(16), nullable=False),
+    sa.Column("note", sa.Text, nullable=False),
+)
