@@ -20,6 +20,40 @@ def _load_schema(path: Path) -> Schema:
     return Schema.from_dict(data)
 
 
+#: ``--method auto`` runs EM only if its predicted worst case fits in this many seconds on one core
+AUTO_EM_SECONDS = 60.0
+
+
+def choose_method(method: str, sizes: tuple[int, ...], n_users: int, epsilon: float | None,
+                  flip_prob: float | None, degree: int) -> tuple[str, str]:
+    """Resolve ``--method auto`` from public metadata only (schema sizes, N, f, degree).
+
+    EM's worst case (every joint of the network search running ``max_iter = 1000`` iterations) is
+    predicted from :func:`privpub.ldp_synth._store.em_work_bound`; above ``AUTO_EM_SECONDS`` on one
+    reference core the fast linear estimator is used instead. Returns the method and a note for
+    the user (empty when the method was given explicitly).
+    """
+    if method != "auto":
+        return method, ""
+    from privpub.ldp_synth._client import resolve_flip_prob
+    from privpub.ldp_synth._store import EM_RATE, em_work_bound
+
+    d = len(sizes)
+    f, _ = resolve_flip_prob(epsilon, flip_prob, d)
+    if not 1 <= degree < d:
+        return "em", ""  # the publisher reports the bad degree
+    work, cells = em_work_bound(sizes, n_users, f, degree)
+    seconds = work * 1000 / EM_RATE
+    if seconds <= AUTO_EM_SECONDS:
+        return "em", f"estimator: em (the paper's EM; worst case about {max(seconds, 1):.0f} s)"
+    return "linear", (
+        f"estimator: linear. EM could take up to {seconds / 60:.0f} min here (f = {f:.3g}, {n_users} reports, "
+        f"joints of up to {cells} cells, up to 1000 iterations each; the limit for the automatic choice is "
+        f"{AUTO_EM_SECONDS:.0f} s). The linear estimator is unbiased but noisier, most of all at large f; "
+        "pass --method em to run EM anyway"
+    )
+
+
 def register(app: typer.Typer, reproduce_app: typer.Typer) -> None:
     """Add this part's commands to the application."""
 
@@ -36,7 +70,10 @@ def register(app: typer.Typer, reproduce_app: typer.Typer) -> None:
         flip_prob: float | None = typer.Option(None, "--flip-prob", help="Bit flip probability f in (0, 1)."),
         degree: int = typer.Option(2, "--degree", "-k", help="Max parents per node of the Bayesian network."),
         columns: str | None = typer.Option(None, "--columns", help="Comma-separated subset of columns."),
-        method: str = typer.Option("em", "--method", help="Joint estimator: em (paper), linear (fast), hybrid."),
+        method: str = typer.Option(
+            "auto", "--method", help="Joint estimator: auto (em unless its predicted worst case exceeds 60 s, then "
+            "linear; says which), em (paper), linear (fast), hybrid."
+        ),
         start: str = typer.Option("entropy", "--start", help="First node: entropy (Alg. 4) or random (Alg. 3)."),
         rows: int | None = typer.Option(None, "--rows", help="Synthetic rows (default: as many as the input)."),
         seed: int | None = typer.Option(None, "--seed", help="Random seed (same seed, same output)."),
@@ -60,7 +97,10 @@ def register(app: typer.Typer, reproduce_app: typer.Typer) -> None:
                 raise ParameterError(f"--columns names columns not in the input: {missing}")
             frame = frame[names]
             schema = schema.with_attributes(names)
-        bar = None if quiet else tqdm(total=len(schema), desc="network", unit="node", leave=False)
+        method, note = choose_method(method, schema.sizes, len(frame), epsilon, flip_prob, degree)
+        if note and not quiet:
+            typer.echo(note, err=True)
+        bar = None if quiet else tqdm(total=len(schema), desc=f"network ({method})", unit="node")
 
         def progress(i: int, d: int) -> None:
             if bar is not None:
@@ -82,7 +122,7 @@ def register(app: typer.Typer, reproduce_app: typer.Typer) -> None:
         typer.echo(
             f"wrote {len(synthetic)} synthetic rows to {output} (f = {release.flip_prob:.6g}, "
             f"epsilon = {release.epsilon:.6g} per user, {release.epsilon_attribute:.6g} per attribute; "
-            f"degree {degree})"
+            f"degree {degree}; estimator {method})"
         )
 
     @reproduce_app.command("ldp_synth")
