@@ -33,10 +33,13 @@ def choose_method(method: str, sizes: tuple[int, ...], n_users: int, epsilon: fl
     reference core the fast linear estimator is used instead. Returns the method and a note for
     the user (empty when the method was given explicitly).
     """
+    from privpub.ldp_synth._client import resolve_flip_prob
+    from privpub.ldp_synth._store import EM_RATE, METHODS, em_work_bound
+
+    if method not in ("auto", *METHODS):
+        raise ParameterError(f"--method must be one of {['auto', *METHODS]}, got {method!r}")
     if method != "auto":
         return method, ""
-    from privpub.ldp_synth._client import resolve_flip_prob
-    from privpub.ldp_synth._store import EM_RATE, em_work_bound
 
     d = len(sizes)
     f, _ = resolve_flip_prob(epsilon, flip_prob, d)
