@@ -174,9 +174,12 @@ def expected_patterns(size: int, n_users: int, flip_prob: float) -> float:
     total = min(1.0, n_users * (q * p ** (n - 1) + p * q ** (n - 1)))
     log_n, log_q, log_p = math.log(n_users), math.log(q), math.log(p)
     for h in range(1, n):  # h = n (all ones) is canonicalised to the zero block
-        log_comb = math.lgamma(n + 1) - math.lgamma(h + 1) - math.lgamma(n - h + 1)
         log_mass = log_n + (h - 1) * log_q + (n - h + 1) * log_p  # N P(s) for one block of weight h
-        total += math.exp(log_comb + min(log_mass, 0.0))
+        if n <= 1000:
+            total += math.comb(n, h) * math.exp(min(log_mass, 0.0))
+        else:
+            log_comb = math.lgamma(n + 1) - math.lgamma(h + 1) - math.lgamma(n - h + 1)
+            total += math.exp(log_comb + min(log_mass, 0.0))
         if total >= cap:
             break
     return min(total, cap)
