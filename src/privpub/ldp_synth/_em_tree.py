@@ -288,6 +288,90 @@ def _em_one(
     return n_iter, converged
 
 
+@numba.njit(cache=True, nogil=True, error_model="numpy")
+def _em_grid(
+    p: NDArray[np.float64],
+    z_out: NDArray[np.float64],
+    w: NDArray[np.float64],
+    sizes: NDArray[np.int64],
+    npat: NDArray[np.int64],
+    pat0: NDArray[np.int64],
+    pat_ptr: NDArray[np.int64],
+    pat_ones: NDArray[np.int64],
+    base1: float,
+    delta: float,
+    tol: float,
+    max_iter: int,
+    stop_paper: bool,
+) -> tuple[int, bool]:
+    """EM of one joint whose pattern tuples fill the grid ``G_1 x ... x G_m`` (every level complete).
+
+    ``Z`` over the whole grid is ``P`` multiplied by one ``n_t x G_t`` table per axis. Keeping the
+    not-yet-contracted axis first (the axes cycle), each product is one matrix product (BLAS):
+    ``(rest x n_t) @ (n_t x G_t)``; the backward pass uses the transposed tables. ``w`` is the
+    grid of weights in C order over ``(g_1, ..., g_m)`` (0 where no user has the tuple).
+    """
+    m = sizes.shape[0]
+    off = np.zeros(m + 1, dtype=np.int64)
+    for t in range(m):
+        off[t + 1] = off[t] + sizes[t] * npat[t]
+    lam = np.empty(off[m])  # lam[t][v, g]
+    lam_t = np.empty(off[m])  # lam_t[t][g, v]
+    for t in range(m):
+        n = sizes[t]
+        n_g = npat[t]
+        for g in range(n_g):
+            gg = pat0[t] + g
+            b = base1 if pat_ptr[gg + 1] > pat_ptr[gg] else 1.0
+            for v in range(n):
+                lam[off[t] + v * n_g + g] = b
+            for j in range(pat_ptr[gg], pat_ptr[gg + 1]):
+                lam[off[t] + pat_ones[j] * n_g + g] += delta
+        for v in range(n):
+            for g in range(n_g):
+                lam_t[off[t] + g * n + v] = lam[off[t] + v * n_g + g]
+    n_cells = p.shape[0]
+    n_grid = w.shape[0]
+    wz = np.zeros(n_grid)
+    n_iter = 0
+    converged = False
+    for it in range(1, max_iter + 2):
+        cur = p.copy()
+        for t in range(m):
+            a = cur.reshape((sizes[t], cur.shape[0] // sizes[t]))
+            cur = np.dot(a.T, lam[off[t]:off[t + 1]].reshape((sizes[t], npat[t]))).ravel()
+        if it > max_iter or converged:  # cur holds Z at the returned p
+            for i in range(n_grid):
+                z_out[i] = cur[i]
+            break
+        n_iter = it
+        for i in range(n_grid):
+            wz[i] = w[i] / cur[i] if w[i] > 0.0 else 0.0
+        cur = wz
+        for t in range(m):
+            a = cur.reshape((npat[t], cur.shape[0] // npat[t]))
+            cur = np.dot(a.T, lam_t[off[t]:off[t + 1]].reshape((npat[t], sizes[t]))).ravel()
+        total = 0.0
+        for k in range(n_cells):
+            cur[k] = p[k] * cur[k]
+            total += cur[k]
+        diff = 0.0
+        old_max = 0.0
+        new_max = 0.0
+        for k in range(n_cells):
+            val = cur[k] / total
+            dv = abs(val - p[k])
+            if dv > diff:
+                diff = dv
+            if p[k] > old_max:
+                old_max = p[k]
+            if val > new_max:
+                new_max = val
+            p[k] = val
+        converged = (new_max - old_max <= tol) if stop_paper else (diff < tol)
+    return n_iter, converged
+
+
 @numba.njit(cache=True, parallel=True, error_model="numpy")
 def _em_tree_batch(
     p: NDArray[np.float64],
@@ -309,6 +393,7 @@ def _em_tree_batch(
     pat_ones: NDArray[np.int64],
     base1: NDArray[np.float64],
     delta: NDArray[np.float64],
+    grid: NDArray[np.bool_],
     tol: float,
     max_iter: NDArray[np.int64],
     stop_paper: bool,
@@ -321,12 +406,19 @@ def _em_tree_batch(
         s0, s1 = size_off[j], size_off[j + 1]
         n0, n1 = node_off[j], node_off[j + 1]
         # lev has m + 1 entries and optr n_nodes + 1 entries per joint
-        it, conv = _em_one(
-            p[p_off[j]:p_off[j + 1]], z[leaf_off[j]:leaf_off[j + 1]], w[leaf_off[j]:leaf_off[j + 1]],
-            sizes[s0:s1], npat[s0:s1], pat0[s0:s1], lev[s0 + j:s1 + j + 1], node_par[n0:n1],
-            optr[n0 + j:n1 + j + 1], ones[ones_off[j]:ones_off[j + 1]], pat_ptr, pat_ones, base1[j], delta[j],
-            tol, max_iter[j], stop_paper,
-        )
+        if grid[j]:
+            it, conv = _em_grid(
+                p[p_off[j]:p_off[j + 1]], z[leaf_off[j]:leaf_off[j + 1]], w[leaf_off[j]:leaf_off[j + 1]],
+                sizes[s0:s1], npat[s0:s1], pat0[s0:s1], pat_ptr, pat_ones, base1[j], delta[j], tol, max_iter[j],
+                stop_paper,
+            )
+        else:
+            it, conv = _em_one(
+                p[p_off[j]:p_off[j + 1]], z[leaf_off[j]:leaf_off[j + 1]], w[leaf_off[j]:leaf_off[j + 1]],
+                sizes[s0:s1], npat[s0:s1], pat0[s0:s1], lev[s0 + j:s1 + j + 1], node_par[n0:n1],
+                optr[n0 + j:n1 + j + 1], ones[ones_off[j]:ones_off[j + 1]], pat_ptr, pat_ones, base1[j], delta[j],
+                tol, max_iter[j], stop_paper,
+            )
         n_iter[j] = it
         converged[j] = conv
 
@@ -350,6 +442,7 @@ def em_tree_batch(
     pat_ones: NDArray[np.int64],
     base1: NDArray[np.float64],
     delta: NDArray[np.float64],
+    grid: NDArray[np.bool_],
     *,
     tol: float,
     max_iter: NDArray[np.int64],
@@ -380,6 +473,9 @@ def em_tree_batch(
     base1, delta : float arrays, one per joint
         Likelihood rows ``lam[g, v] = base_g + delta * bit_v(g)``, ``base_g = base1`` if pattern ``g``
         has a set bit, else 1.
+    grid : bool array, one per joint
+        Every level complete: run the joint as matrix products over the full pattern grid
+        (:func:`_em_grid`; ``w`` and ``z`` in C order over the grid) instead of the tree loops.
     tol, max_iter, stop
         The stopping rule of :func:`em_collapsed` (``max_iter`` per joint).
     cost : float array
@@ -398,6 +494,6 @@ def em_tree_batch(
     order = np.argsort(-np.asarray(cost, dtype=np.float64), kind="stable").astype(np.int64)
     with numba.parallel_chunksize(1):  # hand out one joint at a time: their costs differ widely
         _em_tree_batch(out, p_off, z, w, leaf_off, sizes, npat, pat0, size_off, lev, node_par, node_off, optr,
-                       ones, ones_off, pat_ptr, pat_ones, base1, delta, float(tol), max_iter, stop == "paper",
+                       ones, ones_off, pat_ptr, pat_ones, base1, delta, grid, float(tol), max_iter, stop == "paper",
                        order, n_iter, converged)
     return out, z, n_iter, converged
