@@ -23,7 +23,8 @@ is its transpose and ends with ``G`` at the root. A level is either
   costs one pass over its parent's per-value sum plus one per set bit.
 
 Each joint runs its own EM to its own stopping point: the iteration of :func:`em_collapsed`, exact
-up to float summation order. Joints run in parallel threads (``prange``, one joint per chunk).
+up to float summation order. The compiled kernel releases the GIL; joints run in a few Python
+threads (no Numba threading layer, so it is thread- and fork-safe).
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ from __future__ import annotations
 import numba
 import numpy as np
 from numpy.typing import NDArray
+
+from privpub.ldp._base import N_THREADS, run_chunks
 
 __all__ = ["em_tree_batch"]
 
@@ -372,7 +375,7 @@ def _em_grid(
     return n_iter, converged
 
 
-@numba.njit(cache=True, parallel=True, error_model="numpy")
+@numba.njit(cache=True, nogil=True, error_model="numpy")
 def _em_tree_batch(
     p: NDArray[np.float64],
     p_off: NDArray[np.int64],
@@ -401,7 +404,8 @@ def _em_tree_batch(
     n_iter: NDArray[np.int64],
     converged: NDArray[np.bool_],
 ) -> None:
-    for jj in numba.prange(order.shape[0]):
+    """Run the joints ``order`` (each writes only its own slices, so threads may share the arrays)."""
+    for jj in range(order.shape[0]):
         j = order[jj]
         s0, s1 = size_off[j], size_off[j + 1]
         n0, n1 = node_off[j], node_off[j + 1]
@@ -492,8 +496,14 @@ def em_tree_batch(
     n_iter = np.zeros(n_joints, dtype=np.int64)
     converged = np.zeros(n_joints, dtype=np.bool_)
     order = np.argsort(-np.asarray(cost, dtype=np.float64), kind="stable").astype(np.int64)
-    with numba.parallel_chunksize(1):  # hand out one joint at a time: their costs differ widely
+    # dynamic schedule: 4 chunks per thread, dealt round-robin from the costliest joint down; the
+    # kernel releases the GIL, and each joint's result does not depend on which thread ran it
+    n_chunks = min(n_joints, 4 * N_THREADS)
+
+    def work(c: int) -> None:
         _em_tree_batch(out, p_off, z, w, leaf_off, sizes, npat, pat0, size_off, lev, node_par, node_off, optr,
                        ones, ones_off, pat_ptr, pat_ones, base1, delta, grid, float(tol), max_iter, stop == "paper",
-                       order, n_iter, converged)
+                       order[c::n_chunks], n_iter, converged)
+
+    run_chunks(work, n_chunks)
     return out, z, n_iter, converged
