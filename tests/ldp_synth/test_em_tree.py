@@ -68,6 +68,7 @@ def test_sparse_complete_and_grid_layouts_equal_reference(layout: str, monkeypat
     (matrix products): the same estimates."""
     monkeypatch.setattr(store_mod, "DENSE_SPEEDUP", 1e-9 if layout == "sparse" else 1e9)
     monkeypatch.setattr(store_mod, "GRID_SPEEDUP", 1e9 if layout == "grid" else 1e-9)
+    monkeypatch.setattr(store_mod, "GRID_CALL_COST", 0.0)
     store_mod._axis_order_cached.cache_clear()
     sizes = (6, 7, 5)
     rep = perturb_codes(_codes(4000, sizes, seed=3), sizes, flip_prob=0.5, rng=4)

@@ -48,6 +48,9 @@ DENSE_SPEEDUP = 3.0
 #: matrix products over the full pattern grid run about this many times faster per multiply-add
 GRID_SPEEDUP = 10.0
 
+#: fixed cost of one small matrix product (call and allocation), in sparse-equivalent multiply-adds
+GRID_CALL_COST = 200.0
+
 #: reference EM speed, sparse-equivalent multiply-adds per second on one core (measured on the
 #: project's 2-core AMD EPYC machine, rounded down); only used to predict running times
 EM_RATE = 3e8
@@ -128,7 +131,8 @@ def _grid_work(sizes: Sequence[int], n_patterns: Sequence[int]) -> float:
 
     Contracting the axes in the given order costs ``2 sum_t G_1..G_{t-1} n_t G_t n_{t+1}..n_m``
     multiply-adds (forward and backward matrix products), plus one division per grid cell and the
-    update; BLAS runs them about ``GRID_SPEEDUP`` times faster than the sparse tree loops.
+    update; BLAS runs them about ``GRID_SPEEDUP`` times faster than the sparse tree loops, but each
+    of the ``2 m`` products per iteration has a fixed cost of about ``GRID_CALL_COST``.
     """
     cells = math.prod(int(n) for n in sizes)
     grid = math.prod(int(g) for g in n_patterns)
@@ -138,7 +142,7 @@ def _grid_work(sizes: Sequence[int], n_patterns: Sequence[int]) -> float:
         width //= int(n)
         total += 2.0 * done * int(n) * int(g) * width
         done *= int(g)
-    return total / GRID_SPEEDUP
+    return total / GRID_SPEEDUP + 2 * len(sizes) * GRID_CALL_COST
 
 
 @functools.lru_cache(maxsize=4096)
