@@ -138,7 +138,7 @@ def test_slow_em_warns_and_huge_joint_is_refused(monkeypatch: pytest.MonkeyPatch
     sizes = (3, 3)
     rep = perturb_codes(_codes(1000, sizes, seed=15), sizes, flip_prob=0.5, rng=16)
     monkeypatch.setattr(store_mod, "EM_WARN_SECONDS", 0.0)
-    with pytest.warns(RuntimeWarning, match="method='linear' takes seconds"):
+    with pytest.warns(UserWarning, match="method='linear' takes seconds"):
         ReportStore(rep).estimate((0, 1))
     monkeypatch.setattr(store_mod, "_MAX_BUFFER", 10)
     with pytest.raises(ParameterError, match="use method='linear' for domains this large"):

@@ -617,7 +617,7 @@ class ReportStore:
                 f"iterations each; the costliest, attributes {list(worst.attrs)}, has "
                 f"{worst.counts.shape[0]} distinct report patterns over {math.prod(worst.sizes.tolist())} cells). "
                 "method='linear' takes seconds; smaller domains or a smaller f make EM faster",
-                RuntimeWarning,
+                UserWarning,
                 stacklevel=3,
             )
         p0 = []
