@@ -56,7 +56,7 @@ GRID_CALL_COST = 200.0
 EM_RATE = 3e8
 
 #: warn when one batch of EMs could run longer than this (seconds on one reference core)
-EM_WARN_SECONDS = 600.0
+EM_WARN_SECONDS = 60.0
 
 #: refuse EM on one joint whose prefix-tree buffers would exceed this many float64 pairs (1 GiB)
 _MAX_BUFFER = 2**26
