@@ -29,34 +29,80 @@ threads (no Numba threading layer, so it is thread- and fork-safe).
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numba
 import numpy as np
 from numpy.typing import NDArray
 
 from privpub.ldp._base import N_THREADS, run_chunks
 
-__all__ = ["em_tree_batch"]
+__all__ = ["EMBatch", "em_tree_batch"]
+
+_I64 = NDArray[np.int64]
+_F64 = NDArray[np.float64]
+
+#: one joint's tree for the passes: sizes, npat, lam, lam_off, r (cells after each level), u (nodes
+#: per level), xo (level offsets in the buffers), lev, node_par, optr, ones, base1, delta
+_TreeArgs = tuple[_I64, _I64, _F64, _I64, _I64, _I64, _I64, _I64, _I64, _I64, _I64, float, float]
 
 
 @numba.njit(cache=True, nogil=True, error_model="numpy")
-def _forward(
-    x: NDArray[np.float64],
-    s_buf: NDArray[np.float64],
+def _tables(
     sizes: NDArray[np.int64],
     npat: NDArray[np.int64],
-    lam: NDArray[np.float64],
-    lam_off: NDArray[np.int64],
-    r: NDArray[np.int64],
-    u: NDArray[np.int64],
-    xo: NDArray[np.int64],
-    lev: NDArray[np.int64],
-    node_par: NDArray[np.int64],
-    optr: NDArray[np.int64],
-    ones: NDArray[np.int64],
+    pat0: NDArray[np.int64],
+    pat_ptr: NDArray[np.int64],
+    pat_ones: NDArray[np.int64],
     base1: float,
     delta: float,
-) -> None:
+) -> tuple[NDArray[np.float64], NDArray[np.int64]]:
+    """Dense tables of the complete levels, ``lam[off[t] + v * G_t + g] = base_g + delta * bit_v(g)``."""
+    m = sizes.shape[0]
+    off = np.zeros(m + 1, dtype=np.int64)
+    for t in range(m):
+        off[t + 1] = off[t] + sizes[t] * npat[t]
+    lam = np.empty(off[m])
+    for t in range(m):
+        n_g = npat[t]
+        for g in range(n_g):
+            gg = pat0[t] + g
+            b = base1 if pat_ptr[gg + 1] > pat_ptr[gg] else 1.0
+            for v in range(sizes[t]):
+                lam[off[t] + v * n_g + g] = b
+            for j in range(pat_ptr[gg], pat_ptr[gg + 1]):
+                lam[off[t] + pat_ones[j] * n_g + g] += delta
+    return lam, off
+
+
+@numba.njit(cache=True, nogil=True, error_model="numpy")
+def _update(p: NDArray[np.float64], g: NDArray[np.float64], tol: float, stop_paper: bool) -> bool:
+    """``p <- p * g / sum(p * g)`` in place; True if the stopping rule of :func:`em_collapsed` holds."""
+    n_cells = p.shape[0]
+    total = 0.0
+    for k in range(n_cells):
+        g[k] = p[k] * g[k]
+        total += g[k]
+    diff = 0.0
+    old_max = 0.0
+    new_max = 0.0
+    for k in range(n_cells):
+        val = g[k] / total
+        dv = abs(val - p[k])
+        if dv > diff:
+            diff = dv
+        if p[k] > old_max:
+            old_max = p[k]
+        if val > new_max:
+            new_max = val
+        p[k] = val
+    return (new_max - old_max <= tol) if stop_paper else (diff < tol)
+
+
+@numba.njit(cache=True, nogil=True, error_model="numpy")
+def _forward(x: NDArray[np.float64], s_buf: NDArray[np.float64], tree: _TreeArgs) -> None:
     """Fill levels 1..m of ``x`` from level 0 (the current ``P``); level m holds ``Z``."""
+    sizes, npat, lam, lam_off, r, u, xo, lev, node_par, optr, ones, base1, delta = tree
     m = sizes.shape[0]
     for t in range(1, m + 1):
         n = sizes[t - 1]
@@ -123,24 +169,9 @@ def _forward(
 
 
 @numba.njit(cache=True, nogil=True, error_model="numpy")
-def _backward(
-    y: NDArray[np.float64],
-    b_buf: NDArray[np.float64],
-    sizes: NDArray[np.int64],
-    npat: NDArray[np.int64],
-    lam: NDArray[np.float64],
-    lam_off: NDArray[np.int64],
-    r: NDArray[np.int64],
-    u: NDArray[np.int64],
-    xo: NDArray[np.int64],
-    lev: NDArray[np.int64],
-    node_par: NDArray[np.int64],
-    optr: NDArray[np.int64],
-    ones: NDArray[np.int64],
-    base1: float,
-    delta: float,
-) -> None:
+def _backward(y: NDArray[np.float64], b_buf: NDArray[np.float64], tree: _TreeArgs) -> None:
     """From the leaf weights ``w_u / Z_u`` in level m of ``y``, fill levels m-1..0; level 0 is ``G``."""
+    sizes, npat, lam, lam_off, r, u, xo, lev, node_par, optr, ones, base1, delta = tree
     m = sizes.shape[0]
     for t in range(m, 0, -1):
         n = sizes[t - 1]
@@ -221,25 +252,12 @@ def _em_one(
     r = np.empty(m + 1, dtype=np.int64)
     u = np.empty(m + 1, dtype=np.int64)
     xo = np.empty(m + 2, dtype=np.int64)
-    lam_off = np.zeros(m + 1, dtype=np.int64)
     r[0] = p.shape[0]
     u[0] = 1
     for t in range(1, m + 1):
         r[t] = r[t - 1] // sizes[t - 1]
         u[t] = lev[t] - lev[t - 1]
-        lam_off[t] = lam_off[t - 1] + npat[t - 1] * sizes[t - 1]
-    # dense tables of the complete levels, transposed: lam[v, g] = base_g + delta * bit_v(g)
-    lam = np.empty(lam_off[m])
-    for t in range(m):
-        n = sizes[t]
-        n_g = npat[t]
-        for g in range(n_g):
-            gg = pat0[t] + g
-            b = base1 if pat_ptr[gg + 1] > pat_ptr[gg] else 1.0
-            for v in range(n):
-                lam[lam_off[t] + v * n_g + g] = b
-            for j in range(pat_ptr[gg], pat_ptr[gg + 1]):
-                lam[lam_off[t] + pat_ones[j] * n_g + g] += delta
+    lam, lam_off = _tables(sizes, npat, pat0, pat_ptr, pat_ones, base1, delta)
     xo[0] = 0
     buf = 1
     for t in range(m + 1):
@@ -249,6 +267,7 @@ def _em_one(
     x = np.empty(xo[m + 1])
     y = np.empty(xo[m + 1])
     tmp = np.empty(buf)
+    tree = (sizes, npat, lam, lam_off, r, u, xo, lev, node_par, optr, ones, base1, delta)
     n_cells = r[0]
     leaf0 = xo[m]
     n_leaf = u[m]
@@ -258,34 +277,16 @@ def _em_one(
         n_iter = it
         for k in range(n_cells):
             x[k] = p[k]
-        _forward(x, tmp, sizes, npat, lam, lam_off, r, u, xo, lev, node_par, optr, ones, base1, delta)
+        _forward(x, tmp, tree)
         for i in range(n_leaf):
             y[leaf0 + i] = w[i] / x[leaf0 + i]
-        _backward(y, tmp, sizes, npat, lam, lam_off, r, u, xo, lev, node_par, optr, ones, base1, delta)
-        total = 0.0
-        for k in range(n_cells):
-            y[k] = p[k] * y[k]
-            total += y[k]
-        diff = 0.0
-        old_max = 0.0
-        new_max = 0.0
-        for k in range(n_cells):
-            val = y[k] / total
-            dv = abs(val - p[k])
-            if dv > diff:
-                diff = dv
-            if p[k] > old_max:
-                old_max = p[k]
-            if val > new_max:
-                new_max = val
-            p[k] = val
-        done = (new_max - old_max <= tol) if stop_paper else (diff < tol)
-        if done:
+        _backward(y, tmp, tree)
+        if _update(p, y[:n_cells], tol, stop_paper):
             converged = True
             break
     for k in range(n_cells):
         x[k] = p[k]
-    _forward(x, tmp, sizes, npat, lam, lam_off, r, u, xo, lev, node_par, optr, ones, base1, delta)
+    _forward(x, tmp, tree)
     for i in range(n_leaf):
         z_out[i] = x[leaf0 + i]
     return n_iter, converged
@@ -315,25 +316,12 @@ def _em_grid(
     grid of weights in C order over ``(g_1, ..., g_m)`` (0 where no user has the tuple).
     """
     m = sizes.shape[0]
-    off = np.zeros(m + 1, dtype=np.int64)
-    for t in range(m):
-        off[t + 1] = off[t] + sizes[t] * npat[t]
-    lam = np.empty(off[m])  # lam[t][v, g]
+    lam, off = _tables(sizes, npat, pat0, pat_ptr, pat_ones, base1, delta)  # lam[t][v, g]
     lam_t = np.empty(off[m])  # lam_t[t][g, v]
     for t in range(m):
-        n = sizes[t]
-        n_g = npat[t]
-        for g in range(n_g):
-            gg = pat0[t] + g
-            b = base1 if pat_ptr[gg + 1] > pat_ptr[gg] else 1.0
-            for v in range(n):
-                lam[off[t] + v * n_g + g] = b
-            for j in range(pat_ptr[gg], pat_ptr[gg + 1]):
-                lam[off[t] + pat_ones[j] * n_g + g] += delta
-        for v in range(n):
-            for g in range(n_g):
-                lam_t[off[t] + g * n + v] = lam[off[t] + v * n_g + g]
-    n_cells = p.shape[0]
+        for v in range(sizes[t]):
+            for g in range(npat[t]):
+                lam_t[off[t] + g * sizes[t] + v] = lam[off[t] + v * npat[t] + g]
     n_grid = w.shape[0]
     wz = np.zeros(n_grid)
     n_iter = 0
@@ -354,32 +342,15 @@ def _em_grid(
         for t in range(m):
             a = cur.reshape((npat[t], cur.shape[0] // npat[t]))
             cur = np.dot(a.T, lam_t[off[t]:off[t + 1]].reshape((npat[t], sizes[t]))).ravel()
-        total = 0.0
-        for k in range(n_cells):
-            cur[k] = p[k] * cur[k]
-            total += cur[k]
-        diff = 0.0
-        old_max = 0.0
-        new_max = 0.0
-        for k in range(n_cells):
-            val = cur[k] / total
-            dv = abs(val - p[k])
-            if dv > diff:
-                diff = dv
-            if p[k] > old_max:
-                old_max = p[k]
-            if val > new_max:
-                new_max = val
-            p[k] = val
-        converged = (new_max - old_max <= tol) if stop_paper else (diff < tol)
+        converged = _update(p, cur, tol, stop_paper)
     return n_iter, converged
 
 
 @numba.njit(cache=True, nogil=True, error_model="numpy")
 def _em_tree_batch(
     p: NDArray[np.float64],
-    p_off: NDArray[np.int64],
     z: NDArray[np.float64],
+    p_off: NDArray[np.int64],
     w: NDArray[np.float64],
     leaf_off: NDArray[np.int64],
     sizes: NDArray[np.int64],
@@ -392,11 +363,11 @@ def _em_tree_batch(
     optr: NDArray[np.int64],
     ones: NDArray[np.int64],
     ones_off: NDArray[np.int64],
-    pat_ptr: NDArray[np.int64],
-    pat_ones: NDArray[np.int64],
     base1: NDArray[np.float64],
     delta: NDArray[np.float64],
     grid: NDArray[np.bool_],
+    pat_ptr: NDArray[np.int64],
+    pat_ones: NDArray[np.int64],
     tol: float,
     max_iter: NDArray[np.int64],
     stop_paper: bool,
@@ -427,59 +398,73 @@ def _em_tree_batch(
         converged[j] = conv
 
 
-def em_tree_batch(
-    p: NDArray[np.float64],
-    p_off: NDArray[np.int64],
-    w: NDArray[np.float64],
-    leaf_off: NDArray[np.int64],
-    sizes: NDArray[np.int64],
-    npat: NDArray[np.int64],
-    pat0: NDArray[np.int64],
-    size_off: NDArray[np.int64],
-    lev: NDArray[np.int64],
-    node_par: NDArray[np.int64],
-    node_off: NDArray[np.int64],
-    optr: NDArray[np.int64],
-    ones: NDArray[np.int64],
-    ones_off: NDArray[np.int64],
-    pat_ptr: NDArray[np.int64],
-    pat_ones: NDArray[np.int64],
-    base1: NDArray[np.float64],
-    delta: NDArray[np.float64],
-    grid: NDArray[np.bool_],
-    *,
-    tol: float,
-    max_iter: NDArray[np.int64],
-    stop: str,
-    cost: NDArray[np.float64],
-) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.int64], NDArray[np.bool_]]:
-    """Run the EMs of ``B`` joints packed in flat arrays (joint ``j``'s slice of ``a`` is ``a_off[j]:a_off[j + 1]``).
+class EMBatch(NamedTuple):
+    """The EM inputs of ``B`` joints packed in flat arrays: joint ``j``'s slice of ``a`` is
+    ``a[a_off[j]:a_off[j + 1]]``.
 
-    Parameters
+    Attributes
     ----------
-    p : float array, slices ``p_off``
-        Start distributions (C order over the joint's axis sizes). Cells at 0 stay at 0.
-    w : float array, slices ``leaf_off``
+    p, p_off : float array, offsets
+        Start distributions (C order over the joint's axis sizes in contraction order). Cells at 0
+        stay at 0.
+    w, leaf_off : float array, offsets
         Weights ``c_u / N`` of the last level's nodes (0 for slots of a complete level no user has).
-    sizes, npat, pat0 : int arrays, slices ``size_off``
+    sizes, npat, pat0 : int arrays, sliced by ``size_off``
         Per tree level (= axis, in contraction order): the axis size ``n_t``; ``G_t`` if the level is
         complete, 0 if sparse; the global index of the axis' first pattern in ``pat_ptr``.
+    size_off : int array
     lev : int array
         Per joint ``m + 1`` level starts into its nodes (joint ``j``'s at ``size_off[j] + j``).
-    node_par : int array, slices ``node_off``
-        Parent of each node, as an index within the previous level (sparse levels only).
-    optr, ones : int arrays
+    node_par, node_off : int arrays
+        Parent of each node as an index within the previous level (sparse levels only).
+    optr, ones, ones_off : int arrays
         Per node, the set bits of its pattern: ``ones[optr[i]:optr[i + 1]]`` (joint ``j``'s ``optr``
         has ``n_nodes + 1`` entries at ``node_off[j] + j``, local offsets into its ``ones`` slice at
         ``ones_off``); empty for nodes of complete levels.
-    pat_ptr, pat_ones : int arrays
-        Set bits of every pattern (global CSR), for the tables of complete levels.
     base1, delta : float arrays, one per joint
         Likelihood rows ``lam[g, v] = base_g + delta * bit_v(g)``, ``base_g = base1`` if pattern ``g``
         has a set bit, else 1.
     grid : bool array, one per joint
         Every level complete: run the joint as matrix products over the full pattern grid
         (:func:`_em_grid`; ``w`` and ``z`` in C order over the grid) instead of the tree loops.
+    """
+
+    p: NDArray[np.float64]
+    p_off: NDArray[np.int64]
+    w: NDArray[np.float64]
+    leaf_off: NDArray[np.int64]
+    sizes: NDArray[np.int64]
+    npat: NDArray[np.int64]
+    pat0: NDArray[np.int64]
+    size_off: NDArray[np.int64]
+    lev: NDArray[np.int64]
+    node_par: NDArray[np.int64]
+    node_off: NDArray[np.int64]
+    optr: NDArray[np.int64]
+    ones: NDArray[np.int64]
+    ones_off: NDArray[np.int64]
+    base1: NDArray[np.float64]
+    delta: NDArray[np.float64]
+    grid: NDArray[np.bool_]
+
+
+def em_tree_batch(
+    batch: EMBatch,
+    pat_ptr: NDArray[np.int64],
+    pat_ones: NDArray[np.int64],
+    *,
+    tol: float,
+    max_iter: NDArray[np.int64],
+    stop: str,
+    cost: NDArray[np.float64],
+) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.int64], NDArray[np.bool_]]:
+    """Run the EMs of the joints in ``batch``, each to its own stopping point.
+
+    Parameters
+    ----------
+    batch : EMBatch
+    pat_ptr, pat_ones : int arrays
+        Set bits of every pattern (global CSR), for the tables of complete levels.
     tol, max_iter, stop
         The stopping rule of :func:`em_collapsed` (``max_iter`` per joint).
     cost : float array
@@ -487,12 +472,12 @@ def em_tree_batch(
 
     Returns
     -------
-    p : the estimates (flat, same layout), z : normalisers ``Z`` of the last level's nodes at the
-    returned ``p``, n_iter : (B,), converged : (B,).
+    p : the estimates (flat, layout of ``batch.p``), z : normalisers ``Z`` of the last level's nodes
+    at the returned ``p``, n_iter : (B,), converged : (B,).
     """
-    n_joints = p_off.shape[0] - 1
-    out = np.array(p, dtype=np.float64, copy=True)
-    z = np.empty(w.shape[0])
+    n_joints = batch.p_off.shape[0] - 1
+    out = np.array(batch.p, dtype=np.float64, copy=True)
+    z = np.empty(batch.w.shape[0])
     n_iter = np.zeros(n_joints, dtype=np.int64)
     converged = np.zeros(n_joints, dtype=np.bool_)
     order = np.argsort(-np.asarray(cost, dtype=np.float64), kind="stable").astype(np.int64)
@@ -501,8 +486,7 @@ def em_tree_batch(
     n_chunks = min(n_joints, 4 * N_THREADS)
 
     def work(c: int) -> None:
-        _em_tree_batch(out, p_off, z, w, leaf_off, sizes, npat, pat0, size_off, lev, node_par, node_off, optr,
-                       ones, ones_off, pat_ptr, pat_ones, base1, delta, grid, float(tol), max_iter, stop == "paper",
+        _em_tree_batch(out, z, *batch[1:], pat_ptr, pat_ones, float(tol), max_iter, stop == "paper",
                        order[c::n_chunks], n_iter, converged)
 
     run_chunks(work, n_chunks)

@@ -19,7 +19,7 @@ from numpy.typing import NDArray
 from privpub.core import check_positive_int, check_real
 from privpub.errors import ParameterError
 from privpub.ldp_synth._client import LDPReports
-from privpub.ldp_synth._em_tree import em_tree_batch
+from privpub.ldp_synth._em_tree import EMBatch, em_tree_batch
 from privpub.ldp_synth._kernels import em_collapsed, linear_contract, project_simplex
 
 __all__ = [
@@ -639,15 +639,18 @@ class ReportStore:
         log_rho = math.log(self.rho)
         delta = np.array([-math.expm1(-log_rho) if t.rescale else self.rho - 1.0 for t in trees])
         base1 = np.array([1.0 / self.rho if t.rescale else 1.0 for t in trees])
+        batch = EMBatch(
+            p=np.concatenate(p0), p_off=off(p0), w=np.concatenate(leaf_w), leaf_off=off(leaf_w),
+            sizes=np.concatenate([t.sizes for t in trees]), npat=np.concatenate([t.npat for t in trees]),
+            pat0=np.concatenate([t.pat0 for t in trees]), size_off=off([t.sizes for t in trees]),
+            lev=np.concatenate([t.lev for t in trees]), node_par=np.concatenate([t.node_par for t in trees]),
+            node_off=off([t.node_par for t in trees]), optr=np.concatenate([t.optr for t in trees]),
+            ones=np.concatenate([t.ones for t in trees]), ones_off=off([t.ones for t in trees]),
+            base1=base1, delta=delta, grid=np.array([t.grid for t in trees], dtype=bool),
+        )
         p, z, n_iter, converged = em_tree_batch(
-            np.concatenate(p0), off(p0), np.concatenate(leaf_w), off(leaf_w),
-            np.concatenate([t.sizes for t in trees]), np.concatenate([t.npat for t in trees]),
-            np.concatenate([t.pat0 for t in trees]), off([t.sizes for t in trees]),
-            np.concatenate([t.lev for t in trees]), np.concatenate([t.node_par for t in trees]),
-            off([t.node_par for t in trees]), np.concatenate([t.optr for t in trees]),
-            np.concatenate([t.ones for t in trees]), off([t.ones for t in trees]),
-            self._ones_ptr, self._ones_idx, base1, delta, np.array([t.grid for t in trees], dtype=bool),
-            tol=self.tol, max_iter=np.full(len(trees), max_iter, dtype=np.int64), stop=self.stop,
+            batch, self._ones_ptr, self._ones_idx, tol=self.tol,
+            max_iter=np.full(len(trees), max_iter, dtype=np.int64), stop=self.stop,
             cost=np.array([t.work for t in trees]),
         )
         p_off, z_off = off(p0), off(leaf_w)
