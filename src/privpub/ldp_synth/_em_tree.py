@@ -34,6 +34,7 @@ from typing import NamedTuple
 import numba
 import numpy as np
 from numpy.typing import NDArray
+from threadpoolctl import threadpool_limits
 
 from privpub.ldp._base import N_THREADS, run_chunks
 
@@ -99,6 +100,27 @@ def _update(p: NDArray[np.float64], g: NDArray[np.float64], tol: float, stop_pap
     return (new_max - old_max <= tol) if stop_paper else (diff < tol)
 
 
+#: run a sparse level's children of one parent as one matrix product when there are this many
+#: children and at least ``_GEMM_WIDTH`` cells per node (otherwise the per-bit loops are cheaper)
+_GEMM_CHILDREN = 8
+_GEMM_WIDTH = 4
+
+
+@numba.njit(cache=True, nogil=True, error_model="numpy")
+def _rows(optr: _I64, ones: _I64, node0: int, c: int, n: int, base1: float, delta: float) -> _F64:
+    """Likelihood rows ``(c, n)`` of nodes ``node0 .. node0 + c - 1`` from their set-bit lists."""
+    a = np.empty((c, n))
+    for i in range(c):
+        j0 = optr[node0 + i]
+        j1 = optr[node0 + i + 1]
+        b = base1 if j1 > j0 else 1.0
+        for v in range(n):
+            a[i, v] = b
+        for j in range(j0, j1):
+            a[i, ones[j]] += delta
+    return a
+
+
 @numba.njit(cache=True, nogil=True, error_model="numpy")
 def _forward(x: NDArray[np.float64], s_buf: NDArray[np.float64], tree: _TreeArgs) -> None:
     """Fill levels 1..m of ``x`` from level 0 (the current ``P``); level m holds ``Z``."""
@@ -125,16 +147,13 @@ def _forward(x: NDArray[np.float64], s_buf: NDArray[np.float64], tree: _TreeArgs
                         lv = l0 + v * n_g
                         for g in range(n_g):
                             x[dst + g] += lam[lv + g] * xv
-            else:
+            else:  # one matrix product per parent: (G x n) @ (n x R)
+                lt = lam[l0:l0 + n * n_g].reshape((n, n_g)).T
                 for par in range(u[t - 1]):
                     src = src0 + par * rp
-                    for g in range(n_g):
-                        dst = dst0 + (par * n_g + g) * rt
-                        for k in range(rt):
-                            acc = 0.0
-                            for v in range(n):
-                                acc += lam[l0 + v * n_g + g] * x[src + v * rt + k]
-                            x[dst + k] = acc
+                    dst = dst0 + par * n_g * rt
+                    out = np.dot(lt, x[src:src + rp].reshape((n, rt))).ravel()
+                    x[dst:dst + n_g * rt] = out
             continue
         # sparse level: per-parent sums over the contracted value, then one pass per set bit
         for par in range(u[t - 1]):
@@ -145,15 +164,26 @@ def _forward(x: NDArray[np.float64], s_buf: NDArray[np.float64], tree: _TreeArgs
                 src = src0 + par * rp + v * rt
                 for k in range(rt):
                     s_buf[sb + k] += x[src + k]
-        for i in range(u[t]):
+        i = 0
+        while i < u[t]:
             node = lev[t - 1] + i
             par = node_par[node]
+            src = src0 + par * rp
+            c = 1
+            while i + c < u[t] and node_par[node + c] == par:
+                c += 1
+            if c >= _GEMM_CHILDREN and rt >= _GEMM_WIDTH:  # all children of par in one product
+                a = _rows(optr, ones, node, c, n, base1, delta)
+                out = np.dot(a, x[src:src + rp].reshape((n, rt))).ravel()
+                x[dst0 + i * rt:dst0 + (i + c) * rt] = out
+                i += c
+                continue
+            i += 1
             j0 = optr[node]
             j1 = optr[node + 1]
             b = base1 if j1 > j0 else 1.0
-            dst = dst0 + i * rt
+            dst = dst0 + (i - 1) * rt
             sb = par * rt
-            src = src0 + par * rp
             if rt == 1:
                 acc = 0.0
                 for j in range(j0, j1):
@@ -182,30 +212,48 @@ def _backward(y: NDArray[np.float64], b_buf: NDArray[np.float64], tree: _TreeArg
         n_g = npat[t - 1]
         if n_g > 0:
             l0 = lam_off[t - 1]
+            if rt > 1:  # one matrix product per parent: (n x G) @ (G x R)
+                lmat = lam[l0:l0 + n * n_g].reshape((n, n_g))
+                for par in range(u[t - 1]):
+                    src = src0 + par * n_g * rt
+                    out = np.dot(lmat, y[src:src + n_g * rt].reshape((n_g, rt))).ravel()
+                    y[dst0 + par * rp:dst0 + (par + 1) * rp] = out
+                continue
             for par in range(u[t - 1]):
                 dst = dst0 + par * rp
-                src = src0 + par * n_g * rt
+                src = src0 + par * n_g
                 for v in range(n):
                     lv = l0 + v * n_g
-                    for k in range(rt):
-                        acc = 0.0
-                        for g in range(n_g):
-                            acc += lam[lv + g] * y[src + g * rt + k]
-                        y[dst + v * rt + k] = acc
+                    acc = 0.0
+                    for g in range(n_g):
+                        acc += lam[lv + g] * y[src + g]
+                    y[dst + v] = acc
             continue
         for k in range(u[t - 1] * rp):
             y[dst0 + k] = 0.0
         for k in range(u[t - 1] * rt):
             b_buf[k] = 0.0
-        for i in range(u[t]):
+        i = 0
+        while i < u[t]:
             node = lev[t - 1] + i
             par = node_par[node]
+            dst = dst0 + par * rp
+            c = 1
+            while i + c < u[t] and node_par[node + c] == par:
+                c += 1
+            if c >= _GEMM_CHILDREN and rt >= _GEMM_WIDTH:  # all children of par in one product
+                a = _rows(optr, ones, node, c, n, base1, delta)
+                out = np.dot(a.T, y[src0 + i * rt:src0 + (i + c) * rt].reshape((c, rt))).ravel()
+                for k in range(rp):
+                    y[dst + k] += out[k]
+                i += c
+                continue
+            i += 1
             j0 = optr[node]
             j1 = optr[node + 1]
             b = base1 if j1 > j0 else 1.0
-            src = src0 + i * rt
+            src = src0 + (i - 1) * rt
             bb = par * rt
-            dst = dst0 + par * rp
             if rt == 1:
                 val = y[src]
                 b_buf[bb] += b * val
@@ -489,5 +537,8 @@ def em_tree_batch(
         _em_tree_batch(out, z, *batch[1:], pat_ptr, pat_ones, float(tol), max_iter, stop == "paper",
                        order[c::n_chunks], n_iter, converged)
 
-    run_chunks(work, n_chunks)
+    # the kernel's threads are the parallelism: BLAS on one thread inside them (a threaded BLAS
+    # under them oversubscribes the cores; measured 3x slower on large-domain joints)
+    with threadpool_limits(limits=1, user_api="blas"):
+        run_chunks(work, n_chunks)
     return out, z, n_iter, converged
