@@ -169,10 +169,10 @@ def _forward(x: NDArray[np.float64], s_buf: NDArray[np.float64], tree: _TreeArgs
             node = lev[t - 1] + i
             par = node_par[node]
             src = src0 + par * rp
-            c = 1
-            while i + c < u[t] and node_par[node + c] == par:
+            c = 1  # children of par from node on (counted only where a product could pay off)
+            while rt >= _GEMM_WIDTH and i + c < u[t] and node_par[node + c] == par:
                 c += 1
-            if c >= _GEMM_CHILDREN and rt >= _GEMM_WIDTH:  # all children of par in one product
+            if c >= _GEMM_CHILDREN:  # all children of par in one product
                 a = _rows(optr, ones, node, c, n, base1, delta)
                 out = np.dot(a, x[src:src + rp].reshape((n, rt))).ravel()
                 x[dst0 + i * rt:dst0 + (i + c) * rt] = out
@@ -238,10 +238,10 @@ def _backward(y: NDArray[np.float64], b_buf: NDArray[np.float64], tree: _TreeArg
             node = lev[t - 1] + i
             par = node_par[node]
             dst = dst0 + par * rp
-            c = 1
-            while i + c < u[t] and node_par[node + c] == par:
+            c = 1  # children of par from node on (counted only where a product could pay off)
+            while rt >= _GEMM_WIDTH and i + c < u[t] and node_par[node + c] == par:
                 c += 1
-            if c >= _GEMM_CHILDREN and rt >= _GEMM_WIDTH:  # all children of par in one product
+            if c >= _GEMM_CHILDREN:  # all children of par in one product
                 a = _rows(optr, ones, node, c, n, base1, delta)
                 out = np.dot(a.T, y[src0 + i * rt:src0 + (i + c) * rt].reshape((c, rt))).ravel()
                 for k in range(rp):
