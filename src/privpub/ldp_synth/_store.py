@@ -51,9 +51,9 @@ GRID_SPEEDUP = 10.0
 #: fixed cost of one small matrix product (call and allocation), in sparse-equivalent multiply-adds
 GRID_CALL_COST = 200.0
 
-#: reference EM speed, sparse-equivalent multiply-adds per second on one core (measured on the
-#: project's 2-core AMD EPYC machine, rounded down); only used to predict running times
-EM_RATE = 3e8
+#: reference EM speed, sparse-equivalent multiply-adds per second on one core (measured 7e8-9e8 on
+#: the project's 2-core AMD EPYC machine under load, rounded down); only used to predict times
+EM_RATE = 5e8
 
 #: warn when one batch of EMs could run longer than this (seconds on one reference core)
 EM_WARN_SECONDS = 60.0
