@@ -62,22 +62,24 @@ def test_batch_over_all_joints_equals_reference(f: float) -> None:
     assert len(iters) > 3  # the joints stopped at their own iterations
 
 
+@pytest.mark.parametrize("f", [0.5, 1e-40])
 @pytest.mark.parametrize("layout", ["sparse", "dense", "grid"])
-def test_sparse_complete_and_grid_layouts_equal_reference(layout: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_sparse_complete_and_grid_layouts_equal_reference(layout: str, f: float,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     """Force every tree level sparse (explicit nodes), complete (dense loops) or the full pattern grid
-    (matrix products): the same estimates."""
+    (matrix products): the same estimates, also with rescaled likelihood rows (f = 1e-40)."""
     monkeypatch.setattr(store_mod, "DENSE_SPEEDUP", 1e-9 if layout == "sparse" else 1e9)
     monkeypatch.setattr(store_mod, "GRID_SPEEDUP", 1e9 if layout == "grid" else 1e-9)
     monkeypatch.setattr(store_mod, "GRID_CALL_COST", 0.0)
     store_mod._axis_order_cached.cache_clear()
     sizes = (6, 7, 5)
-    rep = perturb_codes(_codes(4000, sizes, seed=3), sizes, flip_prob=0.5, rng=4)
+    rep = perturb_codes(_codes(4000, sizes, seed=3), sizes, flip_prob=f, rng=4)
     store = ReportStore(rep, max_iter=200)
     keys = [(0, 1, 2), (0, 2), (1,)]
     tree = store._tree((0, 1, 2))
-    assert tree.grid == (layout == "grid")
+    assert tree.grid == (layout == "grid") and tree.rescale == (f < 0.01)
     assert (tree.npat == 0).all() if layout == "sparse" else (tree.npat > 0).all()
-    if layout != "sparse":  # complete levels have slots no user occupies
+    if layout != "sparse" and f == 0.5:  # complete levels have slots no user occupies
         assert tree.level_counts[-1] > tree.counts.shape[0]
     store.prefetch(keys)
     _assert_matches_reference(store, keys)
