@@ -4,6 +4,15 @@ Run on demand (not in CI)::
 
     PRIVPUB_DATA=../shared/datasets python benchmarks/ldp_synth.py --repeats 3 \
         [--privbayes-python /path/to/venv/bin/python]
+    PRIVPUB_DATA=../shared/datasets python benchmarks/ldp_synth.py --fit --repeats 3 [--reference]
+
+``--fit`` times the synthesizer fit alone on Adult (15 attributes, k = 2: the 484 joint estimates,
+the network search and the conditional tables, from the simulated reports) at f = 0.1, 0.5, 0.9 with
+the paper's EM (batched prefix-tree kernel) and the linear estimator, side by side in each repeat,
+then ``privpub synth`` end to end (a fresh process: reading the CSV, simulating the reports, the fit
+with the default ``--method auto``, sampling and writing 45,222 rows). ``--reference`` adds the same
+fit with every joint through the one-joint dense EM (``em_collapsed``, the reference of the tests).
+The load average is printed before and after.
 
 Each configuration is timed ``--repeats`` times and the median reported (wall clock, and the process CPU
 time, which is less sensitive to a shared machine), together with AVD_2 (all
@@ -30,6 +39,7 @@ import numpy as np
 from privpub.experiments.ldp_synth import TabularCodes, load_adult_codes, load_nltcs_codes
 from privpub.ldp_synth import (
     EmpiricalJoints,
+    JointEstimate,
     ReportStore,
     build_network,
     conditional_tables,
@@ -125,9 +135,74 @@ def bench_privbayes(data: TabularCodes, python: str, epsilon: float) -> dict:
     return row
 
 
+class _ReferenceStore(ReportStore):
+    """Every EM joint through the dense one-joint reference EM (for the speed-up of the batched kernel)."""
+
+    def _em_batch(self, keys, method):  # type: ignore[no-untyped-def]
+        for key in keys:
+            p, n_iter, converged, loglik = self._em_reference(key)
+            self._cache[(key, method)] = JointEstimate(key, p, n_iter, converged, loglik, None, method)
+            self.n_estimates += 1
+
+
+def _fit(store_cls: type, reports, method: str) -> dict:  # type: ignore[no-untyped-def]
+    c0, t0 = time.process_time(), time.perf_counter()
+    store = store_cls(reports, method=method)
+    net = build_network(store, 2)
+    conditional_tables(store, net)
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    iters = [e.n_iter for e in store._cache.values()]
+    return {"wall_s": wall, "cpu_s": cpu, "n_estimates": store.n_estimates, "net": net,
+            "capped": sum(1 for e in store._cache.values() if not e.converged), "median_iter": float(np.median(iters))}
+
+
+def bench_fit(data: TabularCodes, repeats: int, reference: bool) -> list[dict]:
+    """Synthesizer fit on the simulated reports (EM vs linear, side by side), then the CLI end to end."""
+    fits = [("em", ReportStore), ("linear", ReportStore)] + ([("em (dense reference)", _ReferenceStore)]
+                                                           if reference else [])
+    warm = perturb_codes(data.codes[:2000], data.sizes, flip_prob=0.5, rng=0)
+    build_network(ReportStore(warm), 2)  # load (or compile) the Numba kernel once
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        csv, schema = Path(tmp) / "adult.csv", Path(tmp) / "schema.json"
+        data.frame().to_csv(csv, index=False)
+        schema.write_text(json.dumps(data.schema.to_dict()))
+        for f in (0.1, 0.5, 0.9):
+            reports = perturb_codes(data.codes, data.sizes, flip_prob=f, rng=100)
+            runs: dict[str, list[dict]] = {label: [] for label, _ in fits}
+            for _ in range(repeats):
+                for label, cls in fits:
+                    runs[label].append(_fit(cls, reports, "linear" if label == "linear" else "em"))
+            nets = {label: r[-1]["net"] for label, r in runs.items()}
+            for label, r in runs.items():
+                row = {"dataset": data.name, "what": f"fit ({label})", "f": f,
+                       "wall_s": statistics.median(x["wall_s"] for x in r),
+                       "cpu_s": statistics.median(x["cpu_s"] for x in r),
+                       "n_estimates": r[-1]["n_estimates"], "capped": r[-1]["capped"],
+                       "median_iter": r[-1]["median_iter"], "same_network_as_em": nets[label] == nets["em"]}
+                rows.append(row)
+                print(json.dumps(row), flush=True)
+            cli = []
+            for _ in range(repeats):
+                t0 = time.perf_counter()
+                res = subprocess.run(
+                    [sys.executable, "-c", "from privpub.cli import main; main()", "synth", str(csv), "--schema",
+                     str(schema), "--flip-prob", str(f), "--seed", "1", "--quiet", "-o", str(Path(tmp) / "out.csv")],
+                    capture_output=True, text=True, check=True,
+                )
+                cli.append(time.perf_counter() - t0)
+            row = {"dataset": data.name, "what": "privpub synth (end to end, --method auto)", "f": f,
+                   "wall_s": statistics.median(cli), "stdout": res.stdout.strip()}
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--fit", action="store_true", help="Time the fit and the CLI on Adult (EM vs linear).")
+    parser.add_argument("--reference", action="store_true", help="With --fit: also the dense one-joint EM.")
     parser.add_argument("--datasets", default="adult,nltcs")
     parser.add_argument("--privbayes-python", default=None)
     parser.add_argument("--privbayes-epsilon", type=float, default=1.0)
@@ -136,6 +211,13 @@ def main() -> None:
     data_dir = os.environ.get("PRIVPUB_DATA")
     loaders = {"adult": load_adult_codes, "nltcs": load_nltcs_codes}
     rows = []
+    print(f"load average before: {os.getloadavg()}", flush=True)
+    if args.fit:
+        rows = bench_fit(load_adult_codes(data_dir), args.repeats, args.reference)
+        print(f"load average after: {os.getloadavg()}", flush=True)
+        if args.json_out:
+            Path(args.json_out).write_text(json.dumps(rows, indent=2, default=str))
+        return
     for name in args.datasets.split(","):
         data = loaders[name](data_dir)
         rows += bench_dataset(data, args.repeats)
@@ -143,6 +225,7 @@ def main() -> None:
             rows.append(bench_privbayes(data, args.privbayes_python, args.privbayes_epsilon))
     if args.json_out:
         Path(args.json_out).write_text(json.dumps(rows, indent=2))
+    print(f"load average after: {os.getloadavg()}", flush=True)
     print(f"python {sys.version.split()[0]}, numpy {np.__version__}, {os.cpu_count()} CPUs", flush=True)
 
 

@@ -84,6 +84,42 @@ def test_synth_undeclared_column(table: tuple[Path, Path, pd.DataFrame], tmp_pat
     assert res.exit_code == 2 and "without a declared domain" in res.output
 
 
+def test_synth_auto_method_runs_em_on_small_domains(table: tuple[Path, Path, pd.DataFrame],
+                                                    tmp_path: Path) -> None:
+    data, schema, _ = table
+    res = runner.invoke(app, ["synth", str(data), "--schema", str(schema), "--flip-prob", "0.9", "--seed", "1",
+                              "-o", str(tmp_path / "o.csv")])
+    assert res.exit_code == 0, res.output
+    assert "estimator: em (the paper's EM" in res.output  # the automatic choice is stated
+    assert "network (em)" in res.output and "4/4" in res.output  # one progress step per node
+    assert res.output.rstrip().endswith("estimator em)")
+
+
+def test_synth_auto_method_picks_linear_when_em_is_too_slow(tmp_path: Path) -> None:
+    """Four 24-value columns at f = 0.5: EM's worst case is minutes, so auto uses linear and says why."""
+    from privpub.cli._ldp_synth import choose_method
+
+    gen = np.random.default_rng(0)
+    cats = [f"v{i}" for i in range(24)]
+    df = pd.DataFrame({f"c{j}": np.asarray(cats, dtype=object)[gen.integers(24, size=3000)] for j in range(4)})
+    data = tmp_path / "in.csv"
+    df.to_csv(data, index=False)
+    schema = tmp_path / "schema.json"
+    schema.write_text(json.dumps(Schema([CategoricalAttribute(f"c{j}", cats) for j in range(4)]).to_dict()))
+    res = runner.invoke(app, ["synth", str(data), "--schema", str(schema), "--flip-prob", "0.5", "--seed", "1",
+                              "-o", str(tmp_path / "o.csv")])
+    assert res.exit_code == 0, res.output
+    assert "estimator: linear. EM could take up to" in res.output and "pass --method em" in res.output
+    assert res.output.rstrip().endswith("estimator linear)")
+    # the choice uses public metadata only, is deterministic and leaves an explicit method alone
+    assert choose_method("auto", (24,) * 4, 3000, None, 0.5, 2)[0] == "linear"
+    assert choose_method("auto", (24,) * 4, 3000, None, 1e-4, 2)[0] == "em"  # few patterns at tiny f
+    assert choose_method("em", (24,) * 4, 3000, None, 0.5, 2) == ("em", "")
+    bad = runner.invoke(app, ["synth", str(data), "--schema", str(schema), "--flip-prob", "0.5", "--method", "fast",
+                              "-o", str(tmp_path / "o2.csv")])
+    assert bad.exit_code == 2 and "--method must be one of ['auto', 'em', 'linear', 'hybrid']" in bad.output
+
+
 def test_reproduce_quick_on_tiny_data(tmp_path: Path) -> None:
     """The reproduction runner end to end on a tiny NLTCS stand-in (Adult absent: skipped)."""
     x = chain_codes(400, 5, seed=1)

@@ -122,6 +122,15 @@ def test_single_carry_is_a_valid_network() -> None:
     assert sorted(c for c, _ in net) == list(range(7))
 
 
+@pytest.mark.parametrize("search", ["incremental", "exhaustive", "single_carry"])
+def test_progress_is_reported_once_per_node(search: str) -> None:
+    codes = _random_codes(2000, (2, 3, 2, 4, 2), seed=4)
+    store = ReportStore(perturb_codes(codes, (2, 3, 2, 4, 2), flip_prob=0.5, rng=5))
+    calls: list[tuple[int, int]] = []
+    build_network(store, 2, search=search, progress=lambda i, d: calls.append((i, d)))
+    assert calls == [(i, 5) for i in range(1, 6)]
+
+
 def test_network_argument_errors() -> None:
     src = EmpiricalJoints(_random_codes(100, (2, 2, 2), 0), (2, 2, 2))
     with pytest.raises(ParameterError, match=re.escape("degree (max parents k) must be an integer in [1, 2]")):

@@ -52,6 +52,43 @@ def _load_schema(path: Path) -> Schema:
     return Schema.from_dict(data)
 
 
+#: ``--method auto`` runs EM only if its predicted worst case fits in this many seconds on one core
+AUTO_EM_SECONDS = 60.0
+
+
+def choose_method(method: str, sizes: tuple[int, ...], n_users: int, epsilon: float | None,
+                  flip_prob: float | None, degree: int) -> tuple[str, str]:
+    """Resolve ``--method auto`` from public metadata only (schema sizes, N, f, degree).
+
+    EM's worst case (every joint of the network search running ``max_iter = 1000`` iterations) is
+    predicted from :func:`privpub.ldp_synth._store.em_work_bound`; above ``AUTO_EM_SECONDS`` on one
+    reference core the fast linear estimator is used instead. Returns the method and a note for
+    the user (empty when the method was given explicitly).
+    """
+    from privpub.ldp_synth._client import resolve_flip_prob
+    from privpub.ldp_synth._store import EM_RATE, METHODS, em_work_bound
+
+    if method not in ("auto", *METHODS):
+        raise ParameterError(f"--method must be one of {['auto', *METHODS]}, got {method!r}")
+    if method != "auto":
+        return method, ""
+
+    d = len(sizes)
+    f, _ = resolve_flip_prob(epsilon, flip_prob, d)
+    if not 1 <= degree < d:
+        return "em", ""  # the publisher reports the bad degree
+    work, cells = em_work_bound(sizes, n_users, f, degree)
+    seconds = work * 1000 / EM_RATE
+    if seconds <= AUTO_EM_SECONDS:
+        return "em", f"estimator: em (the paper's EM; worst case about {max(seconds, 1):.0f} s)"
+    return "linear", (
+        f"estimator: linear. EM could take up to {seconds / 60:.0f} min here (f = {f:.3g}, {n_users} reports, "
+        f"joints of up to {cells} cells, up to 1000 iterations each; the limit for the automatic choice is "
+        f"{AUTO_EM_SECONDS:.0f} s). The linear estimator is unbiased but noisier, most of all at large f; "
+        "pass --method em to run EM anyway"
+    )
+
+
 def register(app: typer.Typer, reproduce_app: typer.Typer) -> None:
     """Add this part's commands to the application."""
 
@@ -69,7 +106,10 @@ def register(app: typer.Typer, reproduce_app: typer.Typer) -> None:
         flip_prob: float | None = typer.Option(None, "--flip-prob", help="Bit flip probability f in (0, 1)."),
         degree: int = typer.Option(2, "--degree", "-k", help="Max parents per node of the Bayesian network."),
         columns: str | None = typer.Option(None, "--columns", help="Comma-separated subset of columns."),
-        method: str = typer.Option("em", "--method", help="Joint estimator: em (paper), linear (fast), hybrid."),
+        method: str = typer.Option(
+            "auto", "--method", help="Joint estimator: auto (em unless its predicted worst case exceeds 60 s, then "
+            "linear; says which), em (paper), linear (fast), hybrid."
+        ),
         start: str = typer.Option("entropy", "--start", help="First node: entropy (Alg. 4) or random (Alg. 3)."),
         rows: int | None = typer.Option(None, "--rows", help="Synthetic rows, >= 1 (default: as many as the input)."),
         seed: int | None = typer.Option(None, "--seed", help=SEED_HELP),
@@ -95,7 +135,11 @@ def register(app: typer.Typer, reproduce_app: typer.Typer) -> None:
         if rows is not None and rows < 1:
             raise ParameterError(f"--rows must be >= 1, got {rows}")
         schema = _load_schema(schema_path)
-        synthesizer = LDPBayesSynthesizer(degree=degree, method=method, start=start)
+        from privpub.ldp_synth._store import METHODS
+
+        if method not in ("auto", *METHODS):  # checked before any data is read
+            raise ParameterError(f"--method must be one of {['auto', *METHODS]}, got {method!r}")
+        synthesizer = LDPBayesSynthesizer(degree=degree, method="em" if method == "auto" else method, start=start)
         session = open_session(budget_file, budget_total, data_label or input.name)
         extra = publish_kwargs(synthesizer.publish, session, "synth")
         frame = read_table(input)
@@ -107,7 +151,11 @@ def register(app: typer.Typer, reproduce_app: typer.Typer) -> None:
             frame = frame[names]
             schema = schema.with_attributes(names)
         check_sizes(schema, len(frame), degree, rows if rows is not None else len(frame))
-        bar = None if quiet else tqdm(total=len(schema), desc="network", unit="node", leave=False)
+        method, note = choose_method(method, schema.sizes, len(frame), epsilon, flip_prob, degree)
+        if note and not quiet:
+            typer.echo(note, err=True)
+        synthesizer = LDPBayesSynthesizer(degree=degree, method=method, start=start)
+        bar = None if quiet else tqdm(total=len(schema), desc=f"network ({method})", unit="node", leave=False)
 
         def progress(i: int, d: int) -> None:
             if bar is not None:
@@ -128,7 +176,7 @@ def register(app: typer.Typer, reproduce_app: typer.Typer) -> None:
         typer.echo(
             f"wrote {len(synthetic)} synthetic rows to {output} (f = {release.flip_prob:.6g}, "
             f"epsilon = {release.epsilon:.6g} per user, {release.epsilon_attribute:.6g} per attribute; "
-            f"degree {degree})"
+            f"degree {degree}; estimator {method})"
         )
         echo_session(session, budget_file)
 

@@ -12,14 +12,15 @@ from typing import Annotated, Any
 import numpy as np
 import typer
 
-from privpub.cli._common import handle_errors
-from privpub.errors import ParameterError
+from privpub.cli._common import ForceOption, handle_errors
+from privpub.errors import DataNotFoundError, ParameterError, PrivpubError
 
 db_app = typer.Typer(help="The service's database: schema upgrades (Alembic).", no_args_is_help=True)
 campaign_app = typer.Typer(help="Create and manage collection campaigns on a running service.",
                            no_args_is_help=True)
 
 _DB = typer.Option("--db", help="Database: a SQLite file path or URL (sqlite:///x.db, postgresql+psycopg://...).")
+_LOG_LEVELS = ("critical", "error", "warning", "info", "debug", "trace")
 _URL = typer.Option("--url", envvar="PRIVPUB_URL", help="The service's base URL (default $PRIVPUB_URL).")
 
 
@@ -54,6 +55,14 @@ def serve(
     The default database is a SQLite file created on first start. Put the service behind a TLS
     proxy for anything but loopback (docs/service.md).
     """
+    if not 0 <= port <= 65535:
+        raise ParameterError(f"--port must be in 0..65535 (0: any free port), got {port}")
+    if workers < 1:
+        raise ParameterError(f"--workers must be >= 1, got {workers}")
+    if log_level.lower() not in _LOG_LEVELS:
+        raise ParameterError(f"--log-level must be one of {list(_LOG_LEVELS)}, got {log_level!r}")
+    if not host.strip():
+        raise ParameterError("--host must name an interface, got ''")
     _need_extra()
     import uvicorn
 
@@ -69,7 +78,7 @@ def serve(
                    "are disabled", err=True)
     os.environ["PRIVPUB_DB"] = url
     uvicorn.run("privpub.service._app:create_app_from_env", factory=True, host=host, port=port,
-                workers=workers, access_log=False, log_level=log_level, server_header=False)
+                workers=workers, access_log=False, log_level=log_level.lower(), server_header=False)
 
 
 @db_app.command("upgrade")
@@ -85,15 +94,67 @@ def db_upgrade(
     typer.echo(f"database schema at revision {upgrade(db, revision)}")
 
 
+def base_url(url: str | None) -> str:
+    """The service's base URL from ``--url``/$PRIVPUB_URL, checked (http or https, with a host)."""
+    from urllib.parse import urlsplit
+
+    base = (url or "http://127.0.0.1:8000").strip().rstrip("/")
+    try:
+        parts = urlsplit(base)
+        parts.port  # noqa: B018 -- raises ValueError for a bad port
+    except ValueError as exc:
+        raise ParameterError(f"--url {base!r} is not a valid URL ({exc})") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ParameterError(f"--url must be an http:// or https:// URL with a host, got {base!r}")
+    return base
+
+
+class _Client:
+    """An admin client whose network failures are one-line privpub errors naming --url."""
+
+    def __init__(self, client: Any, base: str) -> None:
+        self._client = client
+        self._base = base
+
+    def _do(self, method: str, path: str, **kwargs: Any) -> Any:
+        import httpx
+
+        try:
+            resp = self._client.request(method, path, **kwargs)
+        except httpx.HTTPError as exc:
+            raise ServiceUnreachableError(
+                f"could not reach the service at {self._base} (--url / $PRIVPUB_URL): {type(exc).__name__}: {exc}"
+            ) from None
+        return _check(resp)
+
+    def get(self, path: str, **kwargs: Any) -> Any:
+        return self._do("GET", path, **kwargs)
+
+    def post(self, path: str, **kwargs: Any) -> Any:
+        return self._do("POST", path, **kwargs)
+
+
+class ServiceUnreachableError(PrivpubError):
+    """The service at --url could not be reached."""
+
+
+def _json(resp: Any) -> Any:
+    try:
+        return resp.json()
+    except ValueError:
+        raise ServiceUnreachableError(f"the service at {resp.request.url} answered {resp.status_code} with "
+                                      "a body that is not JSON; is --url a privpub service?") from None
+
+
 def _client(url: str | None) -> tuple[Any, str]:
     import httpx
 
-    base = (url or "http://127.0.0.1:8000").rstrip("/")
+    base = base_url(url)
     token = os.environ.get("PRIVPUB_ADMIN_TOKEN")
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     # a service that is still starting: retry the connection for about 15 seconds
     transport = httpx.HTTPTransport(retries=6)
-    return httpx.Client(base_url=base, headers=headers, timeout=600.0, transport=transport), base
+    return _Client(httpx.Client(base_url=base, headers=headers, timeout=600.0, transport=transport), base), base
 
 
 def _check(resp: Any) -> Any:
@@ -118,13 +179,19 @@ def campaign_create(
     import yaml
 
     if not spec.is_file():
-        raise ParameterError(f"campaign file {str(spec)!r} does not exist")
+        what = "is a directory" if spec.is_dir() else "does not exist"
+        raise DataNotFoundError(f"campaign file {str(spec)!r} {what}")
     try:
         body = yaml.safe_load(spec.read_text(encoding="utf-8"))
+    except UnicodeDecodeError:
+        raise ParameterError(f"campaign file {str(spec)!r} is not UTF-8 text (YAML or JSON)") from None
     except yaml.YAMLError as exc:
         raise ParameterError(f"campaign file {str(spec)!r} is not valid YAML: {exc}") from None
+    if not isinstance(body, dict):
+        raise ParameterError(f"campaign file {str(spec)!r} must hold a mapping (name, kind, epsilon, ...), "
+                             f"got {type(body).__name__}")
     client, _ = _client(url)
-    typer.echo(json.dumps(_check(client.post("/campaigns", json=body)).json(), indent=2))
+    typer.echo(json.dumps(_json(client.post("/campaigns", json=body)), indent=2))
 
 
 @campaign_app.command("status")
@@ -132,7 +199,7 @@ def campaign_create(
 def campaign_status(campaign_id: str, url: Annotated[str | None, _URL] = None) -> None:
     """A campaign's status (JSON)."""
     client, _ = _client(url)
-    typer.echo(json.dumps(_check(client.get(f"/campaigns/{campaign_id}/status")).json(), indent=2))
+    typer.echo(json.dumps(_json(client.get(f"/campaigns/{_id(campaign_id)}/status")), indent=2))
 
 
 @campaign_app.command("release")
@@ -140,13 +207,18 @@ def campaign_status(campaign_id: str, url: Annotated[str | None, _URL] = None) -
 def campaign_release(
     campaign_id: str,
     url: Annotated[str | None, _URL] = None,
-    output: Annotated[Path | None, typer.Option("--output", "-o", help="Write the release (JSON) here.")] = None,
+    output: Annotated[Path | None, typer.Option("--output", "-o", help="Write the release (.json) here.")] = None,
+    force: ForceOption = False,
 ) -> None:
     """Publish a release from the stored reports (admin); prints a summary."""
+    from privpub._io import check_output, write_json
+
+    if output is not None:  # checked before the release spends budget
+        check_output(output, force=force, supported=("json",))
     client, _ = _client(url)
-    rel = _check(client.post(f"/campaigns/{campaign_id}/releases")).json()
+    rel = _json(client.post(f"/campaigns/{_id(campaign_id)}/releases"))
     if output is not None:
-        output.write_text(json.dumps(rel, indent=2))
+        write_json(rel, output, force=force)
     summary = {k: rel[k] for k in ("id", "n_reports", "epsilon", "ledger_total")}
     if "estimates" in rel:
         summary["estimates"] = rel["estimates"]
@@ -158,8 +230,10 @@ def campaign_release(
 def campaign_tokens(campaign_id: str, count: Annotated[int, typer.Option("--count")] = 1,
                     url: Annotated[str | None, _URL] = None) -> None:
     """Create one-time enrollment tokens (admin); one per line."""
+    if not 1 <= count <= 100_000:
+        raise ParameterError(f"--count must be in 1..100000, got {count}")
     client, _ = _client(url)
-    for t in _check(client.post(f"/campaigns/{campaign_id}/tokens", json={"count": count})).json()["tokens"]:
+    for t in _json(client.post(f"/campaigns/{_id(campaign_id)}/tokens", json={"count": count}))["tokens"]:
         typer.echo(t)
 
 
@@ -168,8 +242,16 @@ def campaign_tokens(campaign_id: str, count: Annotated[int, typer.Option("--coun
 def campaign_close(campaign_id: str, url: Annotated[str | None, _URL] = None) -> None:
     """Stop accepting reports (admin)."""
     client, _ = _client(url)
-    _check(client.post(f"/campaigns/{campaign_id}/close"))
+    client.post(f"/campaigns/{_id(campaign_id)}/close")
     typer.echo(f"campaign {campaign_id} closed")
+
+
+def _id(campaign_id: str) -> str:
+    from urllib.parse import quote
+
+    if not campaign_id.strip():
+        raise ParameterError("the campaign id must not be empty")
+    return quote(campaign_id, safe="")
 
 
 def simulate_values(config: dict[str, Any], n: int, rng: np.random.Generator) -> Any:
@@ -220,41 +302,65 @@ def participate(
     Each value is one participant, randomised on this machine with the library's client code;
     only reports are sent.
     """
-    _need_extra()
-    import pandas as pd
-
-    from privpub.client import Gateway, Participant
-
-    base = (url or "http://127.0.0.1:8000").rstrip("/")
-    rng: Any = "secure" if rng_seed is None else rng_seed
+    base = base_url(url)
     if sum(x is not None for x in (value, values, simulate)) != 1:
         raise ParameterError("give exactly one of --value, --values or --simulate")
+    if simulate is not None and simulate < 1:
+        raise ParameterError(f"--simulate must be >= 1, got {simulate}")
+    if batch_size < 1:
+        raise ParameterError(f"--batch-size must be >= 1, got {batch_size}")
+    if not campaign.strip():
+        raise ParameterError("--campaign must not be empty")
+    if values is not None and not values.is_file():
+        raise DataNotFoundError(f"--values file {str(values)!r} does not exist or is not a file")
+    _need_extra()
+    from privpub.cli._common import read_table
+    from privpub.client import Gateway, Participant
+
+    rng: Any = "secure" if rng_seed is None else rng_seed
+    campaign = _id(campaign)
     if value is not None:
         p = Participant(base, campaign, token=token, rng=rng)
         kind = p.config()["kind"]
         v: Any = value
         if kind == "spatial":
-            v = [float(t) for t in value.split(",")]
+            try:
+                v = [float(t) for t in value.split(",")]
+            except ValueError:
+                raise ParameterError(f"--value must be 'x,y' for a spatial campaign, got {value!r}") from None
+            if len(v) != 2:
+                raise ParameterError(f"--value must be 'x,y' for a spatial campaign, got {value!r}")
         elif kind == "synth":
-            v = json.loads(value)
+            try:
+                v = json.loads(value)
+            except ValueError:
+                raise ParameterError(f"--value must be a JSON object of the attributes, got {value!r}") from None
+            if not isinstance(v, dict):
+                raise ParameterError(f"--value must be a JSON object of the attributes, got {value!r}")
         r = p.submit(v)
         typer.echo(json.dumps({"report_id": r.report_id, "received": r.received, "queued": r.queued}))
         return
     gw = Gateway(base, campaign, batch_size=batch_size, rng=rng)
     cfg = gw.config()
     if simulate is not None:
-        if simulate < 1:
-            raise ParameterError(f"--simulate must be >= 1, got {simulate}")
         data = simulate_values(cfg, simulate, np.random.default_rng(seed))
     else:
         assert values is not None
-        frame = pd.read_csv(values, dtype=str if cfg["kind"] != "spatial" else float)
+        frame = read_table(values)
+        if len(frame) == 0:
+            raise ParameterError(f"--values file {str(values)!r} has no rows")
         if cfg["kind"] == "frequency":
             data = frame["value" if "value" in frame.columns else frame.columns[0]].astype(str).tolist()
         elif cfg["kind"] == "spatial":
-            data = frame[["x", "y"]].to_numpy(dtype=np.float64)
+            if not {"x", "y"} <= set(map(str, frame.columns)):
+                raise ParameterError(f"--values file {str(values)!r} needs columns x and y for a spatial campaign, "
+                                     f"got {list(map(str, frame.columns))}")
+            try:
+                data = frame[["x", "y"]].to_numpy(dtype=np.float64)
+            except (TypeError, ValueError):
+                raise ParameterError(f"--values file {str(values)!r}: columns x and y must be numbers") from None
         else:
-            data = frame
+            data = frame.astype(str)
     res = gw.submit_many(data)
     typer.echo(json.dumps({"participants": len(data), "new": res.new, "duplicates": res.duplicates,
                            "rejected": len(res.rejected)}))

@@ -38,12 +38,13 @@ class _MICache:
         self.values: dict[tuple[int, tuple[int, ...]], float] = {}
 
     def prefetch(self, pairs: Sequence[tuple[int, tuple[int, ...]]]) -> None:
-        """Let the source estimate all joints a round needs at once (batched EM), if it can."""
+        """Let the source estimate all joints a round needs in one batch (batched EM), if it can."""
+        self.prefetch_joints([(c, *p) for c, p in pairs if (c, p) not in self.values])
+
+    def prefetch_joints(self, attr_sets: Sequence[tuple[int, ...]]) -> None:
         fetch = getattr(self.source, "prefetch", None)
-        if fetch is not None:
-            need = [(c, *p) for c, p in pairs if (c, p) not in self.values]
-            if len(need) > 1:
-                fetch(need)
+        if fetch is not None and len(attr_sets) > 1:
+            fetch(attr_sets)
 
     def __call__(self, child: int, parents: tuple[int, ...]) -> float:
         key = (child, parents)
@@ -126,6 +127,7 @@ def build_network(
     if start == "random":
         first = int(as_generator(rng).integers(d))
     else:
+        mi.prefetch_joints([(j,) for j in range(d)])
         ents = [round(entropy(source.joint((j,))), 12) for j in range(d)]
         first = int(np.argmax(ents))  # first maximum: lowest index on ties
     selected = [first]
@@ -169,8 +171,9 @@ def build_network(
             newest = selected[-1]
             others = sorted(set(selected) - {newest})
             pool: list[tuple[float, int, tuple[int, ...]]] = []
-            for sub in itertools.combinations(others, k - 1):
-                combo = tuple(sorted((*sub, newest)))
+            combos = [tuple(sorted((*sub, newest))) for sub in itertools.combinations(others, k - 1)]
+            mi.prefetch([(x, combo) for combo in combos for x in rest])
+            for combo in combos:
                 pool.extend((mi(x, combo), x, combo) for x in rest)
             if carry is not None and carry[1] in rest:
                 pool.append(carry)

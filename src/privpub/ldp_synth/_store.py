@@ -5,10 +5,13 @@ Functions here take only reports plus public metadata (schema sizes, f); they ne
 
 from __future__ import annotations
 
+import functools
+import itertools
 import math
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 from numpy.typing import NDArray
@@ -16,25 +19,241 @@ from numpy.typing import NDArray
 from privpub.core import check_positive_int, check_real
 from privpub.errors import ParameterError
 from privpub.ldp_synth._client import LDPReports
-from privpub.ldp_synth._kernels import em_batched, em_collapsed, linear_contract, outer_rows, project_simplex
+from privpub.ldp_synth._em_tree import EMBatch, em_tree_batch
+from privpub.ldp_synth._kernels import em_collapsed, linear_contract, project_simplex
 
-__all__ = ["METHODS", "JointEstimate", "JointSource", "ReportStore", "estimate_joint"]
+__all__ = [
+    "METHODS",
+    "JointEstimate",
+    "JointSource",
+    "ReportStore",
+    "axis_order",
+    "em_work_bound",
+    "estimate_joint",
+    "expected_patterns",
+]
 
 #: joint estimators: the paper's EM, the unbiased linear estimator, linear + EM refinement
 METHODS = ("em", "linear", "hybrid")
 
-#: max cells (joints x patterns x cells) of one batched EM tensor
-BATCH_LIMIT = 4_000_000
-
-#: joints with at most this many patterns x cells run batched (small EMs are Python-overhead bound)
-BATCH_MAX_JOINT = 16_384
-
 #: compact grouping keys before they could overflow int64
 _KEY_LIMIT = 2**62
+
+#: rescale likelihood rows to {1/rho, 1} when rho^m would exceed e^500 (spec 2.3: "rho^m > 1e250")
+_RESCALE_LOG = 500.0
+
+#: dense (complete) tree levels run about this many times faster per multiply-add than sparse ones
+DENSE_SPEEDUP = 3.0
+
+#: matrix products over the full pattern grid run about this many times faster per multiply-add
+GRID_SPEEDUP = 10.0
+
+#: fixed cost of one small matrix product (call and allocation), in sparse-equivalent multiply-adds
+GRID_CALL_COST = 200.0
+
+#: reference EM speed, sparse-equivalent multiply-adds per second on one core (measured 7e8-9e8 on
+#: the project's 2-core AMD EPYC machine under load, rounded down); only used to predict times
+EM_RATE = 5e8
+
+#: warn when one batch of EMs could run longer than this (seconds on one reference core)
+EM_WARN_SECONDS = 60.0
+
+#: refuse EM on one joint whose prefix-tree buffers would exceed this many float64 pairs (1 GiB)
+_MAX_BUFFER = 2**26
 
 
 #: collapsed EM inputs of one joint: likelihood tables, pattern counts, per-pattern log scale, constant
 _EMInputs = tuple[list[NDArray[np.float64]], NDArray[np.float64], NDArray[np.float64], float]
+
+
+@dataclass(frozen=True)
+class _Tree:
+    """One joint's EM input: its users grouped by canonical pattern tuple, as a prefix tree.
+
+    Axes are permuted by ``perm`` (the cheaper contraction order). ``counts`` are the user counts
+    of the distinct tuples (lexicographic order of the permuted axes) and ``leaf`` their slots among
+    the last level's nodes (a complete last level also has slots no user occupies, weight 0).
+    ``npat[t]`` is ``G`` for a complete level, 0 for a sparse one; ``node_par`` and the set-bit
+    lists ``ones[optr[i]:optr[i + 1]]`` describe the nodes of sparse levels. ``grid``: every level
+    complete and the joint runs as matrix products over the full pattern grid.
+    """
+
+    attrs: tuple[int, ...]
+    perm: tuple[int, ...]
+    sizes: NDArray[np.int64]
+    npat: NDArray[np.int64]
+    pat0: NDArray[np.int64]
+    lev: NDArray[np.int64]
+    node_par: NDArray[np.int64]
+    optr: NDArray[np.int64]
+    ones: NDArray[np.int64]
+    counts: NDArray[np.float64]
+    leaf: NDArray[np.int64]
+    log_scale: NDArray[np.float64]
+    kconst: float
+    rescale: bool
+    work: float
+    grid: bool = False
+
+    @property
+    def level_counts(self) -> list[int]:
+        """Nodes per tree level 1..m (level m: the distinct pattern tuples)."""
+        return [int(x) for x in np.diff(self.lev)]
+
+    @property
+    def buffer(self) -> int:
+        """Floats in one of the kernel's two level buffers (forward and backward)."""
+        sizes = [int(n) for n in self.sizes]
+        width = math.prod(sizes)
+        total = width
+        for n, u_t in zip(sizes, self.level_counts):
+            width //= n
+            total += u_t * width
+        return total
+
+
+def _level(u_prev: int, u_sparse: int, n_pat: int, size: int, width: int, ones: float) -> tuple[bool, float]:
+    """Layout of one prefix-tree level and its work per EM iteration (forward and backward).
+
+    A level of ``u_prev`` parents, ``u_sparse`` distinct children among ``G = n_pat`` patterns,
+    axis size ``n`` and ``R = width`` cells of the later axes costs ``2 (u_prev n R + u_sparse R (1 + ones))``
+    multiply-adds when sparse (explicit nodes, one pass per set bit) and ``2 u_prev G n R`` when
+    complete (every parent gets all ``G`` children; small dense products, about ``DENSE_SPEEDUP``
+    times faster per multiply-add). Returns (complete?, work in sparse-equivalent multiply-adds).
+    """
+    sparse = 2.0 * (u_prev * size * width + u_sparse * width * (1.0 + ones))
+    dense = 2.0 * u_prev * n_pat * size * width / DENSE_SPEEDUP
+    return (True, dense) if dense <= sparse else (False, sparse)
+
+
+def _grid_work(sizes: Sequence[int], n_patterns: Sequence[int]) -> float:
+    """Work per EM iteration on the full pattern grid (sparse-equivalent multiply-adds).
+
+    Contracting the axes in the given order costs ``2 sum_t G_1..G_{t-1} n_t G_t n_{t+1}..n_m``
+    multiply-adds (forward and backward matrix products), plus one division per grid cell and the
+    update; BLAS runs them about ``GRID_SPEEDUP`` times faster than the sparse tree loops, but each
+    of the ``2 m`` products per iteration has a fixed cost of about ``GRID_CALL_COST``.
+    """
+    cells = math.prod(int(n) for n in sizes)
+    grid = math.prod(int(g) for g in n_patterns)
+    total, done = 2.0 * cells + grid, 1
+    width = cells
+    for n, g in zip(sizes, n_patterns):
+        width //= int(n)
+        total += 2.0 * done * int(n) * int(g) * width
+        done *= int(g)
+    return total / GRID_SPEEDUP + 2 * len(sizes) * GRID_CALL_COST
+
+
+@functools.lru_cache(maxsize=4096)
+def _axis_order_cached(axes: tuple[tuple[int, int, float], ...], n_users: int) -> tuple[tuple[int, ...], float]:
+    m = len(axes)
+    n_cells = math.prod(a[0] for a in axes)
+    if m <= 4:
+        cands = list(itertools.permutations(range(m)))
+    else:
+        cands = [tuple(sorted(range(m), key=lambda t: (axes[t][1], axes[t][0])))]
+    best: tuple[float, tuple[int, ...]] | None = None
+    for perm in cands:
+        work, width, u_prev = 2.0 * n_cells, n_cells, 1
+        for t in perm:
+            size, n_pat, ones = axes[t]
+            width //= size
+            u_sparse = min(u_prev * n_pat, n_users)
+            dense, w = _level(u_prev, u_sparse, n_pat, size, width, ones)
+            work += w
+            u_prev = u_prev * n_pat if dense else u_sparse
+        work = min(work, _grid_work([axes[t][0] for t in perm], [axes[t][1] for t in perm]))
+        if best is None or work < best[0]:
+            best = (work, perm)
+    assert best is not None
+    return best[1], best[0]
+
+
+def axis_order(sizes: Sequence[int], n_patterns: Sequence[int], mean_ones: Sequence[float],
+               n_users: int) -> tuple[tuple[int, ...], float]:
+    """The contraction order of a joint's prefix tree and its work bound per EM iteration.
+
+    Level ``t`` of the tree holds at most ``min(N, prod_{s <= t} G_s)`` prefixes (``G_s`` distinct
+    canonical patterns of axis ``s``); see :func:`_level` for the layout and cost of a level. Every
+    order is scored for up to 4 axes; beyond that, axes are sorted by ``G``.
+
+    Returns
+    -------
+    perm : tuple of int
+        Axis positions in contraction order.
+    work : float
+        The work bound of that order (multiply-adds per EM iteration).
+    """
+    axes = tuple((int(n), int(g), round(float(o), 3)) for n, g, o in zip(sizes, n_patterns, mean_ones))
+    return _axis_order_cached(axes, int(n_users))
+
+
+def expected_patterns(size: int, n_users: int, flip_prob: float) -> float:
+    """Bound on the expected number of distinct canonical patterns of one attribute among N reports.
+
+    Uses only public metadata. A block ``s`` with ``h >= 1`` set bits has probability at most
+    ``q^(h-1) p^(n-h+1)`` (its nearest one-hot code), the zero block (which also stands for
+    all-ones) at most ``q p^(n-1) + p q^(n-1)``; ``E[#distinct] <= sum_s min(1, N P(s))``.
+    """
+    n = int(size)
+    cap = float(n_users) if n >= 62 else float(min(n_users, max(1, 2**n - 1)))
+    q = flip_prob / 2.0
+    p = 1.0 - q
+    total = min(1.0, n_users * (q * p ** (n - 1) + p * q ** (n - 1)))
+    log_n, log_q, log_p = math.log(n_users), math.log(q), math.log(p)
+    for h in range(1, n):  # h = n (all ones) is canonicalised to the zero block
+        log_mass = log_n + (h - 1) * log_q + (n - h + 1) * log_p  # N P(s) for one block of weight h
+        if n <= 1000:
+            total += math.comb(n, h) * math.exp(min(log_mass, 0.0))
+        else:
+            log_comb = math.lgamma(n + 1) - math.lgamma(h + 1) - math.lgamma(n - h + 1)
+            total += math.exp(log_comb + min(log_mass, 0.0))
+        if total >= cap:
+            break
+    return min(total, cap)
+
+
+def em_work_bound(sizes: Sequence[int], n_users: int, flip_prob: float, degree: int) -> tuple[float, int]:
+    """Bound on the EM work of a whole degree-k network search, per EM iteration, from public metadata.
+
+    Counts every joint the search estimates: all ``C(d, k+1)`` (k+1)-subsets, ``d - r`` joints of
+    ``r + 1`` attributes for ``r < k`` (each bounded by the costliest such subset) and the ``d``
+    1-way marginals. Each joint's work follows :func:`axis_order` with the pattern counts of
+    :func:`expected_patterns` and ``n / 2`` set bits per pattern.
+
+    Returns
+    -------
+    work : float
+        Sparse-equivalent multiply-adds of one EM iteration of every joint; ``work * max_iter /
+        EM_RATE`` is the worst-case time on one reference core (every joint runs to ``max_iter``).
+    cells : int
+        The largest joint's number of cells.
+    """
+    d = len(sizes)
+    k = min(int(degree), d - 1)
+    by_size: dict[int, int] = {}
+    for n in sizes:
+        by_size[int(n)] = by_size.get(int(n), 0) + 1
+    axis = {n: (n, max(1, round(expected_patterns(n, n_users, flip_prob))), n / 2.0) for n in by_size}
+
+    def subsets(m: int) -> list[tuple[float, int, int]]:
+        """(work, cells, how many subsets) per multiset of m sizes."""
+        out = []
+        for combo in itertools.combinations_with_replacement(sorted(by_size), m):
+            mult = math.prod(math.comb(by_size[n], combo.count(n)) for n in set(combo))
+            if mult:
+                _, work = _axis_order_cached(tuple(axis[n] for n in combo), int(n_users))
+                out.append((work, math.prod(combo), mult))
+        return out
+
+    top = subsets(k + 1)
+    total = sum(w * c for w, _, c in top)
+    cells = max(x for _, x, _ in top)
+    for r in range(1, k):
+        total += (d - r) * max(w for w, _, _ in subsets(r + 1))
+    total += sum(w * c for w, _, c in subsets(1))
+    return total, cells
 
 
 class JointSource(Protocol):
@@ -88,8 +307,8 @@ def _bits_of(ids: NDArray[np.int64], n_bits: int) -> NDArray[np.bool_]:
 class _AttributeBlock:
     """Per-attribute pattern ids (computed once) and the likelihood tables of its patterns."""
 
-    __slots__ = ("canon_ids", "canon_lam_has_one", "canon_patterns", "kconst", "raw_counts", "raw_ids",
-                 "raw_patterns", "size")
+    __slots__ = ("canon_ids", "canon_lam_has_one", "canon_patterns", "kconst", "mean_ones", "raw_counts",
+                 "raw_ids", "raw_patterns", "size")
 
     def __init__(self, block: NDArray[np.bool_], f: float) -> None:
         size = block.shape[1]
@@ -111,7 +330,8 @@ class _AttributeBlock:
         canon_uniq, canon_of_raw = np.unique(canon, axis=0, return_inverse=True)
         self.canon_patterns = canon_uniq
         self.canon_ids = canon_of_raw.astype(np.int64).ravel()[self.raw_ids]
-        self.canon_lam_has_one = canon_uniq.any(axis=1)
+        self.canon_lam_has_one: NDArray[np.bool_] = np.asarray(canon_uniq.any(axis=1), dtype=bool)
+        self.mean_ones = float(canon_uniq.sum(axis=1).mean())
         # log-likelihood constant of each raw pattern (spec 2.3): n ln p + (|s|+1) ln(q/p) + ln(rho)[all ones]
         p, q = 1.0 - f / 2.0, f / 2.0
         log_rho = 2.0 * math.log(p / q)
@@ -206,6 +426,14 @@ class ReportStore:
         ]
         self._cache: dict[tuple[tuple[int, ...], str], JointEstimate] = {}
         self.n_estimates = 0
+        #: multiply-adds spent in EM so far (work per iteration x iterations, summed over joints)
+        self.em_work = 0.0
+        self._warned = False
+        # all attributes' canonical patterns, numbered globally: set bits (CSR) and row bases
+        pats = [b.canon_patterns for b in self._blocks]
+        self._pat_off = np.concatenate([[0], np.cumsum([p.shape[0] for p in pats])]).astype(np.int64)
+        self._ones_idx = np.concatenate([np.nonzero(p)[1] for p in pats]).astype(np.int64)
+        self._ones_ptr = np.concatenate([[0], np.cumsum(np.concatenate([p.sum(axis=1) for p in pats]))]).astype(np.int64)
 
     # -- metadata ----------------------------------------------------------------------------
     @property
@@ -232,9 +460,14 @@ class ReportStore:
         key = (tuple(sorted(a)), meth)
         est = self._cache.get(key)
         if est is None:
-            est = self._estimate_sorted(key[0], meth)
-            self._cache[key] = est
-            self.n_estimates += 1
+            if meth == "linear":
+                raw, var = self._linear(key[0])
+                est = JointEstimate(key[0], project_simplex(raw), 0, True, None, var, meth, raw)
+                self._cache[key] = est
+                self.n_estimates += 1
+            else:
+                self._em_batch([key[0]], meth)
+                est = self._cache[key]
         if a == est.attrs:
             return est
         perm = [est.attrs.index(x) for x in a]
@@ -260,12 +493,16 @@ class ReportStore:
         return est, var
 
     def _em_inputs(self, attrs: tuple[int, ...]) -> _EMInputs:
-        """Collapsed likelihood tables, pattern counts, per-pattern log scale and the loglik constant."""
+        """Reference path: collapsed likelihood tables, pattern counts, per-pattern log scale, constant.
+
+        Inputs of the one-joint dense EM :func:`em_collapsed` (kept as the reference the batched
+        kernel is tested against; the library itself runs every EM through :meth:`_run_em`).
+        """
         blocks = [self._blocks[a] for a in attrs]
         reps, counts = _group([b.canon_ids for b in blocks], [b.canon_patterns.shape[0] for b in blocks])
         m = len(attrs)
         log_rho = math.log(self.rho)
-        rescale = m * log_rho > 500.0
+        rescale = m * log_rho > _RESCALE_LOG
         tabs = []
         log_scale = np.zeros(counts.shape[0])
         for b, r in zip(blocks, reps):
@@ -279,94 +516,188 @@ class ReportStore:
         kconst = math.fsum(float(b.raw_counts @ b.kconst) for b in blocks)
         return tabs, counts, log_scale, kconst
 
-    def _em(self, attrs: tuple[int, ...], init: NDArray[np.float64] | None, max_iter: int
-            ) -> tuple[NDArray[np.float64], int, bool, float]:
-        tabs, counts, log_scale, kconst = self._em_inputs(attrs)
+    def _em_reference(self, attrs: Sequence[int], init: NDArray[np.float64] | None = None,
+                      max_iter: int | None = None) -> tuple[NDArray[np.float64], int, bool, float]:
+        """One joint through the dense reference EM (:func:`em_collapsed`); for tests and benchmarks."""
+        key = tuple(sorted(self._check_attrs(attrs)))
+        tabs, counts, log_scale, kconst = self._em_inputs(key)
         weights = counts / counts.sum()
-        p, n_iter, converged, z = em_collapsed(tabs, weights, tol=self.tol, max_iter=max_iter,
+        p, n_iter, converged, z = em_collapsed(tabs, weights, tol=self.tol,
+                                               max_iter=self.max_iter if max_iter is None else max_iter,
                                                stop=self.stop, init=init)
         loglik = float(counts @ (np.log(z) + log_scale)) + kconst
         return p, n_iter, converged, loglik
 
+    def _tree(self, attrs: tuple[int, ...]) -> _Tree:
+        """Group the users of a joint by canonical pattern tuple and lay the tuples out as a prefix tree.
+
+        Each level is complete or sparse by :func:`_level`; if the full pattern grid (every level
+        complete, run as matrix products) is cheaper by :func:`_grid_work`, the joint runs on it.
+        """
+        blocks = [self._blocks[a] for a in attrs]
+        n_pat = [b.canon_patterns.shape[0] for b in blocks]
+        perm, _ = axis_order([b.size for b in blocks], n_pat, [b.mean_ones for b in blocks], self.n_users)
+        reps, counts = _group([blocks[t].canon_ids for t in perm], [n_pat[t] for t in perm])
+        sizes = [blocks[t].size for t in perm]
+        grid_work = _grid_work(sizes, [n_pat[t] for t in perm])
+        tree = self._layout(attrs, perm, reps, counts, grid=False)
+        if grid_work < tree.work:
+            tree = self._layout(attrs, perm, reps, counts, grid=True)
+        return tree
+
+    def _layout(self, attrs: tuple[int, ...], perm: tuple[int, ...], reps: list[NDArray[np.int64]],
+                counts: NDArray[np.float64], *, grid: bool) -> _Tree:
+        blocks = [self._blocks[a] for a in attrs]
+        n_leaf = counts.shape[0]
+        changed = np.zeros(n_leaf, dtype=bool)
+        changed[0] = True
+        prev = np.zeros(n_leaf, dtype=np.int64)  # node of each tuple's prefix at the previous level
+        u_prev = 1
+        pars, cnts, ones, lev, npat = [], [], [], [0], []
+        width = math.prod(b.size for b in blocks)
+        work = 2.0 * width
+        rescale = len(attrs) * math.log(self.rho) > _RESCALE_LOG
+        log_scale = np.zeros(n_leaf)
+        for t, col in zip(perm, reps):
+            b = blocks[t]
+            g_t = b.canon_patterns.shape[0]
+            width //= b.size
+            changed = changed.copy()
+            changed[1:] |= col[1:] != col[:-1]
+            dense, w = _level(u_prev, int(changed.sum()), g_t, b.size, width, b.mean_ones)
+            dense = dense or grid
+            work += w
+            if dense:
+                prev = prev * g_t + col
+                u_prev *= g_t
+                pars.append(np.zeros(u_prev, dtype=np.int64))
+                cnts.append(np.zeros(u_prev, dtype=np.int64))
+            else:
+                pars.append(prev[changed])
+                gidx = col[changed] + self._pat_off[attrs[t]]
+                cnt = self._ones_ptr[gidx + 1] - self._ones_ptr[gidx]
+                start = np.repeat(self._ones_ptr[gidx] - (np.cumsum(cnt) - cnt), cnt)
+                ones.append(self._ones_idx[start + np.arange(start.size)])
+                cnts.append(cnt)
+                prev = np.cumsum(changed) - 1
+                u_prev = int(prev[-1]) + 1
+            npat.append(g_t if dense else 0)
+            lev.append(lev[-1] + u_prev)
+            if rescale:
+                log_scale += math.log(self.rho) * b.canon_lam_has_one[col]
+        if grid:
+            work = _grid_work([b.size for b in (blocks[t] for t in perm)],
+                              [b.canon_patterns.shape[0] for b in (blocks[t] for t in perm)])
+        optr = np.concatenate([[0], np.cumsum(np.concatenate(cnts))]).astype(np.int64)
+        kconst = math.fsum(float(b.raw_counts @ b.kconst) for b in blocks)
+        return _Tree(attrs, tuple(perm), np.array([blocks[t].size for t in perm], dtype=np.int64),
+                     np.array(npat, dtype=np.int64), np.array([self._pat_off[attrs[t]] for t in perm], dtype=np.int64),
+                     np.asarray(lev, dtype=np.int64), np.concatenate(pars), optr,
+                     np.concatenate(ones) if ones else np.zeros(0, dtype=np.int64), counts, prev.astype(np.int64),
+                     log_scale, kconst, rescale, work, grid)
+
+    def _run_em(self, keys: Sequence[tuple[int, ...]], inits: Sequence[NDArray[np.float64] | None],
+                max_iter: int, method: str) -> None:
+        """Run the EMs of sorted attribute sets ``keys`` as one batch and cache the estimates."""
+        trees = [self._tree(k) for k in keys]
+        biggest = max(t.buffer for t in trees)
+        if biggest > _MAX_BUFFER:
+            worst = trees[[t.buffer for t in trees].index(biggest)]
+            raise ParameterError(
+                f"EM on attributes {list(worst.attrs)} needs {biggest * 16 / 2**30:.1f} GiB of working memory "
+                f"({worst.counts.shape[0]} distinct report patterns, {math.prod(worst.sizes.tolist())} cells); "
+                "use method='linear' for domains this large"
+            )
+        seconds = sum(t.work for t in trees) * max_iter / EM_RATE
+        if seconds > EM_WARN_SECONDS and not self._warned:
+            self._warned = True
+            worst = max(trees, key=lambda t: t.work)
+            warnings.warn(
+                f"EM on {len(trees)} joint(s) may take up to ~{seconds / 60:.0f} min on one core (up to {max_iter} "
+                f"iterations each; the costliest, attributes {list(worst.attrs)}, has "
+                f"{worst.counts.shape[0]} distinct report patterns over {math.prod(worst.sizes.tolist())} cells). "
+                "method='linear' takes seconds; smaller domains or a smaller f make EM faster",
+                UserWarning,
+                stacklevel=3,
+            )
+        p0 = []
+        for t, init in zip(trees, inits):
+            n_cells = math.prod(t.sizes.tolist())
+            if init is None:
+                p0.append(np.full(n_cells, 1.0 / n_cells))
+            else:
+                p0.append(np.transpose(np.asarray(init, dtype=np.float64), t.perm).ravel())
+
+        def off(arrays: Sequence[NDArray[Any]]) -> NDArray[np.int64]:
+            return np.concatenate([[0], np.cumsum([a.shape[0] for a in arrays])]).astype(np.int64)
+
+        leaf_w = []
+        for t in trees:
+            wt = np.zeros(t.level_counts[-1])
+            wt[t.leaf] = t.counts / t.counts.sum()
+            leaf_w.append(wt)
+        log_rho = math.log(self.rho)
+        delta = np.array([-math.expm1(-log_rho) if t.rescale else self.rho - 1.0 for t in trees])
+        base1 = np.array([1.0 / self.rho if t.rescale else 1.0 for t in trees])
+        batch = EMBatch(
+            p=np.concatenate(p0), p_off=off(p0), w=np.concatenate(leaf_w), leaf_off=off(leaf_w),
+            sizes=np.concatenate([t.sizes for t in trees]), npat=np.concatenate([t.npat for t in trees]),
+            pat0=np.concatenate([t.pat0 for t in trees]), size_off=off([t.sizes for t in trees]),
+            lev=np.concatenate([t.lev for t in trees]), node_par=np.concatenate([t.node_par for t in trees]),
+            node_off=off([t.node_par for t in trees]), optr=np.concatenate([t.optr for t in trees]),
+            ones=np.concatenate([t.ones for t in trees]), ones_off=off([t.ones for t in trees]),
+            base1=base1, delta=delta, grid=np.array([t.grid for t in trees], dtype=bool),
+        )
+        p, z, n_iter, converged = em_tree_batch(
+            batch, self._ones_ptr, self._ones_idx, tol=self.tol,
+            max_iter=np.full(len(trees), max_iter, dtype=np.int64), stop=self.stop,
+            cost=np.array([t.work for t in trees]),
+        )
+        p_off, z_off = off(p0), off(leaf_w)
+        for j, t in enumerate(trees):
+            pj = p[p_off[j]:p_off[j + 1]].reshape(t.sizes.tolist())
+            pj = np.ascontiguousarray(np.transpose(pj, np.argsort(t.perm)))
+            zj = z[z_off[j]:z_off[j + 1]][t.leaf]
+            loglik = float(t.counts @ (np.log(zj) + t.log_scale)) + t.kconst
+            self._cache[(t.attrs, method)] = JointEstimate(t.attrs, pj, int(n_iter[j]), bool(converged[j]), loglik,
+                                                          None, method)
+            self.n_estimates += 1
+            self.em_work += t.work * int(n_iter[j])
+
+    def _hybrid_init(self, attrs: tuple[int, ...]) -> NDArray[np.float64]:
+        raw, _ = self._linear(attrs)
+        proj = project_simplex(raw)
+        support = proj > 0
+        out: NDArray[np.float64] = 0.9 * proj + 0.1 * support / support.sum()
+        return out
+
     def prefetch(self, attr_sets: Sequence[Sequence[int]]) -> None:
-        """Estimate many joints at once (EM only): same-shape EMs run batched in one tensor.
+        """Estimate many joints at once: every EM (and hybrid) joint runs in one batched kernel call.
 
         Exact: each joint stops at its own iteration, as if run alone (up to float rounding).
-        Joints already cached are skipped; other methods fall back to one-by-one estimation.
+        Joints already cached are skipped; ``linear`` estimates one by one (a single pass each).
         """
         todo: dict[tuple[int, ...], None] = {}
         for attrs in attr_sets:
             key = tuple(sorted(self._check_attrs(attrs)))
             if (key, self.method) not in self._cache:
                 todo[key] = None
-        if self.method != "em":
+        if not todo:
+            return
+        if self.method == "linear":
             for key in todo:
                 self.estimate(key)
             return
-        by_shape: dict[tuple[int, ...], list[tuple[int, ...]]] = {}
-        for key in todo:
-            by_shape.setdefault(tuple(self.sizes[a] for a in key), []).append(key)
-        for shape, keys in by_shape.items():
-            n_cells = math.prod(shape)
-            inputs = [self._em_inputs(k) for k in keys]
-            small = [i for i, inp in enumerate(inputs) if inp[1].shape[0] * n_cells <= BATCH_MAX_JOINT]
-            for i in sorted(set(range(len(keys))) - set(small)) if len(small) > 1 else range(len(keys)):
-                self._store_em(keys[i], inputs[i])  # large joints: BLAS per joint is already efficient
-            if len(small) <= 1:
-                continue
-            small.sort(key=lambda i: inputs[i][1].shape[0])  # similar pattern counts share a batch
-            start = 0
-            while start < len(small):  # chunk to bound memory (B * U * D cells)
-                stop, u_max = start, 0
-                while stop < len(small):
-                    u_new = max(u_max, inputs[small[stop]][1].shape[0])
-                    if stop > start and (stop - start + 1) * u_new * n_cells > BATCH_LIMIT:
-                        break
-                    u_max, stop = u_new, stop + 1
-                chunk = small[start:stop]
-                self._run_batch([keys[i] for i in chunk], [inputs[i] for i in chunk], shape, u_max)
-                start = stop
+        self._em_batch(list(todo), self.method)
 
-    def _store_em(self, key: tuple[int, ...], inputs: _EMInputs) -> None:
-        tabs, counts, log_scale, kconst = inputs
-        p, n_iter, converged, z = em_collapsed(tabs, counts / counts.sum(), tol=self.tol, max_iter=self.max_iter,
-                                               stop=self.stop)
-        loglik = float(counts @ (np.log(z) + log_scale)) + kconst
-        self._cache[(key, "em")] = JointEstimate(key, p, n_iter, converged, loglik, None, "em")
-        self.n_estimates += 1
-
-    def _run_batch(self, keys: Sequence[tuple[int, ...]], inputs: Sequence[_EMInputs], shape: tuple[int, ...],
-                   u_max: int) -> None:
-        n_cells = math.prod(shape)
-        lam = np.ones((len(keys), u_max, n_cells))
-        weights = np.zeros((len(keys), u_max))
-        for b, (tabs, counts, _, _) in enumerate(inputs):
-            u = counts.shape[0]
-            lam[b, :u] = outer_rows(tabs)
-            weights[b, :u] = counts / counts.sum()
-        p, n_iter, converged, z = em_batched(lam, weights, tol=self.tol, max_iter=self.max_iter, stop=self.stop)
-        for b, key in enumerate(keys):
-            tabs, counts, log_scale, kconst = inputs[b]
-            u = counts.shape[0]
-            loglik = float(counts @ (np.log(z[b, :u]) + log_scale)) + kconst
-            self._cache[(key, "em")] = JointEstimate(key, p[b].reshape(shape), int(n_iter[b]), bool(converged[b]),
-                                                     loglik, None, "em")
-            self.n_estimates += 1
-
-    def _estimate_sorted(self, attrs: tuple[int, ...], method: str) -> JointEstimate:
-        if method == "linear":
-            raw, var = self._linear(attrs)
-            return JointEstimate(attrs, project_simplex(raw), 0, True, None, var, method, raw)
-        init = None
-        max_iter = self.max_iter
+    def _em_batch(self, keys: Sequence[tuple[int, ...]], method: str) -> None:
         if method == "hybrid":
-            raw, _ = self._linear(attrs)
-            proj = project_simplex(raw)
-            support = proj > 0
-            init = 0.9 * proj + 0.1 * support / support.sum()
+            inits: list[NDArray[np.float64] | None] = [self._hybrid_init(k) for k in keys]
             max_iter = self.refine_iter if self.refine_iter is not None else self.max_iter
-        p, n_iter, converged, loglik = self._em(attrs, init, max_iter)
-        return JointEstimate(attrs, p, n_iter, converged, loglik, None, method)
+        else:
+            inits = [None] * len(keys)
+            max_iter = self.max_iter
+        self._run_em(keys, inits, max_iter, method)
 
     @property
     def cache_size(self) -> int:

@@ -91,14 +91,24 @@ def upgrade(url: str, revision: str = "head") -> str:
     from alembic import command
     from alembic.runtime.migration import MigrationContext
 
+    from alembic.util.exc import CommandError
+
+    full = database_url(url)
+    shown = sa.engine.make_url(full).render_as_string(hide_password=True)
     with _upgrade_lock:
-        command.upgrade(alembic_config(url), revision)
-        engine = make_engine(url, pool_size=1)
         try:
-            with engine.connect() as conn:
-                return str(MigrationContext.configure(conn).get_current_revision())
-        finally:
-            engine.dispose()
+            command.upgrade(alembic_config(full), revision)
+            engine = make_engine(full, pool_size=1)
+            try:
+                with engine.connect() as conn:
+                    return str(MigrationContext.configure(conn).get_current_revision())
+            finally:
+                engine.dispose()
+        except CommandError as exc:
+            raise ParameterError(f"revision {revision!r}: {exc}") from None
+        except (sa.exc.OperationalError, sa.exc.InterfaceError) as exc:
+            raise ParameterError(f"cannot open the database {shown} (--db): {str(exc.orig).strip().splitlines()[0]}"
+                                 ) from None
 
 
 def current_revision(engine: Engine) -> str | None:
