@@ -238,25 +238,26 @@ def mtr_split(
 
 def descend(
     leaf: I64, px: F64, py: F64, kind: I64, x0: F64, x1: F64, y0: F64, y1: F64, start: I64
-) -> tuple[I64, I64]:
+) -> I64:
     """Child index of each point given its parent leaf (``p >= mid`` goes to the upper child).
 
     Children of a quad split are ordered (lo, lo), (lo, hi), (hi, lo), (hi, hi) in (x, y), so the
     child offset is ``2 [px >= mx] + [py >= my]``; binary splits use one comparison; copies none.
-    Only the points of split leaves are compared. Returns ``(child, moved)``: the child index of
-    every point and the positions of the points whose leaf was split.
+    One table of the four possible children per parent turns the two comparisons into one
+    gather (a parent that is not split on an axis has its midpoint at +inf there).
     """
-    out = start[leaf]
-    moved = np.flatnonzero(kind[leaf])
-    if moved.size:
-        mult_x = np.array([0, 1, 0, 2], dtype=np.int64)[kind]
-        mult_y = np.array([0, 0, 1, 1], dtype=np.int64)[kind]
-        # a coordinate never reaches +inf, so a leaf that does not split on an axis compares False
-        mx = np.where(mult_x > 0, (x0 + x1) / 2.0, np.inf)
-        my = np.where(mult_y > 0, (y0 + y1) / 2.0, np.inf)
-        lm = leaf[moved]
-        out[moved] += (px[moved] >= mx[lm]) * mult_x[lm] + (py[moved] >= my[lm]) * mult_y[lm]
-    return out, moved
+    if not kind.any():
+        return np.asarray(start[leaf], dtype=np.int64)
+    mult_x = np.array([0, 1, 0, 2], dtype=np.int64)[kind]
+    mult_y = np.array([0, 0, 1, 1], dtype=np.int64)[kind]
+    mx = np.where(mult_x > 0, (x0 + x1) / 2.0, np.inf)
+    my = np.where(mult_y > 0, (y0 + y1) / 2.0, np.inf)
+    table = (start[:, None] + np.array([0, 0, 1, 1])[None, :] * mult_x[:, None]
+             + np.array([0, 1, 0, 1])[None, :] * mult_y[:, None]).ravel()
+    idx = leaf * 4
+    idx += 2 * (px >= mx[leaf])
+    idx += py >= my[leaf]
+    return np.asarray(table[idx], dtype=np.int64)
 
 
 # ---------------------------------------------------------------------------------------------

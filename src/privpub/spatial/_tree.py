@@ -129,14 +129,11 @@ def grow_tree(
         start = np.cumsum(n_child) - n_child
         if per_user:
             later = slice(int(cuts[lev + 1]), None)
-            leaf[later], _ = descend(leaf[later], px[later], py[later], kind, x0, x1, y0, y1, start)
+            leaf[later] = descend(leaf[later], px[later], py[later], kind, x0, x1, y0, y1, start)
         else:
-            leaf, moved = descend(leaf, px, py, kind, x0, x1, y0, y1, start)
+            leaf = descend(leaf, px, py, kind, x0, x1, y0, y1, start)
             split = kind[par] != 0
-            new_eligible = np.zeros(n_new, dtype=np.int64)
-            new_eligible[~split] = eligible[par[~split]]
-            moved_counts = np.bincount(leaf[moved], minlength=n_new)
-            new_eligible[split] = moved_counts[split]
+            new_eligible = np.bincount(leaf, minlength=n_new).astype(np.int64)
             new_remaining = np.zeros(n_new, dtype=np.int64)
             new_remaining[~split] = remaining[par[~split]]
             if split.any():
