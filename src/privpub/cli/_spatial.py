@@ -11,7 +11,7 @@ import typer
 from privpub.cli._common import handle_errors, read_table
 from privpub.errors import DomainError, ParameterError
 
-METHODS = ("kdght", "ug", "gtr", "rappor")
+METHODS = ("kdght", "ug", "gtr", "rappor", "hdg", "ahead")
 
 
 def _parse_box(text: str, name: str) -> tuple[float, float, float, float]:
@@ -39,7 +39,8 @@ def register(app: typer.Typer, reproduce_app: typer.Typer) -> None:
         bounds: Annotated[str | None, typer.Option(
             "--bounds", help="Public domain x0,y0,x1,y1, fixed in advance (required; never taken from "
             "the data).")] = None,
-        method: Annotated[str, typer.Option("--method", "-m", help="kdght, ug, gtr or rappor.")] = "kdght",
+        method: Annotated[str, typer.Option("--method", "-m", help="kdght, ug, gtr, rappor, hdg or ahead.")]
+            = "kdght",
         mode: Annotated[str, typer.Option(
             "--mode", help="simulate (exact aggregated law, fast) or per_user (each user's client).")]
             = "simulate",
@@ -53,7 +54,7 @@ def register(app: typer.Typer, reproduce_app: typer.Typer) -> None:
         query: Annotated[list[str] | None, typer.Option(
             "--query", "-q", help="Answer a range query x0,y0,x1,y1 (repeatable).")] = None,
     ) -> None:
-        """Publish 2-D points under local DP as leaves with noisy counts (KDG-HT or a baseline)."""
+        """Publish 2-D points under local DP as leaves with noisy counts (KDG-HT, HDG, AHEAD or a baseline)."""
         from privpub.spatial import PUBLISHERS
 
         if method not in PUBLISHERS:
@@ -95,7 +96,7 @@ def register(app: typer.Typer, reproduce_app: typer.Typer) -> None:
             "--n-points", help="Points per dataset (default: all in full mode, 10^6 in quick).")] = None,
         seed: Annotated[int, typer.Option("--seed", help="Random seed.")] = 0,
     ) -> None:
-        """Reproduce paper 002 (KDG-HT): Fig. 4-5 (RE), Fig. 6 (NE), Table 2 (runtime)."""
+        """Reproduce paper 002 (KDG-HT, with HDG and AHEAD beside it): Fig. 4-5 (RE), Fig. 6 (NE), Table 2."""
         from privpub.experiments import spatial as exp
         from privpub.experiments._common import default_out_dir
 
