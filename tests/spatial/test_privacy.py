@@ -110,15 +110,16 @@ def _empirical_ratio(reports_by_input: list[np.ndarray], min_hits: int = 1000) -
 
 
 def _bits(cells: np.ndarray, d: int, eps: float, gen: np.random.Generator) -> np.ndarray:
-    packed = client_reports(cells, d, epsilon=eps, rng=gen)
+    packed = client_reports(cells, d, epsilon=eps, rng=gen, packed=True)
     return np.unpackbits(packed, axis=1, bitorder="little")[:, :d].astype(bool)
 
 
-def test_client_reports_are_packed_one_hot_oue() -> None:
-    gen = np.random.default_rng(1)
-    packed = client_reports(np.array([0, 2, 2]), 3, epsilon=1.0, rng=gen)
-    assert packed.dtype == np.uint8 and packed.shape == (3, 1)
-    assert OUE(domain_size=3).aggregate(packed).shape == (3,)
+def test_client_reports_packed_and_bool_are_the_same_bits() -> None:
+    packed = client_reports(np.array([0, 2, 2]), 3, epsilon=1.0, rng=np.random.default_rng(1), packed=True)
+    bits = client_reports(np.array([0, 2, 2]), 3, epsilon=1.0, rng=np.random.default_rng(1))
+    assert packed.dtype == np.uint8 and packed.shape == (3, 1) and bits.dtype == bool
+    np.testing.assert_array_equal(np.unpackbits(packed, axis=1, bitorder="little")[:, :3].astype(bool), bits)
+    np.testing.assert_array_equal(OUE(domain_size=3).aggregate(packed), OUE(domain_size=3).aggregate(bits))
 
 
 def test_empirical_ratio_client_and_broken_client_fails() -> None:

@@ -256,17 +256,18 @@ def split_children(parent_remaining: I64, child_all: I64, child_parent: I64, n_p
 # ---------------------------------------------------------------------------------------------
 def client_reports(
     cells: I64, d: int, *, epsilon: float, rng: np.random.Generator, mechanism: str = "OUE",
-    note: str = "",
-) -> NDArray[np.uint8]:
+    packed: bool = False, note: str = "",
+) -> NDArray[Any]:
     """The client side: each user (one row) randomises the one-hot vector of its cell.
 
     This is all a user ever sends: one ``d``-bit report at ``epsilon`` (OUE: own bit kept as 1
-    w.p. 1/2, every other bit set w.p. 1/(1+e^eps); SUE: RAPPOR's symmetric bits), returned
-    packed (``ceil(d / 8)`` bytes per user, little-endian bit order). The oracle charges the
-    active accountant ``epsilon`` for these users before drawing.
+    w.p. 1/2, every other bit set w.p. 1/(1+e^eps); SUE: RAPPOR's symmetric bits), as an
+    ``(n, d)`` bool array or, with ``packed`` (what the publishers send), ``ceil(d / 8)`` bytes per
+    user in little-endian bit order. The oracle charges the active accountant ``epsilon`` for
+    these users before drawing.
     """
     oracle = _oracle(mechanism, max(d, 2))
-    return np.asarray(oracle.perturb(cells, epsilon=epsilon, rng=rng, packed=True, note=note))
+    return np.asarray(oracle.perturb(cells, epsilon=epsilon, rng=rng, packed=packed, note=note))
 
 
 def _chunks(n: int, d_max: int) -> list[tuple[int, int]]:
@@ -302,7 +303,7 @@ def collect(
         support = np.zeros(d_eff, dtype=np.int64)
         for s, e in _chunks(n, d_eff):
             support += oracle.aggregate(client_reports(cells[s:e], d_eff, epsilon=epsilon, rng=rng,
-                                                       mechanism=mechanism))
+                                                       mechanism=mechanism, packed=True))
     return np.asarray(oracle.estimate_from_support(support, n, epsilon=epsilon)[:d], dtype=np.float64)
 
 
@@ -340,7 +341,7 @@ class Collection:
             with self.block.branch(label):
                 for k, oracle in enumerate(oracles):
                     rep = client_reports(cells[k][s:e], d_eff[k], epsilon=epsilon, rng=self.rng,
-                                         mechanism=mechanism,
+                                         mechanism=mechanism, packed=True,
                                          note=self._note(name, e - s, d_eff[k], mechanism))
                     supports[k] += oracle.aggregate(rep)
         self.roles.append(Role(name, n, mechanism, epsilon, len(domains)))
