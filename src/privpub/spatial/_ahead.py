@@ -22,7 +22,7 @@ from privpub.core import (
 from privpub.errors import ParameterError
 from privpub.ldp import norm_sub
 from privpub.spatial._baselines import prepare
-from privpub.spatial._collect import Collection, check_cells
+from privpub.spatial._collect import check_cells, user_groups
 from privpub.spatial._kernels import ci_combine, oue_v1
 from privpub.spatial._release import SpatialRelease
 from privpub.spatial._tree import grow_tree
@@ -132,8 +132,7 @@ class AHEAD(Publisher):
         th = float(self.theta) if self.theta is not None else ahead_threshold(n_users, eps, layers)
         v1 = oue_v1(eps)
         with accounting(eps, method="ahead", session=session, data=describe_data(pts)) as acc:
-            with acc.step("collect"), acc.parallel("disjoint user groups") as block:
-                coll = Collection(block, mode, noise_gen)
+            with user_groups(acc, mode, noise_gen) as coll:
                 tree = grow_tree(coll, quads, px, py, leaf, sizes, n_total=n_users, epsilon=eps, v1=v1,
                                  theta=lambda _lev: th, width=width, height=height, role_gen=role_gen,
                                  binary=False, freeze_stopped=True, decide_on_mean=True,

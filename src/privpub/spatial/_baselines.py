@@ -22,13 +22,13 @@ from privpub.errors import ParameterError
 from privpub.ldp import norm_sub
 from privpub.spatial._collect import (
     Bounds,
-    Collection,
     check_bounds,
     check_cells,
     check_local_epsilon,
     check_mode,
     check_points,
     split_counts,
+    user_groups,
 )
 from privpub.spatial._kernels import ci_combine, grid_edges, oue_v1, round_half_up, uniform_interval_index
 from privpub.spatial._release import SpatialRelease, TreeLevel
@@ -156,8 +156,7 @@ class _FlatGrid(Publisher):
         ix, iy = grid_cells(pts, box, g)
         cells = ix * g + iy
         with accounting(eps, method=self._method, session=session, data=describe_data(pts)) as acc:
-            with acc.step("collect"), acc.parallel("disjoint user groups") as block:
-                coll = Collection(block, mode, noise_gen)
+            with user_groups(acc, mode, noise_gen) as coll:
                 (est,) = coll.round("U", cells=[cells], counts=[np.bincount(cells, minlength=g * g)],
                                     domains=[g * g], epsilon=eps, mechanism=self._mechanism)
             values = norm_sub(est, float(n_users)) if self.postprocess == "normsub" else est
@@ -356,8 +355,7 @@ class GTR(Publisher):
             ys: list[NDArray[np.float64]] = []
             parents: list[NDArray[np.int64]] = []
             levels: list[TreeLevel] = []
-            with acc.step("collect"), acc.parallel("disjoint user groups") as block:
-                coll = Collection(block, mode, noise_gen)
+            with user_groups(acc, mode, noise_gen) as coll:
                 for lev in range(1, big_h + 1):
                     g, shift = 2**lev, big_h - lev
                     if groups is None:

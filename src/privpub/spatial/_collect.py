@@ -10,13 +10,15 @@ law); the publishers never write a ledger entry.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from privpub.core import ParallelBlock, check_array, check_bounds_2d, check_epsilon
+from privpub.core import Accountant, ParallelBlock, check_array, check_bounds_2d, check_epsilon
 from privpub.errors import DomainError, ParameterError
 from privpub.ldp import OUE, SUE
 
@@ -34,6 +36,7 @@ __all__ = [
     "client_reports",
     "collect",
     "split_counts",
+    "user_groups",
 ]
 
 MODES = ("simulate", "per_user")
@@ -377,3 +380,14 @@ class Collection:
             return self.reports(name, cells, domains, epsilon=epsilon, mechanism=mechanism)
         assert counts is not None
         return self.counts(name, counts, epsilon=epsilon, mechanism=mechanism)
+
+
+#: the name of the parallel block every spatial publisher charges
+BLOCK = "disjoint user groups"
+
+
+@contextmanager
+def user_groups(acc: Accountant, mode: str, rng: np.random.Generator) -> Iterator[Collection]:
+    """The collection step of a release: one parallel block over the disjoint user groups."""
+    with acc.step("collect"), acc.parallel(BLOCK) as block:
+        yield Collection(block, mode, rng)

@@ -21,7 +21,7 @@ from privpub.core import (
 from privpub.errors import ParameterError
 from privpub.ldp import norm_sub
 from privpub.spatial._baselines import block_sums, grid_cells, grid_rects, prepare
-from privpub.spatial._collect import Collection, check_cells, split_counts
+from privpub.spatial._collect import check_cells, split_counts, user_groups
 from privpub.spatial._release import SpatialRelease
 
 __all__ = ["HDG", "hdg_granularities"]
@@ -183,8 +183,7 @@ class HDG(Publisher):
         ix, iy = grid_cells(pts, box, big)
         a, b = big // g1, big // g2
         with accounting(eps, method="hdg", session=session, data=describe_data(pts)) as acc:
-            with acc.step("collect"), acc.parallel("disjoint user groups") as block:
-                coll = Collection(block, mode, noise_gen)
+            with user_groups(acc, mode, noise_gen) as coll:
                 if mode == "per_user":
                     order = role_gen.permutation(n_users)
                     cut = np.cumsum(sizes)

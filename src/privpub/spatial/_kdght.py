@@ -30,6 +30,7 @@ from privpub.spatial._collect import (
     check_local_epsilon,
     check_mode,
     check_points,
+    user_groups,
 )
 from privpub.spatial._kernels import (
     Block,
@@ -240,8 +241,7 @@ class KDGHT(Publisher):
         gen = as_generator(rng)
         role_gen, noise_gen = gen.spawn(2)
         with accounting(eps, method="kdght", session=session, data=describe_data(pts)) as acc:
-            with acc.step("collect"), acc.parallel("disjoint user groups") as block:
-                coll = Collection(block, mode, noise_gen)
+            with user_groups(acc, mode, noise_gen) as coll:
                 fields = _run_kdght(self, pts, box, eps, coll, role_gen)
             return SpatialRelease(ledger=acc.seal(), epsilon=eps, method="kdght", bounds=box,
                                   n_users=n_users, roles=tuple(coll.roles), mode=mode, **fields)
