@@ -103,7 +103,7 @@ def run(sizes: list[int], per_user_n: int, repeats: int) -> list[dict[str, Any]]
 
 def summary(rows: list[dict[str, Any]], sizes: list[int], per_user_n: int) -> list[str]:
     lines = ["| kernel | path | users | limit (bincount pass, CPU s, median) | kernel CPU s (median) | "
-             "median ratio | worst family (ratio) | growth 10^6 -> 10^7 |",
+             "median ratio | worst family (ratio) | growth 10^6 -> 10^7: kernel / limit / ratio |",
              "|---|---|---|---|---|---|---|---|"]
     for mode, pubs, n in (("simulate", SIMULATE, max(sizes)), ("per_user", PER_USER, per_user_n)):
         for name in pubs:
@@ -114,10 +114,11 @@ def summary(rows: list[dict[str, Any]], sizes: list[int], per_user_n: int) -> li
             worst = max(ratios, key=ratios.__getitem__)
             growth = ""
             if mode == "simulate" and 10**6 in sizes and 10**7 in sizes:
-                t6 = statistics.median(r["cpu"] for r in rows if r["kernel"] == name and r["mode"] == mode
-                                       and r["n"] == 10**6)
-                t7 = statistics.median(r["cpu"] for r in sel)
-                growth = f"n^{math.log10(t7 / t6):.2f}"
+                small = [r for r in rows if r["kernel"] == name and r["mode"] == mode and r["n"] == 10**6]
+                k = math.log10(statistics.median(r["cpu"] for r in sel) / statistics.median(r["cpu"] for r in small))
+                lim = math.log10(statistics.median(r["limit_cpu"] for r in sel)
+                                 / statistics.median(r["limit_cpu"] for r in small))
+                growth = f"n^{k:.2f} / n^{lim:.2f} / n^{k - lim:+.2f}"
             lines.append(
                 f"| {name} | {mode} | {n:,} | {statistics.median(r['limit_cpu'] for r in sel):.3f} | "
                 f"{statistics.median(r['cpu'] for r in sel):.3f} | {statistics.median(ratios.values()):.1f}x | "
@@ -125,31 +126,55 @@ def summary(rows: list[dict[str, Any]], sizes: list[int], per_user_n: int) -> li
     return lines
 
 
+def parse_log(path: Path) -> list[dict[str, Any]]:
+    """The rows of an earlier run, read back from the "All cells" table of its output."""
+    rows = []
+    text = path.read_text()
+    for line in text[text.index("All cells"):].splitlines():
+        parts = [p.strip() for p in line.strip("|").split("|")]
+        if len(parts) == 8 and parts[1] in ("simulate", "per_user"):
+            kernel, mode, n, fam, cpu, wall, lim, ratio = parts
+            rows.append({"kernel": kernel, "mode": mode, "n": int(n.replace(",", "")), "family": fam,
+                         "cpu": float(cpu), "wall": float(wall), "limit_cpu": float(lim), "ratio": float(ratio)})
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--write", action="store_true", help="write docs/benchmarks/spatial.md")
+    parser.add_argument("--from-log", type=Path, help="re-render the tables of an earlier run's printed output")
     args = parser.parse_args()
     repeats = 1 if args.quick else args.repeats
     sizes = [10**5, 10**6] if args.quick else [10**5, 10**6, 10**7]
     per_user_n = 10**5 if args.quick else 10**6
     load_before = os.getloadavg()[0]
     t0 = time.perf_counter()
-    rows = run(sizes, per_user_n, repeats)
+    if args.from_log is not None:
+        rows = parse_log(args.from_log)
+        header = args.from_log.read_text().split("# privpub.spatial benchmarks", 1)[1].split("Limit =", 1)[0].strip()
+    else:
+        rows = run(sizes, per_user_n, repeats)
+        header = (
+            f"`python benchmarks/spatial.py{' --quick' if args.quick else ''}` on {platform.machine()} "
+            f"({os.cpu_count()} cores, Python {platform.python_version()}, numpy {np.__version__}), "
+            f"epsilon={EPSILON}, median of {repeats} runs per cell, {time.perf_counter() - t0:.0f} s in total. "
+            f"1-minute load average {load_before:.1f} before and {os.getloadavg()[0]:.1f} after the run: "
+            "other jobs shared the two cores, so wall times are inflated; the ratios use CPU time of "
+            "this process, measured side by side with the limit.")
     lines = [
         "# privpub.spatial benchmarks",
         "",
-        f"`python benchmarks/spatial.py{' --quick' if args.quick else ''}` on {platform.machine()} "
-        f"({os.cpu_count()} cores, Python {platform.python_version()}, numpy {np.__version__}), "
-        f"epsilon={EPSILON}, median of {repeats} runs per cell, {time.perf_counter() - t0:.0f} s in total. "
-        f"1-minute load average {load_before:.1f} before and {os.getloadavg()[0]:.1f} after the run: "
-        "other jobs shared the two cores, so wall times are inflated; the ratios use CPU time of "
-        "this process, measured side by side with the limit.",
+        header,
         "",
         "Limit = one bincount pass over the users: each user's cell on a 256 x 256 grid plus one "
         "`np.bincount` (what any grid method must do at least). Input families: uniform, clustered "
-        "(`clustered_points`), sparse (`synthetic_checkin`), landmark (`synthetic_landmark`).",
+        "(`clustered_points`), sparse (`synthetic_checkin`), landmark (`synthetic_landmark`). Growth: "
+        "the exponent of the CPU time from 10^6 to 10^7 users, of the kernel, of the limit (memory "
+        "effects: 10^6 users fit in cache, 10^7 do not), and of their ratio (0 = linear like the limit). "
+        "The per-user path generates d random bits per user for d cells, so its limit-ratio grows with "
+        "the number of cells reported.",
         "",
         *summary(rows, sizes, per_user_n),
         "",
