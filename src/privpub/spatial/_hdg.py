@@ -49,7 +49,7 @@ def hdg_granularities(n_users: int, epsilon: float, *, cap: int = 1024) -> tuple
     Examples
     --------
     >>> hdg_granularities(10**6, 1.0)
-    (32, 4)
+    (32, 8)
     """
     k = 3.0
     e, e1 = math.exp(epsilon), math.expm1(epsilon)
@@ -142,7 +142,7 @@ class HDG(Publisher):
     >>> from privpub.spatial import HDG, synthetic_landmark
     >>> rel = HDG().publish(synthetic_landmark(50_000, rng=0), bounds=(0, 0, 1, 1), epsilon=1.0, rng=0)
     >>> rel.grid_shape, rel.params["g1"], rel.params["g2"]
-    ((8, 8), 8, 2)
+    ((16, 16), 16, 2)
     """
 
     g1: int | None = None
