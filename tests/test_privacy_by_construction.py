@@ -19,7 +19,7 @@ PARTS = ("histogram", "spatial", "decision", "stream", "ldp_synth")
 #: generator methods that draw privacy noise (the parts must go through a core mechanism)
 NOISE_METHODS = {"laplace", "exponential", "standard_exponential", "gumbel", "geometric", "logistic",
                  "normal", "standard_normal"}
-_PENDING = {"spatial"}  # TEMPORARY: migrating to the accountant
+_PENDING: set[str] = set()  # parts still migrating to the accountant
 
 
 def _violations_in(source: str, filename: str) -> list[str]:
@@ -36,8 +36,12 @@ def _violations_in(source: str, filename: str) -> list[str]:
     return out
 
 
+#: modules of built-in demo-data generators: they draw made-up data, not noise for a release
+DATA_GENERATORS = {"_data.py"}
+
+
 def _violations(part: str) -> list[str]:
-    return [v for path in sorted((SRC / part).glob("*.py"))
+    return [v for path in sorted((SRC / part).glob("*.py")) if path.name not in DATA_GENERATORS
             for v in _violations_in(path.read_text(encoding="utf-8"), path.name)]
 
 

@@ -15,13 +15,13 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from service_helpers import ADMIN_TOKEN, Server, create
 from typer.testing import CliRunner
 
-import httpx
 from privpub.cli import app
 
 runner = CliRunner()
@@ -73,7 +73,7 @@ def _run(args: list[str], url: str) -> Any:
 
 
 def _text(live: dict[str, Any]) -> st.SearchStrategy[str]:
-    return st.sampled_from(NASTY + [live["freq"], live["spatial"]])
+    return st.sampled_from([*NASTY, live["freq"], live["spatial"]])
 
 
 def _path(live: dict[str, Any]) -> st.SearchStrategy[str]:

@@ -23,7 +23,7 @@ def csv_file(tmp_path):
     return path
 
 
-@pytest.mark.parametrize("method", ["kdght", "ug", "gtr", "rappor"])
+@pytest.mark.parametrize("method", ["kdght", "ug", "gtr", "rappor", "hdg", "ahead"])
 def test_cli_publish_json_and_plot(method, csv_file, tmp_path) -> None:
     out = tmp_path / f"{method}.json"
     png = tmp_path / f"{method}.png"
@@ -66,7 +66,7 @@ def test_demo_rows() -> None:
     from privpub.experiments.spatial import demo
 
     rows = demo(rng=0)
-    assert {r.method for r in rows} == {"RAPPOR", "UG", "GT-R", "KDG-HT", "KDG-HT(last)"}
+    assert {r.method for r in rows} == {"RAPPOR", "UG", "GT-R", "KDG-HT", "KDG-HT(last)", "HDG", "AHEAD"}
     by = {r.method: r.value for r in rows}
     assert all(np.isfinite(v) and v >= 0 for v in by.values())
     assert by["KDG-HT"] < by["RAPPOR"]
@@ -90,8 +90,21 @@ def test_reproduce_smoke_on_tiny_grids(tmp_path) -> None:
     for name in ("runs.csv", "summary.csv", "runtime.csv", "re_checkin.png", "re_landmark.png", "ne.png"):
         assert (tmp_path / "out" / name).exists(), name
     runs = pd.read_csv(tmp_path / "out" / "runs.csv")
-    assert len(runs) == 2 * 3 * 2 * 5 * 3  # datasets x eps x seeds x methods x size classes
+    assert len(runs) == 2 * 3 * 2 * 7 * 3  # datasets x eps x seeds x methods x size classes
+    assert {"HDG", "AHEAD"} <= set(runs.method)
     assert (runs.RE >= 0).all() and (runs.NE >= 0).all()
+
+
+def test_calibration_smoke(tmp_path) -> None:
+    """The issue-17 accuracy check on a generator and a missing data file (skipped, not fatal)."""
+    from privpub.experiments import spatial as exp
+
+    rows = exp.calibration(datasets=["sparse", "LC-2D"], epsilons=(0.5, 2.0), seeds=range(2), n_queries=50,
+                           n_generated=20_000, data_dir=tmp_path / "empty")
+    assert set(rows.dataset) == {"sparse"} and len(rows) == 2 * 2 * len(exp.CALIBRATION_METHODS)
+    assert (rows.RE > 0).all()
+    text = exp.calibration_markdown(rows)
+    assert "sparse (20,000 users)" in text and "| KDG-HT |" in text and "eps=2" in text
 
 
 def test_reproduce_without_data_gives_clear_error(tmp_path) -> None:

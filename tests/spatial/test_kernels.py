@@ -24,6 +24,7 @@ from privpub.spatial._kernels import (
     kdg_height,
     merge_sparse,
     mtr_split,
+    oue_v1,
     overlap_answer,
     uniform_interval_index,
 )
@@ -73,7 +74,12 @@ def test_formulas() -> None:
     assert kdg_height(1e30, 0.5) == 10
     assert [ug_granularity(10**6, e) for e in (0.1, 0.3, 0.5)] == [3, 5, 6]
     assert [gtr_height(10**6, e) for e in (0.1, 0.3, 0.5)] == [7, 7, 8]
-    assert [kdg_intervals(25_000, e) for e in (0.1, 0.3, 0.5)] == [4, 11, 19]
+    assert [kdg_intervals(25_000, e, rule="noise") for e in (0.1, 0.3, 0.5)] == [4, 11, 19]
+    # the default histogram rule, (2 alpha1^2 / sigma_f^2)^(1/3): sigma_f^2 = V1 / n_a
+    assert [kdg_intervals(25_000, e) for e in (0.1, 0.3, 0.5)] == [4, 8, 11]
+    for eps in (0.25, 0.5, 1.0, 2.0):  # the sparse test's margin lam/m in noise std grows with eps
+        var = oue_v1(eps) / 25_000
+        assert kdg_intervals(25_000, eps) == min(max(int((2 * 0.49 / var) ** (1 / 3)), 4), 32)
     assert rappor_granularity(10**8, 0.5) == 512
 
 

@@ -12,7 +12,9 @@ import privpub.spatial._collect as collect_mod
 from privpub.core import as_generator
 from privpub.errors import DataNotFoundError, DomainError, ParameterError
 from privpub.spatial import (
+    AHEAD,
     GTR,
+    HDG,
     KDGHT,
     PUBLISHERS,
     RapporGrid,
@@ -41,7 +43,8 @@ def _contains(rel_x0, rel_x1, rel_y0, rel_y1, p: np.ndarray, box=BOX) -> np.ndar
     return (inx & iny).sum(axis=1)
 
 
-ALL = [KDGHT(), UniformGrid(), RapporGrid(), GTR(), KDGHT(kdg_split="budget"), KDGHT(combine="last")]
+ALL = [KDGHT(), UniformGrid(), RapporGrid(), GTR(), KDGHT(kdg_split="budget"), KDGHT(combine="last"), HDG(),
+       AHEAD()]
 
 
 @pytest.mark.parametrize("pub", ALL, ids=lambda p: f"{type(p).__name__}")
@@ -76,9 +79,8 @@ def test_counts_normsub_and_ledger(name, points) -> None:
     assert sum(r.size for r in rel.roles) == N
     for r in rel.roles:
         assert r.epsilon * r.reports == pytest.approx(0.5)
-    if len(rel.roles) > 1:
-        (entry,) = rel.ledger.entries
-        assert entry.composition == "parallel" and entry.parts == len(rel.roles)
+    assert {e.block for e in rel.ledger.entries} == {"disjoint user groups"}
+    assert [e.branch for e in rel.ledger.entries] == [r.name for r in rel.roles for _ in range(r.reports)]
 
 
 def test_full_domain_ci_without_normsub_is_n(points) -> None:
@@ -115,6 +117,7 @@ def test_every_user_in_exactly_one_group_and_reports_once(kdg_split, points, mon
     rel = pub.publish(points, bounds=BOX, epsilon=0.5, rng=4, mode="per_user")
     role_gen, _ = as_generator(4).spawn(2)
     ux, uy, rest = assign_roles(N, pub.eta, kdg_split, role_gen)
+    rest = rest[role_gen.permutation(rest.size)]  # the per-user path orders R at random, then cuts it
     h = rel.params["h"]
     groups = np.array_split(rest, h + 1)
     if kdg_split == "users":
@@ -249,6 +252,7 @@ def test_public_surface() -> None:
     import privpub.spatial as sp
 
     assert sp.__all__ == sorted(sp.__all__)
-    for name in ("KDGHT", "UniformGrid", "GTR", "RapporGrid"):
-        assert name in sp.__all__ and sp.PUBLISHERS[{"KDGHT": "kdght", "UniformGrid": "ug", "GTR": "gtr",
-                                                     "RapporGrid": "rappor"}[name]] is getattr(sp, name)
+    names = {"KDGHT": "kdght", "UniformGrid": "ug", "GTR": "gtr", "RapporGrid": "rappor", "HDG": "hdg",
+             "AHEAD": "ahead"}
+    for name, key in names.items():
+        assert name in sp.__all__ and sp.PUBLISHERS[key] is getattr(sp, name)

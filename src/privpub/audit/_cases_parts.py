@@ -170,7 +170,21 @@ def spatial_cases() -> list[AuditCase]:
     def exact(eps: float) -> Callable[[], float]:
         return lambda: exact_epsilon(output_probabilities(OUE(domain_size=4), eps))
 
+    def whole(eps: float) -> Mech:
+        """The release as a user gets it: UG on a 2 x 2 grid, its four cell estimates."""
+        from privpub.spatial import UniformGrid
+
+        def mech(points: Any, rng: np.random.Generator) -> Any:
+            rel = UniformGrid(g=2, postprocess="none").publish(np.asarray(points, dtype=np.float64),
+                                                                bounds=(0.0, 0.0, 1.0, 1.0), epsilon=eps, rng=rng)
+            assert rel.ledger.epsilon == eps  # the charged ledger is what the release states
+            return np.round(np.asarray(rel.values, dtype=np.float64), 9)
+        return mech
+
     return [
+        AuditCase("spatial.UG.publish", "spatial", whole(1.0), [(0.1, 0.1), (0.1, 0.1)], [(0.9, 0.9), (0.1, 0.1)],
+                  1.0, 3_000, "replace one user's location (2 users): it moves to the opposite cell of a 2 x 2 "
+                  "grid; whole release: the four cell estimates", control=whole(2.0), control_note="epsilon doubled"),
         AuditCase("spatial.KDGHT.client_report", "spatial", report(1.0), 0.1, 0.9, 1.0, 20_000,
                   "replace one user's location: x = 0.1 and 0.9 fall in different intervals of 4",
                   control=report(2.0), control_note="report at 2 epsilon", batch=True,

@@ -25,7 +25,7 @@ from privpub.cli._common import (
 )
 from privpub.errors import DomainError, ParameterError
 
-METHODS = ("kdght", "ug", "gtr", "rappor")
+METHODS = ("kdght", "ug", "gtr", "rappor", "hdg", "ahead")
 #: formats of the release (--output) and of the diagnostic plot (--plot)
 FORMATS = ("json",)
 PLOT_FORMATS = ("png", "svg", "pdf")
@@ -56,7 +56,8 @@ def register(app: typer.Typer, reproduce_app: typer.Typer) -> None:
         bounds: Annotated[str | None, typer.Option(
             "--bounds", help="Public domain x0,y0,x1,y1, fixed in advance (required; never taken from "
             "the data).")] = None,
-        method: Annotated[str, typer.Option("--method", "-m", help="kdght, ug, gtr or rappor.")] = "kdght",
+        method: Annotated[str, typer.Option("--method", "-m", help="kdght, ug, gtr, rappor, hdg or ahead.")]
+            = "kdght",
         mode: Annotated[str, typer.Option(
             "--mode", help="simulate (exact aggregated law, fast) or per_user (each user's client).")]
             = "simulate",
@@ -73,7 +74,7 @@ def register(app: typer.Typer, reproduce_app: typer.Typer) -> None:
         budget_total: BudgetTotalOption = None,
         data_label: DataLabelOption = None,
     ) -> None:
-        """Publish 2-D points under local DP as leaves with noisy counts (KDG-HT or a baseline)."""
+        """Publish 2-D points under local DP as leaves with noisy counts (KDG-HT, HDG, AHEAD or a baseline)."""
         from privpub.spatial import PUBLISHERS
 
         if method not in PUBLISHERS:
@@ -125,7 +126,7 @@ def register(app: typer.Typer, reproduce_app: typer.Typer) -> None:
             "--n-points", help="Points per dataset, >= 1 (default: all in full mode, 10^6 in quick).")] = None,
         seed: Annotated[int, typer.Option("--seed", help="Random seed.")] = 0,
     ) -> None:
-        """Reproduce paper 002 (KDG-HT): Fig. 4-5 (RE), Fig. 6 (NE), Table 2 (runtime)."""
+        """Reproduce paper 002 (KDG-HT, with HDG and AHEAD beside it): Fig. 4-5 (RE), Fig. 6 (NE), Table 2."""
         from privpub.experiments import spatial as exp
         from privpub.experiments._common import default_out_dir
 

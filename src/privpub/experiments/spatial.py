@@ -2,10 +2,12 @@
 
 ``reproduce`` runs Fig. 4-5 (relative error RE for three query-size classes at eps 0.1/0.3/0.5),
 Fig. 6 (noise error NE on [5%, 20%] queries) and Table 2 (runtime) for RAPPOR, UG, GT-R and
-KDG-HT (with constrained inference, and the paper's last-level counts) on Checkin (the Gowalla
+KDG-HT (with constrained inference, and the paper's last-level counts), with the modern LDP
+anchors HDG (Yang et al. 2021) and AHEAD (Du et al. 2021) beside them, on Checkin (the Gowalla
 256x256 grid) and a Landmark stand-in (Beijing taxi start points), turned into points as in the
 spec (section 5). Everything runs through the exact simulation path; Table 2 also times the
-per-user path on a subsample.
+per-user path on a subsample. ``calibration`` is the accuracy check of issue 17: every 2-D data
+set held and the generators, epsilon 0.25..4, KDG-HT against UG, HDG and AHEAD.
 """
 
 from __future__ import annotations
@@ -22,7 +24,9 @@ import pandas as pd
 
 from privpub.experiments._common import DemoRow, resolve_data_dir
 from privpub.spatial import (
+    AHEAD,
     GTR,
+    HDG,
     KDGHT,
     ExactRangeCounter,
     RapporGrid,
@@ -33,30 +37,53 @@ from privpub.spatial import (
 )
 from privpub.spatial._data import SIZE_CLASSES
 
-__all__ = ["DATASETS", "METHODS", "demo", "evaluate", "height_ablation", "load_points", "reproduce"]
+__all__ = [
+    "CALIBRATION_DATASETS",
+    "DATASETS",
+    "METHODS",
+    "calibration",
+    "calibration_markdown",
+    "demo",
+    "evaluate",
+    "height_ablation",
+    "load_points",
+    "reproduce",
+]
 
 log = logging.getLogger(__name__)
 
 BOX = (0.0, 0.0, 1.0, 1.0)
-SpatialPublisher = KDGHT | UniformGrid | RapporGrid | GTR
-#: the paper's methods (KDG-HT twice: our CI default and the paper's last-level counts)
+SpatialPublisher = KDGHT | UniformGrid | RapporGrid | GTR | HDG | AHEAD
+#: the paper's methods (KDG-HT twice: our CI default and the paper's last-level counts), then
+#: the modern LDP anchors HDG and AHEAD
 METHODS: dict[str, SpatialPublisher] = {
     "RAPPOR": RapporGrid(),
     "UG": UniformGrid(),
     "GT-R": GTR(),
     "KDG-HT": KDGHT(),
     "KDG-HT(last)": KDGHT(combine="last"),
+    "HDG": HDG(),
+    "AHEAD": AHEAD(),
 }
 #: paper name -> privpub.datasets name
 DATASETS = {"Checkin": "gowalla", "Landmark*": "dpbench_2d/BJ-CABS-S"}
+#: every 2-D data set held (name -> privpub.datasets name) for the calibration check
+CALIBRATION_DATASETS = {
+    "Checkin": "gowalla",
+    "BJ-CABS-S": "dpbench_2d/BJ-CABS-S",
+    "BJ-CABS-E": "dpbench_2d/BJ-CABS-E",
+    "LC-2D": "dpbench_2d/LC-2D",
+    "ADULT-2D": "dpbench_2d/ADULT-2D",
+}
 CLASS_LABELS = tuple(f"[{int(lo * 100)}%,{int(hi * 100)}%]" for lo, hi in SIZE_CLASSES)
 
 
 def load_points(name: str, data_dir: Any = None, n_points: int | None = None) -> np.ndarray:
-    """The experiment points of a dataset (``"Checkin"`` or ``"Landmark*"``) on the unit square."""
+    """The experiment points of a dataset (a key of ``DATASETS`` or ``CALIBRATION_DATASETS``)."""
     from privpub.datasets import load
 
-    grid = getattr(load(DATASETS[name], data_dir=resolve_data_dir(data_dir)), "counts")  # noqa: B009
+    key = DATASETS.get(name) or CALIBRATION_DATASETS[name]
+    grid = getattr(load(key, data_dir=resolve_data_dir(data_dir)), "counts")  # noqa: B009
     return grid_to_points(grid, n_points)
 
 
@@ -370,6 +397,74 @@ def height_ablation(dataset: str = "Checkin", *, heights: Iterable[int] = (3, 4,
                          "epsilon": eps, "RE": float(np.mean([r[0] for r in res])),
                          "NE": float(np.mean([r[1] for r in res]))})
     return pd.DataFrame(rows)
+
+
+#: the methods of the calibration check: the default, its previous interval rule, and the references
+CALIBRATION_METHODS: dict[str, SpatialPublisher] = {
+    "KDG-HT": KDGHT(),
+    "KDG-HT(noise m)": KDGHT(interval_rule="noise"),
+    "UG": UniformGrid(),
+    "HDG": HDG(),
+    "AHEAD": AHEAD(),
+}
+
+
+def _generated(name: str, n_points: int) -> np.ndarray:
+    from privpub.datasets import clustered_points
+
+    if name == "clustered":
+        return clustered_points(n_points, rng=1).points
+    if name == "sparse":
+        return synthetic_checkin(n_points, rng=1)
+    raise ValueError(name)
+
+
+def calibration(*, datasets: Iterable[str] | None = None, epsilons: Iterable[float] = (0.25, 0.5, 1, 2, 4),
+                seeds: Iterable[int] = range(5), n_queries: int = 1000, n_generated: int = 1_000_000,
+                methods: Iterable[str] | None = None, data_dir: Any = None, progress: bool = False
+                ) -> pd.DataFrame:
+    """Issue 17's accuracy check: mean RE of [5%, 20%] queries per dataset, method, epsilon and seed.
+
+    ``datasets`` are keys of ``CALIBRATION_DATASETS`` (all points of each grid) or the generators
+    ``"clustered"`` / ``"sparse"`` (``n_generated`` points); default: all of them, skipping data
+    files that are missing. One row per (dataset, method, epsilon, seed) with RE, NE and leaves.
+    """
+    from privpub.errors import DataNotFoundError
+
+    names = list(datasets) if datasets is not None else [*CALIBRATION_DATASETS, "clustered", "sparse"]
+    chosen = list(methods) if methods is not None else list(CALIBRATION_METHODS)
+    queries = [random_queries(n_queries, *SIZE_CLASSES[0], rng=7)]
+    rows: list[dict[str, Any]] = []
+    for ds in names:
+        try:
+            points = _generated(ds, n_generated) if ds in ("clustered", "sparse") else load_points(ds, data_dir)
+        except DataNotFoundError as exc:
+            log.warning("skipping %s: %s", ds, exc)
+            continue
+        truths = [ExactRangeCounter(points).count(queries[0]).astype(np.float64)]
+        jobs = [(eps, seed, name) for eps in epsilons for seed in seeds for name in chosen]
+        for eps, seed, name in _progress(jobs, progress, ds):
+            release = CALIBRATION_METHODS[name].publish(points, bounds=BOX, epsilon=eps, rng=seed)
+            ((re, ne),) = evaluate(release, points, queries, truths)
+            rows.append({"dataset": ds, "users": points.shape[0], "method": name, "epsilon": eps, "seed": seed,
+                         "RE": re, "NE": ne, "leaves": release.n_leaves})
+    return pd.DataFrame(rows)
+
+
+def calibration_markdown(rows: pd.DataFrame) -> str:
+    """Mean (std over seeds) RE per dataset and method, epsilon in columns."""
+    g = rows.groupby(["dataset", "method", "epsilon"], sort=False).RE.agg(["mean", "std"]).reset_index()
+    eps = sorted(set(g.epsilon))
+    lines = []
+    for ds in dict.fromkeys(g.dataset):
+        n = int(rows[rows.dataset == ds].users.iloc[0])
+        lines += ["", f"{ds} ({n:,} users):", "",
+                  "| method | " + " | ".join(f"eps={e:g}" for e in eps) + " |", "|---|" + "---|" * len(eps)]
+        for m in dict.fromkeys(g[g.dataset == ds].method):
+            part = g[(g.dataset == ds) & (g.method == m)].set_index("epsilon")
+            cells = [f"{part.loc[e, 'mean']:.3g} ± {part.loc[e, 'std']:.2g}" for e in eps]
+            lines.append(f"| {m} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
 
 
 def demo(rng: int = 0) -> list[DemoRow]:

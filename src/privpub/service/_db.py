@@ -90,7 +90,6 @@ def upgrade(url: str, revision: str = "head") -> str:
     """Bring the database at ``url`` to ``revision`` (creating it if empty); returns the revision."""
     from alembic import command
     from alembic.runtime.migration import MigrationContext
-
     from alembic.util.exc import CommandError
 
     full = database_url(url)

@@ -1,12 +1,13 @@
 """Local-DP spatial data publishing for 2-D range-count queries.
 
 KDG-HT (Jin, Ni, Zhu, Chen, Chen, "Spatial data adaptive partition algorithm based on local
-differential privacy", Computer Engineering 48(5):136-144, 2022) and its baselines RAPPOR, UG and
-GT-R. Every publisher has the same shape::
+differential privacy", Computer Engineering 48(5):136-144, 2022), its baselines RAPPOR, UG and
+GT-R, and the modern LDP anchors HDG (Yang et al., VLDB 2021) and AHEAD (Du et al., CCS 2021).
+Every publisher has the same shape::
 
     release = KDGHT().publish(points, bounds=(x0, y0, x1, y1), epsilon=0.5, rng=0, mode="simulate")
     release.range_count(rects)        # (q, 4) rectangles [x0, y0, x1, y1]
-    release.ledger                    # one parallel step over disjoint user groups
+    release.ledger                    # one parallel block over disjoint user groups, charged by the oracles
 
 ``mode="per_user"`` runs each user's client randomiser (a deployment); ``mode="simulate"`` draws
 the aggregated reports from their exact law (binomial counts), for experiments with millions of
@@ -23,6 +24,7 @@ True
 
 from __future__ import annotations
 
+from privpub.spatial._ahead import AHEAD, ahead_threshold
 from privpub.spatial._baselines import (
     GTR,
     RapporGrid,
@@ -39,15 +41,18 @@ from privpub.spatial._data import (
     synthetic_checkin,
     synthetic_landmark,
 )
+from privpub.spatial._hdg import HDG, hdg_granularities
 from privpub.spatial._kdght import KDGHT, kdg_intervals
 from privpub.spatial._release import SpatialRelease, TreeLevel
 
 #: the spatial publishers by CLI name
-PUBLISHERS = {"kdght": KDGHT, "ug": UniformGrid, "gtr": GTR, "rappor": RapporGrid}
+PUBLISHERS = {"kdght": KDGHT, "ug": UniformGrid, "gtr": GTR, "rappor": RapporGrid, "hdg": HDG, "ahead": AHEAD}
 
 __all__ = [
+    "AHEAD",
     "ExactRangeCounter",
     "GTR",
+    "HDG",
     "KDGHT",
     "PUBLISHERS",
     "RapporGrid",
@@ -55,8 +60,10 @@ __all__ = [
     "SpatialRelease",
     "TreeLevel",
     "UniformGrid",
+    "ahead_threshold",
     "grid_to_points",
     "gtr_height",
+    "hdg_granularities",
     "kdg_intervals",
     "random_queries",
     "rappor_granularity",

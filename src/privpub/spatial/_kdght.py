@@ -10,52 +10,83 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from privpub.core import (
-    BudgetLedger,
     Publisher,
     RNGLike,
+    Session,
+    accounting,
     as_generator,
-    check_epsilon,
     check_positive_int,
     check_probability,
     check_real,
+    describe_data,
 )
 from privpub.errors import ParameterError
 from privpub.ldp import norm_sub
-from privpub.spatial._collect import MODES, Bounds, Role, check_bounds, check_points, collect
+from privpub.spatial._collect import (
+    Bounds,
+    Collection,
+    check_bounds,
+    check_cells,
+    check_local_epsilon,
+    check_mode,
+    check_points,
+    user_groups,
+)
 from privpub.spatial._kernels import (
     Block,
     ci_combine,
-    descend,
     grid_edges,
     interval_index,
     kd_partition,
     kdg_height,
     merge_sparse,
-    mtr_split,
     oue_v1,
     uniform_interval_index,
 )
-from privpub.spatial._release import SpatialRelease, TreeLevel
+from privpub.spatial._release import SpatialRelease
+from privpub.spatial._tree import grow_tree
 
 __all__ = ["KDGHT", "assign_roles", "kdg_intervals"]
 
+#: HDG's constant for the 1-D granularity guideline (Yang et al., VLDB 2021)
+ALPHA1 = 0.7
+_INTERVAL_RULES = ("histogram", "noise")
 
-def kdg_intervals(n_axis: int, epsilon: float, *, kdg_split: str = "users") -> int:
-    """The spec's interval count ``m = n = clamp(floor(1 / (2 sigma_f)), 4, 32)``.
+
+def kdg_intervals(n_axis: int, epsilon: float, *, kdg_split: str = "users", rule: str = "histogram") -> int:
+    """Number of KDG intervals per axis, ``m = n``, from the noise of one marginal bin.
 
     ``sigma_f = sqrt(V_a / n_a)`` is the std of one marginal bin's frequency with ``n_a`` users
     reporting the axis (``V_a = V1(eps)`` in users mode, ``V1(eps/2)`` in budget mode).
 
+    * ``rule="histogram"`` (default): ``m = clamp(floor((2 alpha1^2 / sigma_f^2)^(1/3)), 4, 32)``
+      with ``alpha1 = 0.7``, the bin count that balances the noise of a noisy histogram against
+      its bin-width (uniformity) error, as Yang et al.'s 1-D grid guideline does for LDP
+      marginals. The sparse test's margin, ``lam / m`` against ``sigma_f``, then improves as
+      epsilon grows.
+    * ``rule="noise"``: the spec's first rule, ``m = clamp(floor(1 / (2 sigma_f)), 4, 32)``: the
+      average bin mass is two noise std at every epsilon, so the sparse test stays at the noise
+      level while m doubles with epsilon; the level-0 structure then fragments at random and
+      the error can grow with epsilon (see docs/spatial.md).
+
     Examples
     --------
     >>> [kdg_intervals(25_000, e) for e in (0.1, 0.3, 0.5)]
+    [4, 8, 11]
+    >>> [kdg_intervals(25_000, e, rule="noise") for e in (0.1, 0.3, 0.5)]
     [4, 11, 19]
     """
+    if rule not in _INTERVAL_RULES:
+        raise ParameterError(f"interval_rule must be one of {_INTERVAL_RULES}, got {rule!r}")
     if n_axis <= 0:
         return 4
     va = oue_v1(epsilon) if kdg_split == "users" else oue_v1(epsilon / 2.0)
-    sigma = math.sqrt(va / n_axis)
-    return min(max(math.floor(1.0 / (2.0 * sigma)), 4), 32)
+    var = va / n_axis
+    if rule == "noise":
+        m = math.floor(1.0 / (2.0 * math.sqrt(var)))
+    else:
+        m = math.floor((2.0 * ALPHA1**2 / var) ** (1.0 / 3.0))
+    return min(max(m, 4), 32)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -77,7 +108,9 @@ class KDGHT(Publisher):
         ``"users"``: U' is halved, each half reports one axis at full epsilon (the privacy fix of
         the paper's double spending); ``"budget"``: each U' user reports both axes at epsilon/2.
     m, n : int or None
-        Number of x and y intervals (default: the noise rule of :func:`kdg_intervals`).
+        Number of x and y intervals (default :func:`kdg_intervals`).
+    interval_rule : {"histogram", "noise"}
+        The default rule for ``m`` and ``n`` (see :func:`kdg_intervals`).
     lam : float
         Sparse threshold on the normalised density, in (0, 1] (0.6).
     rgdd_tau : float
@@ -102,16 +135,21 @@ class KDGHT(Publisher):
     gets one role by a data-independent random draw and sends exactly one OUE report at epsilon
     (in ``kdg_split="budget"`` mode a U' user sends two reports at epsilon/2 each: sequential
     composition within the user). The public state a user encodes against (intervals, current
-    tree) depends only on other users' noisy reports: post-processing. The ledger records one
-    parallel step over the disjoint roles; ``release.roles`` lists them.
+    tree) depends only on other users' noisy reports: post-processing. The ledger is one
+    parallel block over the disjoint groups, each branch charged by the oracle as it draws:
+    ``U'_x``, ``U'_y`` (OUE at epsilon; one branch ``U'`` with two OUE charges at epsilon/2 in
+    budget mode) and ``U^0 .. U^h`` (OUE at epsilon); ``release.roles`` lists the groups.
     ``mode="simulate"`` reads the points centrally to draw the aggregated reports with the
-    exact law of the per-user protocol (binomials): an experiment shortcut, not a deployment.
+    exact law of the per-user protocol (binomials, hypergeometric group counts): an experiment
+    shortcut, not a deployment.
 
     References
     ----------
     Jin, Ni, Zhu, Chen, Chen. Spatial data adaptive partition algorithm based on local
     differential privacy. Computer Engineering 48(5):136-144, 2022.
-    doi:10.19678/j.issn.1000-3428.0062382. Wang et al., OUE, USENIX Security 2017.
+    doi:10.19678/j.issn.1000-3428.0062382. Wang et al., OUE, USENIX Security 2017. Yang et al.,
+    Answering multi-dimensional range queries under local differential privacy, VLDB 2021
+    (the 1-D granularity guideline).
 
     Examples
     --------
@@ -129,6 +167,7 @@ class KDGHT(Publisher):
     kdg_split: str = "users"
     m: int | None = None
     n: int | None = None
+    interval_rule: str = "histogram"
     lam: float = 0.6
     rgdd_tau: float = 1.0
     h: int | None = None
@@ -145,6 +184,10 @@ class KDGHT(Publisher):
         for name in ("m", "n"):
             if getattr(self, name) is not None:
                 check_positive_int(getattr(self, name), name, minimum=1)
+        if self.m is not None and self.n is not None:
+            check_cells(self.m * self.n, "the KDG interval grid m x n", "m or n")
+        if self.interval_rule not in _INTERVAL_RULES:
+            raise ParameterError(f"interval_rule must be one of {_INTERVAL_RULES}, got {self.interval_rule!r}")
         check_probability(self.lam, "lam", closed="right")
         if check_real(self.rgdd_tau, "rgdd_tau") <= 0:
             raise ParameterError(f"rgdd_tau must be > 0, got {self.rgdd_tau}")
@@ -160,7 +203,8 @@ class KDGHT(Publisher):
             raise ParameterError(f"postprocess must be 'normsub' or 'none', got {self.postprocess!r}")
 
     def publish(  # type: ignore[override]
-        self, points: ArrayLike, *, bounds: Any, epsilon: float, rng: RNGLike = None, mode: str = "simulate"
+        self, points: ArrayLike, *, bounds: Any, epsilon: float, rng: RNGLike = None, mode: str = "simulate",
+        session: Session | None = None,
     ) -> SpatialRelease:
         """Collect one report per user and return the adaptive partition with noisy leaf counts.
 
@@ -171,98 +215,108 @@ class KDGHT(Publisher):
         bounds : (x0, y0, x1, y1)
             The public domain, fixed in advance (never computed from the points).
         epsilon : float
-            Per-user LDP budget.
+            Per-user LDP budget (at most 40: the randomiser's exact dyadic probabilities cannot
+            represent more).
         rng : int, Generator or None
             Randomness; equal seeds give identical releases (in either mode).
         mode : {"simulate", "per_user"}
             Exact aggregated simulation or the per-user client randomiser.
+        session : Session, optional
+            Budget session that must pay ``epsilon`` first (nothing is drawn if it cannot).
 
         Raises
         ------
         ParameterError
-            On bad epsilon, bounds, mode or shapes. DomainError on NaN or points outside bounds.
+            On bad epsilon, bounds, mode or shapes, or a tree larger than privpub allows.
+            DomainError on NaN or points outside bounds. BudgetExceededError if the session
+            cannot pay.
         """
-        eps = check_epsilon(epsilon)
+        eps = check_local_epsilon(epsilon, "OUE", per_report=0.5 if self.kdg_split == "budget" else 1.0)
         box = check_bounds(bounds)
         pts = check_points(points, box, clip=self.clip)
-        if mode not in MODES:
-            raise ParameterError(f"mode must be one of {MODES}, got {mode!r}")
+        mode = check_mode(mode)
         n_users = pts.shape[0]
         if n_users < 2:
             raise ParameterError(f"points must hold at least 2 users, got {n_users}")
         gen = as_generator(rng)
         role_gen, noise_gen = gen.spawn(2)
-        return _run_kdght(self, pts, box, eps, mode, role_gen, noise_gen)
+        with accounting(eps, method="kdght", session=session, data=describe_data(pts)) as acc:
+            with user_groups(acc, mode, noise_gen) as coll:
+                fields = _run_kdght(self, pts, box, eps, coll, role_gen)
+            return SpatialRelease(ledger=acc.seal(), epsilon=eps, method="kdght", bounds=box,
+                                  n_users=n_users, roles=tuple(coll.roles), mode=mode, **fields)
 
 
 def assign_roles(
     n_users: int, eta: float, kdg_split: str, role_gen: np.random.Generator
 ) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.int64]]:
-    """Data-independent roles: ``(U'_x ids, U'_y ids, permuted rest R)`` (spec 2.2).
+    """Data-independent roles: ``(U'_x ids, U'_y ids, rest R)`` (spec 2.2).
 
-    Each user joins U' with probability ``eta``; a random permutation splits U' into halves
-    (``kdg_split="users"``; in budget mode both axes are the whole U'); R is permuted at random
-    and later cut in order into the ``h + 1`` level groups.
+    Each user joins U' with probability ``eta``; a random permutation of U' splits it into
+    halves (``kdg_split="users"``; in budget mode both axes are the whole U'). R (in id order)
+    is later split at random into the ``h + 1`` level groups.
     """
     in_sample = role_gen.random(n_users) < eta
-    sample = role_gen.permutation(np.flatnonzero(in_sample))
-    rest = role_gen.permutation(np.flatnonzero(~in_sample))
+    sample = np.flatnonzero(in_sample)
+    sample = sample[role_gen.permutation(sample.size)]
+    rest = np.flatnonzero(~in_sample)
     if rest.size == 0:  # every user sampled: keep one for the tree
-        rest, sample = sample[:1], sample[1:]
+        rest, sample = np.sort(sample[:1]), sample[1:]
     if kdg_split == "users":
         half = (sample.size + 1) // 2
         return sample[:half], sample[half:], rest
     return sample, sample, rest
 
 
-def _run_kdght(
-    pub: KDGHT, pts: NDArray[np.float64], box: Bounds, eps: float, mode: str,
-    role_gen: np.random.Generator, noise_gen: np.random.Generator,
-) -> SpatialRelease:
+def _level_sizes(n_rest: int, h: int) -> list[int]:
+    base, extra = divmod(n_rest, h + 1)  # numpy.array_split sizes
+    return [base + 1] * extra + [base] * (h + 1 - extra)
+
+
+def _run_kdght(pub: KDGHT, pts: NDArray[np.float64], box: Bounds, eps: float, coll: Collection,
+               role_gen: np.random.Generator) -> dict[str, Any]:
     n_users = pts.shape[0]
     bx0, by0, bx1, by1 = box
     width, height = bx1 - bx0, by1 - by0
     v1 = oue_v1(eps)
+    per_user = coll.mode == "per_user"
     # ---- roles (drawn before any report) -------------------------------------------------------
     ux, uy, rest = assign_roles(n_users, pub.eta, pub.kdg_split, role_gen)
-    sample = ux if pub.kdg_split == "budget" else np.concatenate([ux, uy])
     if pub.kdg_split == "users":
-        eps_axis = eps
-        n_axis = sample.size // 2
+        eps_axis, n_axis = eps, min(ux.size, uy.size)
     else:
-        eps_axis = eps / 2.0
-        n_axis = sample.size
-    roles: list[Role] = []
+        eps_axis, n_axis = eps / 2.0, ux.size
     # ---- phase B: KDG -------------------------------------------------------------------------
-    m = pub.m if pub.m is not None else kdg_intervals(n_axis, eps, kdg_split=pub.kdg_split)
-    nn = pub.n if pub.n is not None else kdg_intervals(n_axis, eps, kdg_split=pub.kdg_split)
+    m = pub.m if pub.m is not None else kdg_intervals(n_axis, eps, kdg_split=pub.kdg_split, rule=pub.interval_rule)
+    nn = pub.n if pub.n is not None else kdg_intervals(n_axis, eps, kdg_split=pub.kdg_split, rule=pub.interval_rule)
+    check_cells(m * nn, "the KDG interval grid m x n", "m or n")
     ex = grid_edges(bx0, bx1, m)
     ey = grid_edges(by0, by1, nn)
     skip_kdg = ux.size == 0 or uy.size == 0
     if skip_kdg:
         blocks_x = [Block(0, m, 1.0, 1.0, False)]
         blocks_y = [Block(0, nn, 1.0, 1.0, False)]
-        rest = np.concatenate([sample, rest])  # the few sampled users join the tree groups
-        sample = sample[:0]
+        rest = np.arange(n_users)  # the few sampled users join the tree groups
     else:
-        cx = collect(interval_index(ex, pts[ux, 0]), m, epsilon=eps_axis, mode=mode, rng=noise_gen)
-        cy = collect(interval_index(ey, pts[uy, 1]), nn, epsilon=eps_axis, mode=mode, rng=noise_gen)
+        ix = interval_index(ex, pts[ux, 0])
+        iy = interval_index(ey, pts[uy, 1])
+        if pub.kdg_split == "users":
+            (cx,) = coll.round("U'_x", cells=[ix], counts=[np.bincount(ix, minlength=m)], domains=[m],
+                               epsilon=eps_axis)
+            (cy,) = coll.round("U'_y", cells=[iy], counts=[np.bincount(iy, minlength=nn)], domains=[nn],
+                               epsilon=eps_axis)
+        else:
+            cx, cy = coll.round("U'", cells=[ix, iy], domains=[m, nn], epsilon=eps_axis,
+                                counts=[np.bincount(ix, minlength=m), np.bincount(iy, minlength=nn)])
         fx = norm_sub(cx / ux.size, 1.0)
         fy = norm_sub(cy / uy.size, 1.0)
         blocks_x = merge_sparse(fx, np.diff(ex) / width, pub.lam, pub.rgdd_tau)
         blocks_y = merge_sparse(fy, np.diff(ey) / height, pub.lam, pub.rgdd_tau)
-        if pub.kdg_split == "users":
-            roles += [Role("U'_x", int(ux.size), "OUE", eps), Role("U'_y", int(uy.size), "OUE", eps)]
-        else:
-            roles.append(Role("U'", int(sample.size), "OUE", eps / 2.0, reports=2))
     leaves0 = kd_partition(blocks_x, blocks_y)
-    # block edges in coordinates; interval -> block maps
     bxe = np.array([ex[b.lo] for b in blocks_x] + [ex[-1]])
     bye = np.array([ey[b.lo] for b in blocks_y] + [ey[-1]])
-    lx0 = np.array([bxe[t[0]] for t in leaves0])
-    lx1 = np.array([bxe[t[1]] for t in leaves0])
-    ly0 = np.array([bye[t[2]] for t in leaves0])
-    ly1 = np.array([bye[t[3]] for t in leaves0])
+    t0 = np.array([t[:4] for t in leaves0], dtype=np.int64)
+    lx0, lx1, ly0, ly1 = bxe[t0[:, 0]], bxe[t0[:, 1]], bye[t0[:, 2]], bye[t0[:, 3]]
     kinds = tuple(t[4] for t in leaves0)
     table = np.empty((len(blocks_x), len(blocks_y)), dtype=np.int64)
     for k, (a, b, c, e, _) in enumerate(leaves0):
@@ -273,69 +327,42 @@ def _run_kdght(
     if skip_kdg:
         n_hat = float(n_users)
     else:
-        est = np.array([n_users * fbx[t[0]:t[1]].sum() * fby[t[2]:t[3]].sum() for t in leaves0])
+        est = n_users * np.array([fbx[a:b].sum() * fby[c:e].sum() for a, b, c, e in t0])
         dense = np.array([k == "dense" for k in kinds])
         n_hat = float(est[dense].max() if dense.any() else est.max())
     h = pub.h if pub.h is not None else kdg_height(n_hat, eps)
     h = min(h, rest.size - 1) if rest.size > 1 else 0
-    base, extra = divmod(rest.size, h + 1)  # numpy.array_split sizes
-    sizes = [base + 1] * extra + [base] * (h + 1 - extra)
-    cuts = np.concatenate([[0], np.cumsum(sizes)])
+    sizes = _level_sizes(rest.size, h)
     # ---- phase C: level-by-level collection and MTR --------------------------------------------
-    sub = np.take(pts, rest, axis=0)  # much faster than pts[rest, 0] on (N, 2) arrays
-    px = np.ascontiguousarray(sub[:, 0])
-    py = np.ascontiguousarray(sub[:, 1])
-    del sub
+    if per_user:  # the per-user path needs each user's group: a random order of R, cut in order
+        rest = rest[role_gen.permutation(rest.size)]
+    px = pts[rest, 0]
+    py = pts[rest, 1]
     block_of_x = np.repeat(np.arange(len(blocks_x)), [b.hi - b.lo for b in blocks_x])
     block_of_y = np.repeat(np.arange(len(blocks_y)), [b.hi - b.lo for b in blocks_y])
     cell = block_of_x[uniform_interval_index(ex, px)] * len(blocks_y)
     cell += block_of_y[uniform_interval_index(ey, py)]
     leaf = table.ravel()[cell]
-    x0, x1, y0, y1 = lx0, lx1, ly0, ly1
-    parent = np.full(x0.size, -1, dtype=np.int64)
-    levels: list[TreeLevel] = []
-    ys: list[NDArray[np.float64]] = []
-    parents: list[NDArray[np.int64]] = []
-    variances: list[float] = []
-    for lev in range(h + 1):
-        n_l = sizes[lev]
-        est_lev = collect(leaf[cuts[lev]:cuts[lev + 1]], x0.size, epsilon=eps, mode=mode, rng=noise_gen)
-        y_lev = est_lev * (n_users / n_l)
-        roles.append(Role(f"U^{lev}", int(n_l), "OUE", eps))
-        levels.append(TreeLevel(x0=x0, x1=x1, y0=y0, y1=y1, parent=parent, noisy=y_lev))
-        ys.append(y_lev)
-        parents.append(parent)
-        variances.append(n_users**2 * v1 / n_l)
-        if lev == h:
-            break
+    del cell
+
+    def theta(lev: int) -> float:
         if pub.theta is not None:
-            theta = float(pub.theta)
-        else:
-            theta = pub.kappa * n_users * math.sqrt(v1 / sizes[lev + 1])
-        kind, cx0, cx1, cy0, cy1, par = mtr_split(x0, x1, y0, y1, y_lev, theta, width, height)
-        n_child = np.bincount(par, minlength=x0.size)
-        start = np.cumsum(n_child) - n_child
-        later = slice(cuts[lev + 1], None)
-        leaf[later] = descend(leaf[later], px[later], py[later], kind, x0, x1, y0, y1, start)
-        x0, x1, y0, y1, parent = cx0, cx1, cy0, cy1, par
+            return float(pub.theta)
+        return float(pub.kappa * n_users * math.sqrt(v1 / max(sizes[lev + 1], 1)))
+
+    tree = grow_tree(coll, (lx0, lx1, ly0, ly1), px, py, leaf, sizes, n_total=n_users, epsilon=eps, v1=v1,
+                     theta=theta, width=width, height=height, role_gen=role_gen, option="h")
     if pub.combine == "ci":
-        values = ci_combine(ys, variances, parents, float(n_users))
+        values = ci_combine(tree.ys, tree.variances, tree.parents, float(n_users))
     else:
-        values = ys[-1].copy()
+        values = tree.ys[-1].copy()
     if pub.postprocess == "normsub":
         values = norm_sub(values, float(n_users))
-    ledger = BudgetLedger(eps)
-    ledger.spend(
-        "collect", "OUE", eps, composition="parallel", parts=len(roles),
-        note="one report per user over disjoint roles: " + "; ".join(
-            f"{r.name} {r.size} users x{r.reports} at eps={r.epsilon:g}" for r in roles),
-    )
     params = asdict(pub)
     params.update({"m": m, "n": nn, "h": h, "n_hat": n_hat,
                    "blocks_x": [[b.lo, b.hi, b.f, b.sparse] for b in blocks_x],
                    "blocks_y": [[b.lo, b.hi, b.f, b.sparse] for b in blocks_y]})
-    return SpatialRelease(
-        ledger=ledger, epsilon=eps, method="kdght", params=params, bounds=box,
-        x0=x0, x1=x1, y0=y0, y1=y1, values=values, n_users=n_users, levels=tuple(levels),
-        roles=tuple(roles), mode=mode, kinds=kinds,
-    )
+    x0, x1, y0, y1 = tree.leaves
+    return {"params": params, "x0": x0, "x1": x1, "y0": y0, "y1": y1, "values": values,
+            "levels": tuple(tree.levels), "kinds": kinds}
+

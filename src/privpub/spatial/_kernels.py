@@ -22,6 +22,8 @@ __all__ = [
     "leaf_lookup",
     "locate_in_leaves",
     "merge_sparse",
+    "mtr_children",
+    "mtr_kind",
     "mtr_split",
     "oue_v1",
     "overlap_answer",
@@ -42,8 +44,7 @@ def round_half_up(x: float) -> int:
 
 def oue_v1(epsilon: float) -> float:
     """Per-user variance constant of OUE: ``V1 = 4 e^eps / (e^eps - 1)^2``."""
-    e = math.exp(epsilon)
-    return 4.0 * e / (e - 1.0) ** 2
+    return 4.0 * math.exp(epsilon) / math.expm1(epsilon) ** 2
 
 
 def grid_edges(lo: float, hi: float, g: int) -> F64:
@@ -167,31 +168,45 @@ def kdg_height(n_hat: float, epsilon: float, h_max: int = 10) -> int:
 # ---------------------------------------------------------------------------------------------
 # MTR (Algorithm 2)
 # ---------------------------------------------------------------------------------------------
-def mtr_split(
-    x0: F64, x1: F64, y0: F64, y1: F64, y: F64, theta: float, width: float, height: float
-) -> tuple[I64, F64, F64, F64, F64, I64]:
-    """One MTR step: split each leaf by its noisy count ``y`` against ``theta``.
+#: number of children of each MTR split kind (copy, binary on x, binary on y, quad)
+N_CHILDREN = np.array([1, 2, 2, 4], dtype=np.int64)
 
-    Returns ``(kind, cx0, cx1, cy0, cy1, parent)``: per parent the split kind (0 copy, 1 binary
-    on x, 2 binary on y, 3 quad) and the children's rectangles, parents in order and each one's
-    children sorted by ``(x0, y0)``.
+
+def mtr_kind(
+    x0: F64, x1: F64, y0: F64, y1: F64, y: F64, theta: float, width: float, height: float,
+    *, binary: bool = True, frozen: NDArray[np.bool_] | None = None,
+) -> I64:
+    """MTR's decision per leaf: 0 copy, 1 binary split on x, 2 binary split on y, 3 quad split.
+
+    Quad split when ``y > theta``; binary split of the longer side when ``theta / 2 < y <= theta``
+    (only with ``binary``); else the leaf is copied. Leaves marked ``frozen`` are always copied;
+    a side below ``MIN_SIDE`` of the domain is never halved.
     """
     wx = (x1 - x0) / width
     wy = (y1 - y0) / height
     can_x = wx >= MIN_SIDE
     can_y = wy >= MIN_SIDE
     quad = y > theta
-    binary = (y > theta / 2.0) & ~quad
+    halves = (y > theta / 2.0) & ~quad if binary else np.zeros(y.size, dtype=bool)
+    if frozen is not None:
+        quad &= ~frozen
+        halves &= ~frozen
     kind = np.zeros(y.size, dtype=np.int64)
     # quad split, degraded when one side may not be halved
     kind[quad & can_x & can_y] = 3
     kind[quad & can_x & ~can_y] = 1
     kind[quad & ~can_x & can_y] = 2
     longer_x = wx >= wy
-    kind[binary & longer_x & can_x] = 1
-    kind[binary & ~longer_x & can_y] = 2
-    n_child = np.array([1, 2, 2, 4], dtype=np.int64)[kind]
-    parent = np.repeat(np.arange(y.size, dtype=np.int64), n_child)
+    kind[halves & longer_x & can_x] = 1
+    kind[halves & ~longer_x & can_y] = 2
+    return kind
+
+
+def mtr_children(kind: I64, x0: F64, x1: F64, y0: F64, y1: F64) -> tuple[F64, F64, F64, F64, I64]:
+    """The children of an MTR step: rectangles and parent index, parents in order and each one's
+    children sorted by ``(x0, y0)``; children keep the parent's exact edges and midpoints."""
+    n_child = N_CHILDREN[kind]
+    parent = np.repeat(np.arange(kind.size, dtype=np.int64), n_child)
     start = np.cumsum(n_child) - n_child
     code = np.arange(parent.size, dtype=np.int64) - start[parent]
     k = kind[parent]
@@ -206,7 +221,19 @@ def mtr_split(
     cx1 = np.where(split_x & ~x_hi, mx, px1)
     cy0 = np.where(split_y & y_hi, my, py0)
     cy1 = np.where(split_y & ~y_hi, my, py1)
-    return kind, cx0, cx1, cy0, cy1, parent
+    return cx0, cx1, cy0, cy1, parent
+
+
+def mtr_split(
+    x0: F64, x1: F64, y0: F64, y1: F64, y: F64, theta: float, width: float, height: float,
+    *, binary: bool = True, frozen: NDArray[np.bool_] | None = None,
+) -> tuple[I64, F64, F64, F64, F64, I64]:
+    """One MTR step (:func:`mtr_kind` then :func:`mtr_children`).
+
+    Returns ``(kind, cx0, cx1, cy0, cy1, parent)``.
+    """
+    kind = mtr_kind(x0, x1, y0, y1, y, theta, width, height, binary=binary, frozen=frozen)
+    return (kind, *mtr_children(kind, x0, x1, y0, y1))
 
 
 def descend(
@@ -216,19 +243,21 @@ def descend(
 
     Children of a quad split are ordered (lo, lo), (lo, hi), (hi, lo), (hi, hi) in (x, y), so the
     child offset is ``2 [px >= mx] + [py >= my]``; binary splits use one comparison; copies none.
+    One table of the four possible children per parent turns the two comparisons into one
+    gather (a parent that is not split on an axis has its midpoint at +inf there).
     """
+    if not kind.any():
+        return np.asarray(start[leaf], dtype=np.int64)
     mult_x = np.array([0, 1, 0, 2], dtype=np.int64)[kind]
     mult_y = np.array([0, 0, 1, 1], dtype=np.int64)[kind]
-    # a coordinate never reaches +inf, so a leaf that does not split on an axis compares False
     mx = np.where(mult_x > 0, (x0 + x1) / 2.0, np.inf)
     my = np.where(mult_y > 0, (y0 + y1) / 2.0, np.inf)
-    out = start[leaf]
-    split_x = mult_x > 0
-    if split_x.any():
-        out += (px >= mx[leaf]) * mult_x[leaf]
-    if (mult_y > 0).any():
-        out += (py >= my[leaf]) * mult_y[leaf]
-    return out
+    table = (start[:, None] + np.array([0, 0, 1, 1])[None, :] * mult_x[:, None]
+             + np.array([0, 1, 0, 1])[None, :] * mult_y[:, None]).ravel()
+    idx = leaf * 4
+    idx += 2 * (px >= mx[leaf])
+    idx += py >= my[leaf]
+    return np.asarray(table[idx], dtype=np.int64)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -10,9 +10,9 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from privpub.core import BudgetLedger, Release
+from privpub.core import BudgetLedger, Release, check_array
 from privpub.errors import DataNotFoundError, ParameterError
-from privpub.spatial._collect import Bounds, Role, check_bounds, check_rects
+from privpub.spatial._collect import Bounds, Role, check_bounds, check_points, check_rects
 from privpub.spatial._kernels import grid_answer, leaf_lookup, locate_in_leaves, overlap_answer
 
 __all__ = ["SpatialRelease", "TreeLevel"]
@@ -107,8 +107,13 @@ class SpatialRelease(Release):
         return (self.x1 - self.x0) * (self.y1 - self.y0)
 
     def locate(self, points: ArrayLike) -> NDArray[np.int64]:
-        """Index of the leaf holding each point (half-open cells, the domain's top/right edge closed)."""
-        pts = np.asarray(points, dtype=np.float64).reshape(-1, 2)
+        """Index of the leaf holding each point (half-open cells, the domain's top/right edge closed).
+
+        Raises ``DomainError`` for NaN or infinite coordinates and for points outside the bounds
+        (no leaf holds them).
+        """
+        arr = check_array(points, "points", finite=False)
+        pts = check_points(arr.reshape(-1, 2) if arr.ndim == 1 else arr, self.bounds)
         if self._lookup is None:
             object.__setattr__(self, "_lookup", leaf_lookup(self.x0, self.x1, self.y0, self.y1))
         return locate_in_leaves(self._lookup, pts[:, 0], pts[:, 1])
@@ -174,10 +179,10 @@ class SpatialRelease(Release):
     def from_dict(cls, d: dict[str, Any]) -> SpatialRelease:
         if d.get("format") != FORMAT:
             raise ParameterError(f"release format must be {FORMAT!r}, got {d.get('format')!r}")
-        ledger = BudgetLedger(float(d["epsilon"]))
-        for e in d["ledger"]:
-            ledger.spend(e["step"], e["mechanism"], e["epsilon"], composition=e["composition"],
-                         parts=e["parts"], note=e["note"])
+        try:
+            ledger = BudgetLedger.from_records(float(d["epsilon"]), d["ledger"], private=bool(d["private"]))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ParameterError(f"the release's ledger record is damaged: {exc}") from exc
         leaves = d["leaves"]
         return cls(
             ledger=ledger, epsilon=float(d["epsilon"]), method=d["method"], private=bool(d["private"]),
