@@ -93,7 +93,7 @@ def _bad_frames(frame: pd.DataFrame) -> list[pd.DataFrame]:
         frame.iloc[:0],  # empty
         frame.assign(x=frame["x"].astype(str)),  # a non-numeric numeric column
         frame.assign(y=["k9"] * len(frame)),  # an undeclared class
-        frame.assign(c2=[None] + list(frame["c2"][1:])),  # a missing category
+        frame.assign(c2=[None, *list(frame["c2"][1:])]),  # a missing category
     ]
 
 

@@ -58,7 +58,7 @@ def test_out_of_domain_values_raise(spark) -> None:  # type: ignore[no-untyped-d
     sdf = to_spark(spark, pd.DataFrame({"x": [1.0, 2.0, 11.0, -1.0, 3.0], "c": ["a", "b", "q", "a", None]}))
     with pytest.raises(DomainError, match=r"declared range \[0.0, 10.0\]; 1 below and 1 above"):
         counts(sdf, "x", [0, 5, 10])
-    with pytest.raises(DomainError, match="declared categories, got 'q'"):
+    with pytest.raises(DomainError, match=r"declared categories, got 'q'"):
         counts(sdf.where("c is not null"), "c", categories=["a", "b"])
     with pytest.raises(DomainError, match="missing entries"):
         counts(sdf, "c", categories=["a", "b", "q"])
@@ -72,7 +72,7 @@ def test_out_of_domain_values_raise(spark) -> None:  # type: ignore[no-untyped-d
 
 def test_bad_arguments(spark, frames) -> None:  # type: ignore[no-untyped-def]
     pdf, sdf = frames
-    with pytest.raises(ParameterError, match="pyspark.sql.DataFrame"):
+    with pytest.raises(ParameterError, match=r"pyspark\.sql\.DataFrame"):
         counts(pdf, "x", [0, 10])
     with pytest.raises(ParameterError, match="exactly one of bins"):
         counts(sdf, "x")

@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from numpy.typing import NDArray
 
-from privpub.core._frames import is_spark_frame
 from privpub.core._domain import CategoricalAttribute, NumericAttribute
+from privpub.core._frames import is_spark_frame
 from privpub.errors import DomainError, ParameterError
 
 if TYPE_CHECKING:  # pragma: no cover
