@@ -61,11 +61,11 @@ def test_raw_records_with_declared_domain(records_csv: Path, tmp_path: Path) -> 
     assert res.exit_code == 0, res.output
     assert pd.read_csv(out)["label"].tolist() == ["a", "b", "c", "d"]
     res = runner.invoke(app, ["histogram", str(records_csv), "--column", "age", "--integer-range", "0:11",
-                              "-e", "1", "--seed", "0", "-o", str(out)])
+                              "-e", "1", "--seed", "0", "-o", str(out), "--force"])
     assert res.exit_code == 0, res.output
     assert len(pd.read_csv(out)) == 12
     res = runner.invoke(app, ["histogram", str(records_csv), "--column", "age", "--bins", "0,5,10",
-                              "-e", "1", "--seed", "0", "-o", str(out)])
+                              "-e", "1", "--seed", "0", "-o", str(out), "--force"])
     assert res.exit_code == 0, res.output
 
 
@@ -101,13 +101,13 @@ def test_bad_input_exits_with_a_message(counts_csv: Path, tmp_path: Path, extra:
 def test_negative_counts_and_undeclared_domain(tmp_path: Path, records_csv: Path) -> None:
     bad = tmp_path / "bad.csv"
     pd.DataFrame({"c": [1, -1]}).to_csv(bad, index=False)
-    res = runner.invoke(app, ["histogram", str(bad), "--counts-column", "c", "-e", "1", "-o", str(tmp_path / "o")])
+    res = runner.invoke(app, ["histogram", str(bad), "--counts-column", "c", "-e", "1", "-o", str(tmp_path / "o.csv")])
     assert res.exit_code == 2 and "non-negative" in res.output
-    res = runner.invoke(app, ["histogram", str(records_csv), "--column", "age", "-e", "1", "-o", str(tmp_path / "o")])
+    res = runner.invoke(app, ["histogram", str(records_csv), "--column", "age", "-e", "1", "-o", str(tmp_path / "o.csv")])
     assert res.exit_code == 2 and "declared domain" in res.output
     res = runner.invoke(app, ["histogram", str(records_csv), "--column", "city", "--categories", "a,b",
-                              "-e", "1", "-o", str(tmp_path / "o")])
+                              "-e", "1", "-o", str(tmp_path / "o.csv")])
     assert res.exit_code == 2 and "declared categories" in res.output
     res = runner.invoke(app, ["histogram", str(tmp_path / "missing.csv"), "--counts-column", "c", "-e", "1",
-                              "-o", str(tmp_path / "o")])
+                              "-o", str(tmp_path / "o.csv")])
     assert res.exit_code == 2 and "does not exist" in res.output

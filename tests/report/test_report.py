@@ -162,6 +162,7 @@ def test_markdown_subset(tmp_path: Path) -> None:
         "## Title\n\ntext with `a<b` and [link](https://x.org) and *it*\n\n1. one\n2. two\n\n"
         "```\nx < y\n```\n\n> quote\n\n![cap](a.png) ![gone](missing.png)\n",
         base=tmp_path, shift=1, report_dir=tmp_path, images=images)
+    out = re.sub(r">\s+<", "><", out)  # markdown-it puts a newline between block tags
     assert "<h3>Title</h3>" in out
     assert "<code>a&lt;b</code>" in out and '<a href="https://x.org">link</a>' in out and "<em>it</em>" in out
     assert "<ol><li>one</li><li>two</li></ol>" in out

@@ -40,7 +40,8 @@ def test_cli_publish_json_and_plot(method, csv_file, tmp_path) -> None:
 
 
 def test_cli_errors(csv_file, tmp_path) -> None:
-    base = ["spatial", str(csv_file), "--x", "lon", "--y", "lat", "--epsilon", "1", "-o", str(tmp_path / "r.json")]
+    base = ["spatial", str(csv_file), "--x", "lon", "--y", "lat", "--epsilon", "1", "-o", str(tmp_path / "r.json"),
+            "--force"]
     res = runner.invoke(app, base)
     assert res.exit_code == 2 and "--bounds must be given" in res.output
     res = runner.invoke(app, [*base, "--bounds", "0,0,1,1"])
@@ -54,10 +55,10 @@ def test_cli_errors(csv_file, tmp_path) -> None:
     res = runner.invoke(app, [*base[:7], "0", *base[8:], "--bounds", "-5,40,5,44"])
     assert res.exit_code == 2 and "epsilon must be finite and > 0" in res.output
     res = runner.invoke(app, ["spatial", str(csv_file), "--x", "nope", "--y", "lat", "--epsilon", "1",
-                              "--bounds", "-5,40,5,44", "-o", str(tmp_path / "r.json")])
+                              "--bounds", "-5,40,5,44", "-o", str(tmp_path / "r2.json")])
     assert res.exit_code == 2 and "column 'nope'" in res.output
     res = runner.invoke(app, ["spatial", str(tmp_path / "missing.csv"), "--x", "lon", "--y", "lat", "--epsilon",
-                              "1", "--bounds", "0,0,1,1", "-o", str(tmp_path / "r.json")])
+                              "1", "--bounds", "0,0,1,1", "-o", str(tmp_path / "r2.json")])
     assert res.exit_code == 2 and "does not exist" in res.output
 
 

@@ -49,6 +49,7 @@ _PART_MODULES = (
     "privpub.cli._decision",
     "privpub.cli._stream",
     "privpub.cli._audit",
+    "privpub.cli._budget",
     "privpub.cli._report",
 )
 
@@ -57,5 +58,8 @@ for _name in _PART_MODULES:
 
 
 def main() -> None:
-    """Console entry point."""
+    """Console entry point (SIGTERM cleans up like Ctrl-C: no partial output is left)."""
+    from privpub.cli._common import install_sigterm_handler
+
+    install_sigterm_handler()
     sys.exit(app())

@@ -9,7 +9,10 @@ from typing import Annotated
 import pandas as pd
 import typer
 
-from privpub.cli._common import handle_errors, write_table
+from privpub.cli._common import ForceOption, check_output, handle_errors, write_table
+
+#: formats of the audit table (--output)
+FORMATS = ("csv", "json", "parquet")
 
 audit_app = typer.Typer(
     help="Empirical privacy audits: lower confidence bounds on epsilon with negative controls.",
@@ -47,8 +50,10 @@ def run(
         "--part", help="Only this part (repeatable): core, ldp, histogram, stream, spatial, decision, ldp_synth.")
     ] = None,
     seed: Annotated[int, typer.Option("--seed", help="Random seed of the audit.")] = 0,
-    output: Annotated[Path | None, typer.Option("--output", "-o", help="Also write the table (CSV).")] = None,
+    output: Annotated[Path | None, typer.Option(
+        "--output", "-o", help="Also write the table: .csv, .json or .parquet (from the suffix).")] = None,
     markdown: Annotated[bool, typer.Option("--markdown", help="Print a markdown table.")] = False,
+    force: ForceOption = False,
 ) -> None:
     """Audit every private step against its declared epsilon, with its negative control.
 
@@ -56,11 +61,13 @@ def run(
     """
     from privpub.audit import run_audits
 
+    if output is not None:
+        check_output(output, force=force, supported=FORMATS)
     tier = "full" if full else "fast"
     frame = run_audits(tier, parts=part, rng=seed,
                        progress=lambda name: typer.echo(f"auditing {name} ...", err=True))
     if output is not None:
-        write_table(frame, output)
+        write_table(frame, output, force=force, formats=FORMATS)
     if markdown:
         typer.echo(markdown_table(frame))
     else:

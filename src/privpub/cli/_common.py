@@ -1,56 +1,176 @@
-"""Helpers shared by the CLI commands: error mapping and table I/O."""
+"""Helpers shared by the CLI commands: error mapping, shared options, input reading, budget sessions.
+
+Every command is wrapped in :func:`handle_errors`, which turns what can go wrong into one line on
+stderr and an exit code, never a traceback:
+
+====================================  =========  =====================================================
+what                                  exit code  message
+====================================  =========  =====================================================
+a :class:`~privpub.errors.PrivpubError`  2      ``error: <the message>`` (bad input, missing data, budget)
+``MemoryError``                       2          ``error: out of memory ...`` (lower the sizes)
+Ctrl-C / ``SIGTERM``                  130 / 143  ``interrupted: no output was written``
+any other exception (a privpub bug)   1          ``error: internal error (<type>: <message>) ...``
+====================================  =========  =====================================================
+
+``PRIVPUB_DEBUG=1`` re-raises the last kind (with its traceback), for bug reports and for the
+fuzz tests, which count such exceptions as failures.
+
+Outputs are written through :mod:`privpub._io` (atomic, no overwrite without ``--force``,
+format from the suffix).
+"""
 
 from __future__ import annotations
 
+import contextlib
 import functools
-from collections.abc import Callable
+import inspect
+import os
+import signal
+import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Annotated, Any, TypeVar
 
+import click
 import pandas as pd
 import typer
 
+from privpub._io import TABLE_FORMATS, atomic_output, check_output, read_npy
+from privpub._io import write_table as _write_table
 from privpub.errors import DataNotFoundError, ParameterError, PrivpubError
 
-__all__ = ["handle_errors", "read_json", "read_table", "write_table"]
+__all__ = [
+    "BudgetFileOption",
+    "BudgetTotalOption",
+    "DataLabelOption",
+    "ForceOption",
+    "SEED_HELP",
+    "Terminated",
+    "check_out_dir",
+    "check_output",
+    "echo_session",
+    "handle_errors",
+    "install_sigterm_handler",
+    "open_session",
+    "output_file",
+    "progress_bar",
+    "publish_kwargs",
+    "read_json",
+    "read_table",
+    "write_table",
+]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 #: exit code of a command that failed with a privpub error (bad input, missing data, budget)
 ERROR_EXIT_CODE = 2
+#: exit code of an unexpected exception (a privpub bug)
+INTERNAL_EXIT_CODE = 1
+#: environment variable that makes unexpected exceptions propagate with their traceback
+DEBUG_ENV = "PRIVPUB_DEBUG"
+
+SEED_HELP = ("Random seed, for tests and reproductions only: anyone who knows the seed can recompute the "
+             "noise and subtract it, so never publish it; omit it for an OS-seeded generator.")
+
+ForceOption = Annotated[bool, typer.Option(
+    "--force", help="Replace an existing output file (also one that names an input file).")]
+BudgetFileOption = Annotated[Path | None, typer.Option(
+    "--budget-file", help="Publish under the privacy-budget session kept in this JSON file: the release's "
+    "epsilon is reserved there before any noise is drawn, and refused if the rest of the budget is too small "
+    "(see privpub budget show).")]
+BudgetTotalOption = Annotated[float | None, typer.Option(
+    "--budget-total", help="Create --budget-file with this total epsilon if it does not exist (it must "
+    "match the file's total if it does).")]
+DataLabelOption = Annotated[str | None, typer.Option(
+    "--data-label", help="Label of the data in the budget file (default: the input file's name).")]
+
+
+class Terminated(BaseException):
+    """Raised in the main thread when the process receives ``SIGTERM``, so outputs are cleaned up."""
+
+
+def _on_sigterm(signum: int, frame: Any) -> None:
+    raise Terminated()
+
+
+def install_sigterm_handler() -> None:
+    """Make ``SIGTERM`` raise :class:`Terminated` (main thread only), like Ctrl-C raises KeyboardInterrupt."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _on_sigterm)
+
+
+def _one_line(text: str) -> str:
+    return " ".join(str(text).split())
 
 
 def handle_errors(func: F) -> F:
-    """Map a :class:`PrivpubError` raised by a command to a one-line message and exit code 2."""
+    """Map what a command raises to a one-line message and an exit code (see the module docstring)."""
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return func(*args, **kwargs)
+        except (typer.Exit, typer.Abort, click.exceptions.ClickException):
+            raise
         except PrivpubError as exc:
-            typer.echo(f"error: {exc}", err=True)
+            typer.echo(f"error: {_one_line(str(exc))}", err=True)
             raise typer.Exit(code=ERROR_EXIT_CODE) from None
+        except KeyboardInterrupt:
+            typer.echo("interrupted: no output was written", err=True)
+            raise typer.Exit(code=130) from None
+        except Terminated:
+            typer.echo("terminated: no output was written", err=True)
+            raise typer.Exit(code=143) from None
+        except MemoryError:
+            typer.echo("error: out of memory; lower the sizes of the command (bins, domain, window, rows) or "
+                       "PRIVPUB_MEMORY_BUDGET", err=True)
+            raise typer.Exit(code=ERROR_EXIT_CODE) from None
+        except Exception as exc:
+            if os.environ.get(DEBUG_ENV):
+                raise
+            typer.echo(f"error: internal error ({type(exc).__name__}: {_one_line(str(exc))[:500]}); please report "
+                       f"it, with the command (set {DEBUG_ENV}=1 to see the traceback)", err=True)
+            raise typer.Exit(code=INTERNAL_EXIT_CODE) from None
 
     return wrapper  # type: ignore[return-value]
 
 
-def read_table(path: Path | str) -> pd.DataFrame:
-    """Read a CSV or Parquet file into a DataFrame; errors name the file."""
+# ----------------------------------------------------------------------------------------------
+# inputs
+# ----------------------------------------------------------------------------------------------
+def read_table(path: Path | str, *, usecols: list[str] | None = None) -> pd.DataFrame:
+    """Read a CSV, Parquet, JSON (records) or .npy (structured) file; errors name the file."""
     p = Path(path)
     if not p.is_file():
         raise DataNotFoundError(f"input file {str(p)!r} does not exist or is not a file")
     suffix = p.suffix.lower()
-    if suffix in (".parquet", ".pq"):
-        try:
-            return pd.read_parquet(p)
-        except ImportError as exc:
-            raise ParameterError(
-                "reading Parquet needs pyarrow: pip install 'privpub[parquet]'"
-            ) from exc
     try:
-        return pd.read_csv(p)
-    except (pd.errors.ParserError, UnicodeDecodeError, pd.errors.EmptyDataError) as exc:
-        raise ParameterError(f"could not read {str(p)!r} as CSV: {exc}") from exc
+        if suffix in (".parquet", ".pq"):
+            try:
+                import pyarrow  # noqa: F401
+            except ImportError as exc:
+                raise ParameterError("reading Parquet needs pyarrow: pip install 'privpub[parquet]'") from exc
+            return pd.read_parquet(p)
+        if suffix == ".npy":
+            arr = read_npy(p)
+            if arr.dtype.names is None:
+                if arr.ndim != 1:
+                    raise ParameterError(f"input file {str(p)!r}: a plain .npy input must be 1-D, got shape {arr.shape}")
+                return pd.DataFrame({"value": arr})
+            return pd.DataFrame({n: arr[n] for n in arr.dtype.names})
+        if suffix == ".json":
+            return pd.DataFrame(read_json(p, "input"))
+        return pd.read_csv(p, usecols=usecols)
+    except PrivpubError:
+        raise
+    except (pd.errors.ParserError, UnicodeDecodeError, pd.errors.EmptyDataError, ValueError, OSError,
+            TypeError) as exc:
+        raise ParameterError(f"could not read {str(p)!r} as a {suffix.lstrip('.') or 'CSV'} table: "
+                             f"{_one_line(str(exc))[:300]}") from exc
+    except Exception as exc:  # pyarrow's errors are not ValueErrors
+        if type(exc).__module__.startswith("pyarrow"):
+            raise ParameterError(f"could not read {str(p)!r} as Parquet: {_one_line(str(exc))[:300]}") from exc
+        raise
 
 
 def read_json(path: Path | str, what: str) -> Any:
@@ -62,16 +182,82 @@ def read_json(path: Path | str, what: str) -> Any:
         raise DataNotFoundError(f"{what} file {str(p)!r} does not exist or is not a file")
     try:
         return json.loads(p.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError, OSError) as exc:
-        raise ParameterError(f"{what} file {str(p)!r} is not valid UTF-8 JSON: {exc}") from exc
+    except (UnicodeDecodeError, json.JSONDecodeError, OSError, RecursionError) as exc:
+        raise ParameterError(f"{what} file {str(p)!r} is not valid UTF-8 JSON: {_one_line(str(exc))[:200]}") from exc
 
 
-def write_table(frame: pd.DataFrame, path: Path | str) -> Path:
-    """Write ``frame`` as CSV (or Parquet for .parquet), creating parent directories."""
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    if p.suffix.lower() in (".parquet", ".pq"):
-        frame.to_parquet(p, index=False)
-    else:
-        frame.to_csv(p, index=False)
-    return p
+# ----------------------------------------------------------------------------------------------
+# outputs
+# ----------------------------------------------------------------------------------------------
+def write_table(frame: Any, path: Path | str, *, force: bool = False, formats: tuple[str, ...] = TABLE_FORMATS,
+                option: str = "--output", progress: str | None = None) -> Path:
+    """Write a table atomically in the format of the suffix (see :func:`privpub._io.write_table`).
+
+    ``progress`` (a description) shows a tqdm bar of the rows written.
+    """
+    if progress is None:
+        return _write_table(frame, path, force=force, formats=formats, option=option)
+    n = len(frame) if isinstance(frame, pd.DataFrame) else len(next(iter(frame.values()), ()))
+    bar = progress_bar(n, progress, "rows")
+    try:
+        return _write_table(frame, path, force=force, formats=formats, option=option,
+                            progress=None if bar is None else bar.update)
+    finally:
+        if bar is not None:
+            bar.close()
+
+
+def check_out_dir(path: Path, option: str = "--out") -> Path:
+    """The output directory of a reproduction: it may exist, but must not be a file."""
+    if path.exists() and not path.is_dir():
+        raise ParameterError(f"{option} {str(path)!r} is a file; give a directory")
+    return path
+
+
+@contextlib.contextmanager
+def output_file(path: Path | str, *, force: bool, option: str = "--output") -> Iterator[Path]:
+    """A temporary path that becomes ``path`` when the block succeeds (see :func:`privpub._io.atomic_output`)."""
+    with atomic_output(path, force=force, option=option) as tmp:
+        yield tmp
+
+
+# ----------------------------------------------------------------------------------------------
+# budget sessions
+# ----------------------------------------------------------------------------------------------
+def open_session(budget_file: Path | None, budget_total: float | None, label: str) -> Any:
+    """The :class:`~privpub.core.Session` of ``--budget-file`` (labelled ``label``), or None."""
+    from privpub.core import Session
+
+    if budget_file is None:
+        if budget_total is not None:
+            raise ParameterError("--budget-total creates a --budget-file: give --budget-file PATH too")
+        return None
+    if "://" in str(budget_file):
+        raise ParameterError("--budget-file takes the path of a JSON file (database sessions are the service's)")
+    return Session.open(budget_file, total_epsilon=budget_total).on(label)
+
+
+def echo_session(session: Any, budget_file: Path | None, *, err: bool = False) -> None:
+    """After a release under ``--budget-file``: what the file has spent and what remains."""
+    if session is not None:
+        typer.echo(f"budget file {budget_file}: spent {session.spent:.6g} of {session.total_epsilon:g}, "
+                   f"{session.remaining:.6g} remains", err=err)
+
+
+def publish_kwargs(publish: Callable[..., Any], session: Any, command: str) -> dict[str, Any]:
+    """``{"session": session}`` if the publisher accepts it; refuse ``--budget-file`` if it does not."""
+    if session is None:
+        return {}
+    if "session" not in inspect.signature(publish).parameters:
+        raise ParameterError(f"--budget-file: privpub {command} cannot publish under a budget session yet (its "
+                             "publisher takes no session=); nothing was published")
+    return {"session": session}
+
+
+def progress_bar(total: int, desc: str, unit: str, quiet: bool = False) -> Any:
+    """A tqdm bar on stderr (None when ``quiet``); the library reports progress through callbacks."""
+    if quiet:
+        return None
+    from tqdm import tqdm
+
+    return tqdm(total=total, desc=desc, unit=unit, leave=False)

@@ -16,7 +16,8 @@ from typing import Annotated
 import pandas as pd
 import typer
 
-from privpub.cli._common import handle_errors
+from privpub._io import neutralise_frame
+from privpub.cli._common import check_out_dir, handle_errors
 from privpub.experiments._common import DemoRow
 
 #: parts whose experiments module provides ``demo(rng) -> list[DemoRow]``, in display order
@@ -123,8 +124,9 @@ def write_demo_report(run: DemoRun, out_dir: Path | str, *, seed: int = 0, ledge
         part_dir.mkdir(parents=True, exist_ok=True)
         for stale in ("claims.csv", "ledgers.csv"):
             (part_dir / stale).unlink(missing_ok=True)
-        pd.DataFrame([{"method": r.method, "epsilon": r.epsilon, "metric": r.metric, "value": r.value,
-                       "note": r.note} for r in rows]).to_csv(part_dir / "demo.csv", index=False)
+        neutralise_frame(pd.DataFrame([{"method": r.method, "epsilon": r.epsilon, "metric": r.metric,
+                                        "value": r.value, "note": r.note} for r in rows])).to_csv(
+            part_dir / "demo.csv", index=False)
         _plot_part(rows, part_dir / "demo.png")
         own = {f"{r.method} eps={r.epsilon:g}": r.ledger for r in rows if r.ledger is not None}
         table, note = None, ""
@@ -162,6 +164,8 @@ def register(app: typer.Typer, reproduce_app: typer.Typer) -> None:
         report: bool = typer.Option(True, "--report/--no-report", help="Write the HTML report."),
     ) -> None:
         """Run each publisher on built-in generated data and print its error against the truth."""
+        if report:
+            check_out_dir(out)
         start = time.perf_counter()
         run = run_demo_parts(seed)
         header = f"{'part':<10} {'method':<22} {'epsilon':>8} {'metric':<26} {'value':>12}"

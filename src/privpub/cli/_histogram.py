@@ -11,15 +11,52 @@ import numpy as np
 import pandas as pd
 import typer
 
-from privpub.cli._common import handle_errors, read_table, write_table
+from privpub.cli._common import (
+    SEED_HELP,
+    BudgetFileOption,
+    BudgetTotalOption,
+    DataLabelOption,
+    ForceOption,
+    check_out_dir,
+    check_output,
+    echo_session,
+    handle_errors,
+    open_session,
+    publish_kwargs,
+    read_table,
+    write_table,
+)
+from privpub.core import check_allocation
 from privpub.errors import DomainError, ParameterError, PrivacyWarning
 
 PRIVATE_METHODS = ("hphp", "ahp", "laplace", "hphp_unattributed")
 NON_PRIVATE_METHODS = ("hphp_paper", "optimal")
+#: output formats of ``privpub histogram``
+FORMATS = ("csv", "json", "parquet", "npy")
+#: peak bytes per bin of a histogram publish (input, noise, sort, groups and the output), measured as max RSS
+#: of the CLI at 10^7 bins (benchmarks/cli_memory.py, docs/benchmarks.md): Laplace 112, HPHP 149
+BYTES_PER_BIN = {"laplace": 120, "hphp": 160, "hphp_unattributed": 160, "hphp_paper": 160, "ahp": 160,
+                 "optimal": 160}
+#: largest number of reproduction trials per cell
+MAX_TRIALS = 10_000
 
 
 def _split_list(text: str) -> list[str]:
     return [p.strip() for p in text.split(",") if p.strip()]
+
+
+def _check_bins(n_bins: int, method: str, option: str) -> None:
+    check_allocation(n_bins, BYTES_PER_BIN.get(method, 160), "the histogram", option, unit="bins")
+
+
+def _integer_range(text: str) -> tuple[int, int]:
+    try:
+        lo, hi = (int(v) for v in str(text).split(":"))
+    except ValueError as exc:
+        raise ParameterError(f"--integer-range must be LO:HI with integers, got {text!r}") from exc
+    if hi < lo:
+        raise ParameterError(f"--integer-range must have LO <= HI, got {text!r}")
+    return lo, hi
 
 
 def _counts_from_frame(
@@ -31,7 +68,8 @@ def _counts_from_frame(
     bins: str | None,
     integer_range: str | None,
     source: Path,
-) -> tuple[np.ndarray, list[Any] | None]:
+    method: str,
+) -> tuple[np.ndarray, Any]:
     """Return (counts, bin labels) from either a raw column with a declared domain or a counts column."""
     from privpub.histogram import counts_from_records
 
@@ -43,6 +81,7 @@ def _counts_from_frame(
     if counts_column is not None:
         if categories or bins or integer_range:
             raise ParameterError("--categories/--bins/--integer-range apply to --column, not --counts-column")
+        _check_bins(len(frame), method, "the number of rows of the input")
         return frame[counts_column].to_numpy(), None
     declared = [v for v in (categories, bins, integer_range) if v is not None]
     if len(declared) != 1:
@@ -54,24 +93,57 @@ def _counts_from_frame(
     values = frame[name].to_numpy()
     if categories is not None:
         cats = _split_list(categories)
+        _check_bins(len(cats), method, "--categories")
         return counts_from_records(values.astype(str), categories=cats), cats
     if bins is not None:
         try:
             edges = [float(v) for v in _split_list(bins)]
         except ValueError as exc:
             raise ParameterError(f"--bins must be comma-separated numbers, got {bins!r}") from exc
+        _check_bins(max(len(edges) - 1, 0), method, "--bins")
         return counts_from_records(values, bins=edges), [f"[{a:g}, {b:g})" for a, b in itertools.pairwise(edges)]
-    try:
-        lo, hi = (int(v) for v in str(integer_range).split(":"))
-    except ValueError as exc:
-        raise ParameterError(f"--integer-range must be LO:HI with integers, got {integer_range!r}") from exc
-    if hi < lo:
-        raise ParameterError(f"--integer-range must have LO <= HI, got {integer_range!r}")
-    cats_int = list(range(lo, hi + 1))
+    lo, hi = _integer_range(str(integer_range))
+    _check_bins(hi - lo + 1, method, "--integer-range")
     numeric = pd.to_numeric(pd.Series(values), errors="coerce").to_numpy(dtype=np.float64)
     if np.any(np.isnan(numeric)) or np.any(numeric != np.round(numeric)):
         raise DomainError(f"column {name!r} must hold integers for --integer-range")
-    return counts_from_records(numeric.astype(np.int64), categories=cats_int), cats_int
+    outside = (numeric < lo) | (numeric > hi)
+    if np.any(outside):
+        raise DomainError(f"column {name!r} has values outside the declared --integer-range {lo}:{hi}, e.g. "
+                          f"{numeric[outside][0]:g}")
+    counts = np.bincount((numeric - lo).astype(np.int64), minlength=hi - lo + 1).astype(np.int64)
+    return counts, range(lo, hi + 1)
+
+
+def _read_counts(input: Path, column: str | None, counts_column: str | None) -> pd.DataFrame | np.ndarray:
+    """The input table, or the counts themselves for a plain 1-D .npy file (one bin per entry)."""
+    if input.suffix.lower() == ".npy" and column is None and counts_column is None:
+        from privpub._io import read_npy
+
+        arr = read_npy(input)
+        if arr.dtype.names is None:
+            if arr.ndim != 1:
+                raise ParameterError(f"a .npy input of counts must be 1-D, got shape {arr.shape}")
+            return arr
+    return read_table(input)
+
+
+def _publisher(method: str, split: float | None, noise: str) -> Any:
+    from privpub.histogram import AHP, HPHP, LaplaceHistogram, OptimalGrouping
+
+    if method == "hphp":
+        return HPHP(split=split, noise=noise)
+    if method == "hphp_unattributed":
+        return HPHP(variant="unattributed", split=split, noise=noise)
+    if method == "hphp_paper":
+        return HPHP(variant="paper", split=split, noise=noise)
+    if method == "ahp":
+        return AHP(noise=noise) if split is None else AHP(ratio=split, noise=noise)
+    if method == "optimal":
+        return OptimalGrouping(noise=noise) if split is None else OptimalGrouping(split=split, noise=noise)
+    if split is not None:
+        raise ParameterError("--split does not apply to --method laplace (one step, whole budget)")
+    return LaplaceHistogram(noise=noise)
 
 
 def register(app: typer.Typer, reproduce_app: typer.Typer) -> None:
@@ -80,9 +152,11 @@ def register(app: typer.Typer, reproduce_app: typer.Typer) -> None:
     @app.command("histogram")
     @handle_errors
     def histogram(
-        input: Annotated[Path, typer.Argument(help="CSV or Parquet file.")],
+        input: Annotated[Path, typer.Argument(
+            help="CSV, Parquet, JSON or .npy file (a 1-D .npy array is the histogram itself).")],
         epsilon: Annotated[float, typer.Option("--epsilon", "-e", help="Total privacy budget (> 0).")],
-        output: Annotated[Path, typer.Option("--output", "-o", help="Where to write the release (CSV).")],
+        output: Annotated[Path, typer.Option(
+            "--output", "-o", help="Where to write the release: .csv, .json, .parquet or .npy (from the suffix).")],
         column: Annotated[str | None, typer.Option(
             "--column", help="Column of raw records (one row per person); needs a declared domain.")] = None,
         counts_column: Annotated[str | None, typer.Option(
@@ -101,14 +175,16 @@ def register(app: typer.Typer, reproduce_app: typer.Typer) -> None:
             "--split", help="Fraction of epsilon for the structure, in (0, 1) (default 0.85 for "
             "hphp/ahp, 0.5 for hphp_paper/optimal).")] = None,
         noise: Annotated[str, typer.Option("--noise", help="discrete (default) or laplace.")] = "discrete",
-        seed: Annotated[int | None, typer.Option("--seed", help="Random seed (default: fresh entropy).")]
-            = None,
+        seed: Annotated[int | None, typer.Option("--seed", help=SEED_HELP)] = None,
         non_private: Annotated[bool, typer.Option(
             "--non-private", help="Allow the NON-private reproductions hphp_paper and optimal.")] = False,
+        force: ForceOption = False,
+        budget_file: BudgetFileOption = None,
+        budget_total: BudgetTotalOption = None,
+        data_label: DataLabelOption = None,
+        quiet: Annotated[bool, typer.Option("--quiet", help="No progress messages.")] = False,
     ) -> None:
         """Publish a histogram under epsilon-DP with HPHP or a baseline; writes bin, count, group."""
-        from privpub.histogram import AHP, HPHP, LaplaceHistogram, OptimalGrouping
-
         if method in NON_PRIVATE_METHODS and not non_private:
             raise ParameterError(
                 f"method {method!r} is NOT differentially private (it reads the true sort order); "
@@ -116,38 +192,42 @@ def register(app: typer.Typer, reproduce_app: typer.Typer) -> None:
             )
         if method not in PRIVATE_METHODS + NON_PRIVATE_METHODS:
             raise ParameterError(f"method must be one of {', '.join(PRIVATE_METHODS)}, got {method!r}")
-        frame = read_table(input)
-        counts, labels = _counts_from_frame(
-            frame, column=column, counts_column=counts_column, categories=categories, bins=bins,
-            integer_range=integer_range, source=input,
-        )
-        pub: Any
-        if method == "hphp":
-            pub = HPHP(split=split, noise=noise)
-        elif method == "hphp_unattributed":
-            pub = HPHP(variant="unattributed", split=split, noise=noise)
-        elif method == "hphp_paper":
-            pub = HPHP(variant="paper", split=split, noise=noise)
-        elif method == "ahp":
-            pub = AHP(noise=noise) if split is None else AHP(ratio=split, noise=noise)
-        elif method == "optimal":
-            pub = OptimalGrouping(noise=noise) if split is None else OptimalGrouping(split=split, noise=noise)
+        check_output(output, force=force, inputs=[input], supported=FORMATS)
+        pub = _publisher(method, split, noise)
+        session = open_session(budget_file, budget_total, data_label or input.name)
+        extra = publish_kwargs(pub.publish, session, "histogram")
+        data = _read_counts(input, column, counts_column)
+        if isinstance(data, np.ndarray):
+            if categories or bins or integer_range:
+                raise ParameterError("--categories/--bins/--integer-range apply to --column of a table")
+            _check_bins(len(data), method, "the length of the .npy input")
+            counts, labels = data, None
         else:
-            if split is not None:
-                raise ParameterError("--split does not apply to --method laplace (one step, whole budget)")
-            pub = LaplaceHistogram(noise=noise)
+            counts, labels = _counts_from_frame(
+                data, column=column, counts_column=counts_column, categories=categories, bins=bins,
+                integer_range=integer_range, source=input, method=method,
+            )
+        del data
+        if not quiet and len(counts) >= 10**6:
+            typer.echo(f"publishing {len(counts):,} bins with {method} ...", err=True)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", PrivacyWarning)  # the CLI prints its own notice below
-            release = pub.publish(counts, epsilon=epsilon, rng=seed)
-        out = release.to_frame()
+            release = pub.publish(counts, epsilon=epsilon, rng=seed, **extra)
+        del counts
+        n = release.n_bins
+        columns: dict[str, Any] = {("bin" if release.attributed else "rank"): range(n)}
         if labels is not None and release.attributed:
-            out.insert(1, "label", labels)
-        write_table(out, output)
+            columns["label"] = labels
+        columns["count"] = release.counts
+        columns["group"] = release.group_labels
+        write_table(columns, output, force=force, formats=FORMATS,
+                    progress=None if quiet or n < 10**6 else "writing")
         if not release.private:
             typer.echo("WARNING: this release is NOT differentially private (paper reproduction only)", err=True)
         typer.echo(f"{release.method}: {release.n_bins} bins, {release.n_groups} groups, "
                    f"epsilon={release.epsilon:g} -> {output}")
         typer.echo(str(release.ledger))
+        echo_session(session, budget_file)
 
     @reproduce_app.command("histogram")
     @handle_errors
@@ -158,7 +238,7 @@ def register(app: typer.Typer, reproduce_app: typer.Typer) -> None:
             "--data-dir", help="Data directory (default: $PRIVPUB_DATA).")] = None,
         seed: Annotated[int, typer.Option("--seed", help="Base random seed.")] = 0,
         trials: Annotated[int | None, typer.Option(
-            "--trials", help="Trials per cell (default 20, quick 3).")] = None,
+            "--trials", help=f"Trials per cell, 1..{MAX_TRIALS} (default 20, quick 3).")] = None,
     ) -> None:
         """Reproduce paper 001 (HPHP): Fig. 2 (KLD) and Fig. 3 (LNMSE vs range size).
 
@@ -167,6 +247,10 @@ def register(app: typer.Typer, reproduce_app: typer.Typer) -> None:
         from privpub.experiments import histogram as exp
         from privpub.experiments._common import default_out_dir
 
+        if trials is not None and not 1 <= trials <= MAX_TRIALS:
+            raise ParameterError(f"--trials must be in [1, {MAX_TRIALS}], got {trials}")
         target = out if out is not None else default_out_dir("histogram")
+        check_out_dir(target)
         summary = exp.reproduce(target, quick=quick, data_dir=data_dir, rng=seed, trials=trials, progress=True)
         typer.echo(f"summary -> {summary}")
+

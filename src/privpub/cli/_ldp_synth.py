@@ -2,15 +2,47 @@
 
 from __future__ import annotations
 
-import json
+import math
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from privpub.cli._common import handle_errors, read_json, read_table, write_table
-from privpub.core import Schema
+from privpub._io import write_json
+from privpub.cli._common import (
+    SEED_HELP,
+    BudgetFileOption,
+    BudgetTotalOption,
+    DataLabelOption,
+    ForceOption,
+    check_out_dir,
+    check_output,
+    echo_session,
+    handle_errors,
+    open_session,
+    publish_kwargs,
+    read_json,
+    read_table,
+    write_table,
+)
+from privpub.core import Schema, check_allocation
 from privpub.errors import ParameterError
+
+#: output formats of the synthetic table
+FORMATS = ("csv", "json", "parquet")
+
+
+def check_sizes(schema: Schema, n_users: int, degree: int, rows: int) -> None:
+    """Refuse a run whose reports, joint tables or synthetic rows would not fit in memory."""
+    sizes = sorted(schema.sizes, reverse=True)
+    check_allocation(n_users * sum(sizes), 0.25, "the users' reports (one bit per user and domain value)",
+                     "the schema's domains (fewer categories, a coarser numeric resolution) or --columns",
+                     unit="bits")
+    if degree >= 1 and len(sizes) > degree:
+        check_allocation(math.prod(sizes[: degree + 1]), 32,
+                         f"the largest joint distribution of {degree + 1} attributes", "--degree or the largest "
+                         "domains of the schema", unit="cells")
+    check_allocation(rows * max(len(sizes), 1), 24, "the synthetic table", "--rows", unit="cells")
 
 
 def _load_schema(path: Path) -> Schema:
@@ -31,17 +63,22 @@ def register(app: typer.Typer, reproduce_app: typer.Typer) -> None:
             "--schema", help="JSON schema declaring every column's public categories "
             "(privpub.core.Schema.to_dict format). Never inferred from the data."
         )],
-        output: Annotated[Path, typer.Option("-o", "--output", help="Where to write the synthetic table.")],
+        output: Annotated[Path, typer.Option(
+            "-o", "--output", help="Where to write the synthetic table: .csv, .json or .parquet (from the suffix).")],
         epsilon: float | None = typer.Option(None, "--epsilon", help="Total per-user epsilon (LDP)."),
         flip_prob: float | None = typer.Option(None, "--flip-prob", help="Bit flip probability f in (0, 1)."),
         degree: int = typer.Option(2, "--degree", "-k", help="Max parents per node of the Bayesian network."),
         columns: str | None = typer.Option(None, "--columns", help="Comma-separated subset of columns."),
         method: str = typer.Option("em", "--method", help="Joint estimator: em (paper), linear (fast), hybrid."),
         start: str = typer.Option("entropy", "--start", help="First node: entropy (Alg. 4) or random (Alg. 3)."),
-        rows: int | None = typer.Option(None, "--rows", help="Synthetic rows (default: as many as the input)."),
-        seed: int | None = typer.Option(None, "--seed", help="Random seed (same seed, same output)."),
-        network_out: Annotated[Path | None, typer.Option("--network-out", help="Write the network as JSON.")] = None,
+        rows: int | None = typer.Option(None, "--rows", help="Synthetic rows, >= 1 (default: as many as the input)."),
+        seed: int | None = typer.Option(None, "--seed", help=SEED_HELP),
+        network_out: Annotated[Path | None, typer.Option("--network-out", help="Write the network (.json).")] = None,
         quiet: bool = typer.Option(False, "--quiet", help="No progress bar."),
+        force: ForceOption = False,
+        budget_file: BudgetFileOption = None,
+        budget_total: BudgetTotalOption = None,
+        data_label: DataLabelOption = None,
     ) -> None:
         """Local-DP synthetic data: simulate each user's RAPPOR report, fit a Bayesian network, sample.
 
@@ -51,7 +88,16 @@ def register(app: typer.Typer, reproduce_app: typer.Typer) -> None:
 
         from privpub.ldp_synth import LDPBayesSynthesizer
 
+        check_output(output, force=force, inputs=[input, schema_path], supported=FORMATS)
+        if network_out is not None:
+            check_output(network_out, force=force, inputs=[input, schema_path, output], option="--network-out",
+                         supported=("json",))
+        if rows is not None and rows < 1:
+            raise ParameterError(f"--rows must be >= 1, got {rows}")
         schema = _load_schema(schema_path)
+        synthesizer = LDPBayesSynthesizer(degree=degree, method=method, start=start)
+        session = open_session(budget_file, budget_total, data_label or input.name)
+        extra = publish_kwargs(synthesizer.publish, session, "synth")
         frame = read_table(input)
         if columns:
             names = [c.strip() for c in columns.split(",") if c.strip()]
@@ -60,6 +106,7 @@ def register(app: typer.Typer, reproduce_app: typer.Typer) -> None:
                 raise ParameterError(f"--columns names columns not in the input: {missing}")
             frame = frame[names]
             schema = schema.with_attributes(names)
+        check_sizes(schema, len(frame), degree, rows if rows is not None else len(frame))
         bar = None if quiet else tqdm(total=len(schema), desc="network", unit="node", leave=False)
 
         def progress(i: int, d: int) -> None:
@@ -68,22 +115,22 @@ def register(app: typer.Typer, reproduce_app: typer.Typer) -> None:
                 bar.refresh()
 
         try:
-            release = LDPBayesSynthesizer(degree=degree, method=method, start=start).publish(
-                frame, schema=schema, epsilon=epsilon, flip_prob=flip_prob, rng=seed, progress=progress
+            release = synthesizer.publish(
+                frame, schema=schema, epsilon=epsilon, flip_prob=flip_prob, rng=seed, progress=progress, **extra
             )
         finally:
             if bar is not None:
                 bar.close()
         synthetic = release.sample(rows, rng=seed)
-        write_table(synthetic, output)
+        write_table(synthetic, output, force=force, formats=FORMATS)
         if network_out is not None:
-            network_out.parent.mkdir(parents=True, exist_ok=True)
-            network_out.write_text(json.dumps(release.to_dict(), indent=2))
+            write_json(release.to_dict(), network_out, force=force, option="--network-out")
         typer.echo(
             f"wrote {len(synthetic)} synthetic rows to {output} (f = {release.flip_prob:.6g}, "
             f"epsilon = {release.epsilon:.6g} per user, {release.epsilon_attribute:.6g} per attribute; "
             f"degree {degree})"
         )
+        echo_session(session, budget_file)
 
     @reproduce_app.command("ldp_synth")
     @handle_errors
@@ -99,5 +146,6 @@ def register(app: typer.Typer, reproduce_app: typer.Typer) -> None:
         from privpub.experiments import ldp_synth as exp
         from privpub.experiments._common import default_out_dir
 
-        summary = exp.reproduce(out or default_out_dir("ldp_synth"), quick=quick, data_dir=data_dir, rng=seed)
+        summary = exp.reproduce(check_out_dir(out or default_out_dir("ldp_synth")), quick=quick, data_dir=data_dir,
+                                rng=seed)
         typer.echo(f"wrote {summary}")

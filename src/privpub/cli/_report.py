@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from privpub.cli._common import handle_errors
+from privpub.cli._common import check_out_dir, handle_errors
 from privpub.errors import ParameterError
 
 
@@ -38,7 +38,7 @@ def register(app: typer.Typer, reproduce_app: typer.Typer) -> None:
             bad = [p for p in part if p not in PARTS]
             if bad:
                 raise ParameterError(f"--part must be one of {', '.join(PARTS)}, got {', '.join(bad)}")
-        report = reproduce_all(out, quick=quick, data_dir=data_dir, rng=seed, parts=part or None,
+        report = reproduce_all(check_out_dir(out), quick=quick, data_dir=data_dir, rng=seed, parts=part or None,
                                progress=progress, echo=typer.echo)
         if _echo_verdicts(report.parent / "claims_all.csv"):
             raise typer.Exit(code=1)
@@ -52,6 +52,9 @@ def register(app: typer.Typer, reproduce_app: typer.Typer) -> None:
         """Rebuild report.html from part folders already in RESULTS (runs no experiment)."""
         from privpub.experiments.all import build_report_from_dir
 
+        if not results.is_dir():
+            raise ParameterError(f"RESULTS {str(results)!r} is not a directory of part folders (as written by "
+                                 "privpub reproduce)")
         path = build_report_from_dir(results)
         typer.echo(f"report: {path}")
         _echo_verdicts(path.parent / "claims_all.csv")

@@ -8,10 +8,27 @@ from typing import Annotated
 import numpy as np
 import typer
 
-from privpub.cli._common import handle_errors, read_table
+from privpub.cli._common import (
+    SEED_HELP,
+    BudgetFileOption,
+    BudgetTotalOption,
+    DataLabelOption,
+    ForceOption,
+    check_out_dir,
+    check_output,
+    echo_session,
+    handle_errors,
+    open_session,
+    output_file,
+    publish_kwargs,
+    read_table,
+)
 from privpub.errors import DomainError, ParameterError
 
 METHODS = ("kdght", "ug", "gtr", "rappor")
+#: formats of the release (--output) and of the diagnostic plot (--plot)
+FORMATS = ("json",)
+PLOT_FORMATS = ("png", "svg", "pdf")
 
 
 def _parse_box(text: str, name: str) -> tuple[float, float, float, float]:
@@ -35,7 +52,7 @@ def register(app: typer.Typer, reproduce_app: typer.Typer) -> None:
         x: Annotated[str, typer.Option("--x", help="Column holding the x coordinate.")],
         y: Annotated[str, typer.Option("--y", help="Column holding the y coordinate.")],
         epsilon: Annotated[float, typer.Option("--epsilon", "-e", help="Per-user LDP budget (> 0).")],
-        output: Annotated[Path, typer.Option("--output", "-o", help="Where to write the release (JSON).")],
+        output: Annotated[Path, typer.Option("--output", "-o", help="Where to write the release (.json).")],
         bounds: Annotated[str | None, typer.Option(
             "--bounds", help="Public domain x0,y0,x1,y1, fixed in advance (required; never taken from "
             "the data).")] = None,
@@ -45,13 +62,16 @@ def register(app: typer.Typer, reproduce_app: typer.Typer) -> None:
             = "simulate",
         clip: Annotated[bool, typer.Option(
             "--clip/--no-clip", help="Clamp points outside the bounds instead of failing.")] = False,
-        seed: Annotated[int | None, typer.Option("--seed", help="Random seed (default: fresh entropy).")]
-            = None,
+        seed: Annotated[int | None, typer.Option("--seed", help=SEED_HELP)] = None,
         plot: Annotated[Path | None, typer.Option(
-            "--plot", help="Also draw the leaves over the point density into this PNG (shows the raw "
-            "data: for the curator only).")] = None,
+            "--plot", help="Also draw the leaves over the point density into this .png/.svg/.pdf (shows "
+            "the raw data: for the curator only).")] = None,
         query: Annotated[list[str] | None, typer.Option(
             "--query", "-q", help="Answer a range query x0,y0,x1,y1 (repeatable).")] = None,
+        force: ForceOption = False,
+        budget_file: BudgetFileOption = None,
+        budget_total: BudgetTotalOption = None,
+        data_label: DataLabelOption = None,
     ) -> None:
         """Publish 2-D points under local DP as leaves with noisy counts (KDG-HT or a baseline)."""
         from privpub.spatial import PUBLISHERS
@@ -64,6 +84,13 @@ def register(app: typer.Typer, reproduce_app: typer.Typer) -> None:
                 "(taking the data's min/max would leak the extreme locations)"
             )
         box = _parse_box(bounds, "--bounds")
+        rects = [_parse_box(text, "--query") for text in query or []]
+        check_output(output, force=force, inputs=[input], supported=FORMATS)
+        if plot is not None:
+            check_output(plot, force=force, inputs=[input, output], option="--plot", supported=PLOT_FORMATS)
+        publisher = PUBLISHERS[method](clip=clip)
+        session = open_session(budget_file, budget_total, data_label or input.name)
+        extra = publish_kwargs(publisher.publish, session, "spatial")
         frame = read_table(input)
         for col in (x, y):
             if col not in frame.columns:
@@ -72,16 +99,19 @@ def register(app: typer.Typer, reproduce_app: typer.Typer) -> None:
             pts = frame[[x, y]].to_numpy(dtype=np.float64)
         except (TypeError, ValueError) as exc:
             raise DomainError(f"columns {x!r} and {y!r} must hold numbers: {exc}") from exc
-        release = PUBLISHERS[method](clip=clip).publish(pts, bounds=box, epsilon=epsilon, rng=seed, mode=mode)
-        release.to_json(output)
+        del frame
+        release = publisher.publish(pts, bounds=box, epsilon=epsilon, rng=seed, mode=mode, **extra)
+        with output_file(output, force=force) as tmp:
+            release.to_json(tmp)
         typer.echo(f"{method}: {release.n_leaves} leaves from {release.n_users} users, "
                    f"epsilon={release.epsilon:g} -> {output}")
         typer.echo(str(release.ledger))
-        for text in query or []:
-            rect = _parse_box(text, "--query")
+        echo_session(session, budget_file)
+        for text, rect in zip(query or [], rects):
             typer.echo(f"query {text}: {release.range_count([rect])[0]:.1f}")
         if plot is not None:
-            release.plot(points=pts, path=plot)
+            with output_file(plot, force=force, option="--plot") as tmp:
+                release.plot(points=pts, path=tmp)
             typer.echo(f"plot -> {plot}")
 
     @reproduce_app.command("spatial")
@@ -92,14 +122,16 @@ def register(app: typer.Typer, reproduce_app: typer.Typer) -> None:
         data_dir: Annotated[Path | None, typer.Option("--data-dir", help="Data directory "
                                                       "(default: $PRIVPUB_DATA).")] = None,
         n_points: Annotated[int | None, typer.Option(
-            "--n-points", help="Points per dataset (default: all in full mode, 10^6 in quick).")] = None,
+            "--n-points", help="Points per dataset, >= 1 (default: all in full mode, 10^6 in quick).")] = None,
         seed: Annotated[int, typer.Option("--seed", help="Random seed.")] = 0,
     ) -> None:
         """Reproduce paper 002 (KDG-HT): Fig. 4-5 (RE), Fig. 6 (NE), Table 2 (runtime)."""
         from privpub.experiments import spatial as exp
         from privpub.experiments._common import default_out_dir
 
-        target = out if out is not None else default_out_dir("spatial")
+        if n_points is not None and n_points < 1:
+            raise ParameterError(f"--n-points must be >= 1, got {n_points}")
+        target = check_out_dir(out if out is not None else default_out_dir("spatial"))
         summary = exp.reproduce(target, quick=quick, data_dir=data_dir, rng=seed, n_points=n_points,
                                 progress=True)
         typer.echo(f"summary -> {summary}")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Annotated
 
@@ -9,17 +10,67 @@ import numpy as np
 import pandas as pd
 import typer
 
-from privpub.cli._common import handle_errors, read_table, write_table
-from privpub.errors import ParameterError
+from privpub.cli._common import (
+    SEED_HELP,
+    BudgetFileOption,
+    BudgetTotalOption,
+    DataLabelOption,
+    ForceOption,
+    check_out_dir,
+    check_output,
+    echo_session,
+    handle_errors,
+    open_session,
+    progress_bar,
+    publish_kwargs,
+    read_table,
+    write_table,
+)
+from privpub.core import check_allocation
+from privpub.errors import DataNotFoundError, ParameterError
 
 _METHODS = "hq_rtp|rtp|rtp_mm|hq_rtpmm|bt|bth"
+#: output formats of the answers / noisy series
+FORMATS = ("csv", "json", "parquet", "npy")
+#: bytes per tree node of the stream publishers (tracemalloc, docs/benchmarks.md), with a 2x margin
+BYTES_PER_NODE = {"bt": 16, "bth": 400}
+DEFAULT_BYTES_PER_NODE = 96
+
+
+def check_stream_sizes(method: str, window: int, height: int | None, n_items: int) -> None:
+    """Refuse a window or tree height whose trees would not fit in memory (before building them)."""
+    from privpub.stream._kernels import max_height
+
+    if window < 1:
+        raise ParameterError(f"--window must be >= 1, got {window}")
+    if height is not None and height < 1:
+        raise ParameterError(f"--height must be >= 1, got {height}")
+    k = height if height is not None else max_height(window)
+    nodes = 2**k if k < 256 else math.inf
+    option = "--height" if height is not None else "--window"
+    check_allocation(nodes, BYTES_PER_NODE.get(method, DEFAULT_BYTES_PER_NODE),
+                     f"the stream's trees (height {k})", option, unit="nodes")
+    check_allocation(n_items, 48, "the stream's series and answers", "the length of the input", unit="items")
 
 
 def _read_series(path: Path, column: str | None) -> np.ndarray:
-    if path.suffix in (".txt", ".npy"):
+    suffix = path.suffix.lower()
+    if suffix == ".npy" and column is None:
+        from privpub._io import read_npy
+
+        arr = read_npy(path)
+        if arr.dtype.names is None:
+            return np.asarray(arr)
+    if suffix == ".txt":
         from privpub.stream import load_counts
 
-        return load_counts(path)
+        if not path.is_file():
+            raise DataNotFoundError(f"input file {str(path)!r} does not exist or is not a file")
+        try:
+            return load_counts(path)
+        except (ValueError, OSError, UnicodeDecodeError) as exc:
+            raise ParameterError(f"could not read {str(path)!r} as a count series (one number per line): "
+                                 f"{' '.join(str(exc).split())[:200]}") from exc
     frame = read_table(path)
     if column is None:
         if frame.shape[1] != 1:
@@ -53,7 +104,8 @@ def register(app: typer.Typer, reproduce_app: typer.Typer) -> None:
         input: Annotated[Path, typer.Argument(help="Count series: CSV/Parquet (with --column), .txt or .npy.")],
         epsilon: Annotated[float, typer.Option("--epsilon", "-e", help="Event-level epsilon.")],
         window: Annotated[int, typer.Option("--window", "-w", help="Sliding window W (queries must lie inside).")],
-        output: Annotated[Path, typer.Option("--output", "-o", help="Output CSV/Parquet.")],
+        output: Annotated[Path, typer.Option(
+            "--output", "-o", help="Output: .csv, .json, .parquet or .npy (from the suffix).")],
         column: Annotated[str | None, typer.Option("--column", "-c", help="Column holding the counts.")] = None,
         method: Annotated[str, typer.Option("--method", "-m", help=_METHODS)] = "hq_rtp",
         queries: Annotated[Path | None, typer.Option(
@@ -64,18 +116,32 @@ def register(app: typer.Typer, reproduce_app: typer.Typer) -> None:
         noise: Annotated[str, typer.Option("--noise", help="discrete (exact; integer counts) or laplace.")] = "discrete",
         height: Annotated[int | None, typer.Option("--height", help="Tree height (HQ: the initial height).")] = None,
         sensitivity: Annotated[float, typer.Option("--sensitivity", help="Max change of one item.")] = 1.0,
-        seed: Annotated[int | None, typer.Option("--seed", help="Random seed (omit: fresh OS entropy).")] = None,
+        seed: Annotated[int | None, typer.Option("--seed", help=SEED_HELP)] = None,
+        force: ForceOption = False,
+        budget_file: BudgetFileOption = None,
+        budget_total: BudgetTotalOption = None,
+        data_label: DataLabelOption = None,
+        quiet: Annotated[bool, typer.Option("--quiet", help="No progress bar.")] = False,
     ) -> None:
         """Publish a count stream under event-level DP: noisy answers to range queries, or (without
         --queries) the noisy per-step counts and prefix sums."""
         from privpub.stream import make_publisher
 
+        check_output(output, force=force, inputs=[input, queries], supported=FORMATS)
+        from privpub.stream import PUBLISHERS
+
+        if method not in PUBLISHERS:
+            raise ParameterError(f"--method must be one of {', '.join(sorted(PUBLISHERS))}, got {method!r}")
+        check_stream_sizes(method, window, height, 0)
+        session = open_session(budget_file, budget_total, data_label or input.name)
+        extra = publish_kwargs(PUBLISHERS[method], session, "stream")
         data = _read_series(input, column)
+        check_stream_sizes(method, window, height, len(data))
         kw: dict[str, object] = {"window": window, "epsilon": epsilon, "rng": seed, "noise": noise,
                                  "sensitivity": sensitivity}
         if height is not None:
             kw["height"] = height
-        pub = make_publisher(method, **kw)
+        pub = make_publisher(method, **kw, **extra)
         if queries is not None:
             q = _read_queries(queries)
             n = len(data)
@@ -89,15 +155,24 @@ def register(app: typer.Typer, reproduce_app: typer.Typer) -> None:
         else:
             arr = pub._check_items(data)
             noisy = np.empty(arr.shape[0])
-            for a in range(0, arr.shape[0], window):
-                pub.extend(arr[a : a + window])
-                t = np.arange(a + 1, pub.t + 1, dtype=np.int64)
-                noisy[a : pub.t] = pub.answer(np.stack([t, t], axis=1), record=False)
+            step = max(1, min(window, 1 << 20))
+            bar = progress_bar(arr.shape[0], "stream", "items", quiet=quiet or arr.shape[0] < 1 << 22)
+            try:
+                for a in range(0, arr.shape[0], step):
+                    pub.extend(arr[a : a + step])
+                    t = np.arange(a + 1, pub.t + 1, dtype=np.int64)
+                    noisy[a : pub.t] = pub.answer(np.stack([t, t], axis=1), record=False)
+                    if bar is not None:
+                        bar.update(pub.t - a)
+            finally:
+                if bar is not None:
+                    bar.close()
             out = pd.DataFrame({"time": np.arange(1, arr.shape[0] + 1), "noisy_count": noisy,
                                 "noisy_prefix": np.cumsum(noisy)})
-        path = write_table(out, output)
+        path = write_table(out, output, force=force, formats=FORMATS)
         typer.echo(f"{pub.method}: {len(data)} items, epsilon={epsilon:g} (event-level), window={window}, "
                    f"wrote {len(out)} rows to {path}")
+        echo_session(session, budget_file)
 
     @reproduce_app.command("stream")
     @handle_errors
@@ -112,5 +187,6 @@ def register(app: typer.Typer, reproduce_app: typer.Typer) -> None:
         from privpub.experiments._common import default_out_dir
         from privpub.experiments.stream import reproduce
 
-        path = reproduce(out_dir or default_out_dir("stream"), quick=quick, data_dir=data_dir, rng=seed)
+        path = reproduce(check_out_dir(out_dir or default_out_dir("stream"), "--out-dir"), quick=quick,
+                         data_dir=data_dir, rng=seed)
         typer.echo(f"wrote {path}")

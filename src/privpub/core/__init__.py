@@ -20,6 +20,7 @@ from privpub.core._mechanisms import (
     rational_scale,
     report_noisy_max,
 )
+from privpub.core._memory import MEMORY_BUDGET_ENV, check_allocation, format_bytes, memory_budget
 from privpub.core._publisher import Publisher, Release, describe_data, readonly
 from privpub.core._ranges import exponential_mechanism_ranges
 from privpub.core._rng import RNGLike, as_generator, secure_generator, spawn
@@ -53,6 +54,7 @@ __all__ = [
     "FLOAT_EXACT_LIMIT",
     "FileSessionStore",
     "LedgerEntry",
+    "MEMORY_BUDGET_ENV",
     "MemorySessionStore",
     "NumericAttribute",
     "ParallelBlock",
@@ -69,6 +71,7 @@ __all__ = [
     "add_int_noise",
     "as_generator",
     "charge",
+    "check_allocation",
     "check_array",
     "check_bounds_2d",
     "check_counts",
@@ -85,11 +88,13 @@ __all__ = [
     "exponential_mechanism",
     "exponential_mechanism_probabilities",
     "exponential_mechanism_ranges",
+    "format_bytes",
     "infer_schema",
     "isotonic_regression",
     "laplace",
     "laplace_noise",
     "ledger_total",
+    "memory_budget",
     "rational_scale",
     "readonly",
     "report_noisy_max",

@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from privpub._io import neutralise_cell, restore_cell, restore_frame
 from privpub.core import BudgetLedger
 from privpub.errors import ParameterError
 
@@ -158,7 +159,7 @@ def write_claims(out_dir: str | os.PathLike[str], claims: Iterable[Claim]) -> Pa
         writer = csv.writer(fh)
         writer.writerow(_CLAIM_COLUMNS)
         for c in rows:
-            writer.writerow([c.claim, c.paper_value, c.our_value, c.verdict, c.note])
+            writer.writerow([neutralise_cell(v) for v in (c.claim, c.paper_value, c.our_value, c.verdict, c.note)])
     return path
 
 
@@ -180,11 +181,11 @@ def read_claims(out_dir: str | os.PathLike[str]) -> list[Claim] | None:
             raise ParameterError(f"{path} must have the columns {list(_CLAIM_COLUMNS)}, missing {missing}")
         return [
             Claim(
-                claim=row.get("claim") or "",
-                paper_value=row.get("paper_value") or "",
-                our_value=row.get("our_value") or "",
-                verdict=row.get("verdict") or "",
-                note=row.get("note") or "",
+                claim=restore_cell(row.get("claim") or ""),
+                paper_value=restore_cell(row.get("paper_value") or ""),
+                our_value=restore_cell(row.get("our_value") or ""),
+                verdict=restore_cell(row.get("verdict") or ""),
+                note=restore_cell(row.get("note") or ""),
             )
             for row in reader
         ]
@@ -202,8 +203,8 @@ def write_ledgers(out_dir: str | os.PathLike[str], ledgers: Mapping[str, BudgetL
             if not isinstance(ledger, BudgetLedger):
                 raise ParameterError(f"ledgers[{name!r}] must be a BudgetLedger, got {type(ledger).__name__}")
             for e in ledger:
-                writer.writerow([name, repr(ledger.epsilon), e.step, e.mechanism, repr(e.epsilon),
-                                 e.composition, e.parts, e.note])
+                writer.writerow([neutralise_cell(v) for v in (name, repr(ledger.epsilon), e.step, e.mechanism,
+                                                              repr(e.epsilon), e.composition, e.parts, e.note)])
     return path
 
 
@@ -218,7 +219,7 @@ def read_ledgers(out_dir: str | os.PathLike[str]) -> Any:
     missing = [c for c in ("release", "step", "mechanism", "epsilon") if c not in frame.columns]
     if missing:
         raise ParameterError(f"{path} must have the columns {list(_LEDGER_COLUMNS)}, missing {missing}")
-    return frame
+    return restore_frame(frame)
 
 
 def resolve_data_dir(data_dir: str | os.PathLike[str] | None = None) -> Path | None:

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import base64
 import datetime as _dt
-import html
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -29,8 +28,12 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
+from markdown_it import MarkdownIt
+from markupsafe import Markup
 
 import privpub
+from privpub._io import atomic_output, neutralise_frame
 from privpub.experiments._common import (
     CLAIMS_FILE,
     LEDGERS_FILE,
@@ -40,7 +43,7 @@ from privpub.experiments._common import (
     read_ledgers,
 )
 
-__all__ = ["PART_TITLES", "PartSection", "build_report", "claims_of", "markdown_to_html"]
+__all__ = ["PART_TITLES", "SAFE_SCHEMES", "PartSection", "build_report", "claims_of", "markdown_to_html", "safe_link"]
 
 #: display title of each part (paper number in shared/seeds, reference)
 PART_TITLES: dict[str, str] = {
@@ -149,13 +152,29 @@ def _first_line(text: str) -> str:
 
 
 # ----------------------------------------------------------------------------------------------
-# markdown (a small, safe subset: headings, paragraphs, lists, tables, code, quotes, images)
+# markdown: markdown-it-py (CommonMark + tables), raw HTML off, links limited to safe schemes
 # ----------------------------------------------------------------------------------------------
-_IMG = re.compile(r"!\[([^\]]*)\]\(([^)\s]+)\)")
-_LINK = re.compile(r"\[([^\]]+)\]\(([^)\s]+)\)")
-_BOLD = re.compile(r"\*\*(.+?)\*\*")
-_ITALIC = re.compile(r"(?<![\w*])\*(?!\s)([^*]+?)\*(?![\w*])")
-_CODE = re.compile(r"`([^`]+)`")
+#: link schemes a summary may use; anything else (javascript:, data:, file:, vbscript: ...) is not linked
+SAFE_SCHEMES = ("http", "https", "mailto")
+_SCHEME = re.compile(r"^([a-zA-Z][a-zA-Z0-9+.\-]*):")
+
+
+def safe_link(url: str) -> bool:
+    """Whether ``url`` may be a link of the report: http(s), mailto, or relative (no scheme).
+
+    Control characters and whitespace are removed before the scheme is read, as browsers do
+    (``"java\\tscript:"`` is ``javascript:``).
+
+    Examples
+    --------
+    >>> safe_link("https://x.org"), safe_link("fig.png"), safe_link("#top"), safe_link("JavaScript:alert(1)")
+    (True, True, True, False)
+    """
+    cleaned = re.sub(r"[\x00-\x20\x7f]+", "", url)
+    m = _SCHEME.match(cleaned)
+    if m is None:
+        return True
+    return m.group(1).lower() in SAFE_SCHEMES
 
 
 def _data_uri(path: Path) -> str | None:
@@ -166,63 +185,57 @@ def _data_uri(path: Path) -> str | None:
     return f"data:{kind};base64," + base64.b64encode(path.read_bytes()).decode("ascii")
 
 
-class _Inline:
-    """Inline markdown rendering relative to a base directory (images become data URIs)."""
-
-    def __init__(self, base: Path | None, report_dir: Path | None) -> None:
-        self.base = base
-        self.report_dir = report_dir
-        self.images: list[Path] = []
-
-    def figure(self, path: Path, caption: str) -> str:
-        uri = _data_uri(path)
-        name = html.escape(_relative(path, self.report_dir))
-        if uri is None:
-            return f'<span class="missing">[missing image {name}]</span>'
-        self.images.append(path.resolve())
-        return (f'<figure data-file="{name}"><img alt="{html.escape(caption)}" src="{uri}">'
-                f"<figcaption>{html.escape(caption or path.name)}</figcaption></figure>")
-
-    def __call__(self, text: str) -> str:
-        codes: list[str] = []
-
-        def keep_code(m: re.Match[str]) -> str:
-            codes.append(f"<code>{html.escape(m.group(1))}</code>")
-            return f"\x00{len(codes) - 1}\x00"
-
-        text = _CODE.sub(keep_code, text)
-        images: list[str] = []
-
-        def image(m: re.Match[str]) -> str:
-            alt, src = m.group(1), m.group(2)
-            if self.base is not None and not re.match(r"^[a-z]+:", src):
-                images.append(self.figure(self.base / src, alt))
-            else:
-                images.append(f'<a href="{html.escape(src)}">{html.escape(alt or src)}</a>')
-            return f"\x01{len(images) - 1}\x01"
-
-        text = _IMG.sub(image, text)
-        text = html.escape(text, quote=False)
-        text = _LINK.sub(lambda m: f'<a href="{html.escape(m.group(2))}">{m.group(1)}</a>', text)
-        text = _BOLD.sub(r"<strong>\1</strong>", text)
-        text = _ITALIC.sub(r"<em>\1</em>", text)
-        text = re.sub("\x00(\\d+)\x00", lambda m: codes[int(m.group(1))], text)
-        return re.sub("\x01(\\d+)\x01", lambda m: images[int(m.group(1))], text)
+def _figure(path: Path, caption: str, report_dir: Path | None, images: list[Path]) -> Markup:
+    """An embedded figure (base64), or a marker naming the missing file."""
+    uri = _data_uri(path)
+    name = _relative(path, report_dir)
+    if uri is None:
+        return Markup('<span class="missing">[missing image {}]</span>').format(name)
+    images.append(path.resolve())
+    return Markup('<figure data-file="{}"><img alt="{}" src="{}"><figcaption>{}</figcaption></figure>').format(
+        name, caption, uri, caption or path.name)
 
 
-def _split_row(line: str) -> list[str]:
-    line = line.strip()
-    if line.startswith("|"):
-        line = line[1:]
-    if line.endswith("|") and not line.endswith("\\|"):
-        line = line[:-1]
-    cells = re.split(r"(?<!\\)\|", line)
-    return [c.strip().replace("\\|", "|") for c in cells]
+def _markdown(base: Path | None, shift: int, report_dir: Path | None, images: list[Path]) -> MarkdownIt:
+    md = MarkdownIt("commonmark", {"html": False, "linkify": False, "typographer": False}).enable("table")
+    md.validateLink = safe_link  # type: ignore[method-assign]
+
+    def heading_open(self: Any, tokens: Any, idx: int, options: Any, env: Any) -> str:
+        tokens[idx].tag = f"h{min(6, int(tokens[idx].tag[1]) + shift)}"
+        return str(self.renderToken(tokens, idx, options, env))
+
+    def heading_close(self: Any, tokens: Any, idx: int, options: Any, env: Any) -> str:
+        tokens[idx].tag = f"h{min(6, int(tokens[idx].tag[1]) + shift)}"
+        return str(self.renderToken(tokens, idx, options, env))
+
+    def table_open(self: Any, tokens: Any, idx: int, options: Any, env: Any) -> str:
+        tokens[idx].attrSet("class", "md")
+        return str(self.renderToken(tokens, idx, options, env))
+
+    def fence(self: Any, tokens: Any, idx: int, options: Any, env: Any) -> str:
+        return str(Markup("<pre><code>{}</code></pre>\n").format(tokens[idx].content.rstrip("\n")))
+
+    def image(self: Any, tokens: Any, idx: int, options: Any, env: Any) -> str:
+        token = tokens[idx]
+        src = str(token.attrGet("src") or "")
+        alt = self.renderInlineAsText(token.children or [], options, env)
+        if base is not None and not _SCHEME.match(src) and not src.startswith("//"):
+            return str(_figure(base / src, alt, report_dir, images))
+        # an external image would be fetched when the page opens: show a link instead
+        return str(Markup('<a href="{}">{}</a>').format(src, alt or src))
+
+    for name, rule in (("heading_open", heading_open), ("heading_close", heading_close),
+                       ("table_open", table_open), ("fence", fence), ("code_block", fence), ("image", image)):
+        md.add_render_rule(name, rule)
+    return md
 
 
 def markdown_to_html(text: str, *, base: Path | None = None, shift: int = 0,
                      report_dir: Path | None = None, images: list[Path] | None = None) -> str:
-    """Render the markdown subset the summaries use; relative images are embedded as base64.
+    """Render markdown (CommonMark and tables) safely; relative images are embedded as base64.
+
+    Raw HTML in the text is shown as text, never interpreted; links and images keep only
+    http(s), mailto and relative targets (a ``javascript:`` link is left as plain text).
 
     Parameters
     ----------
@@ -239,99 +252,18 @@ def markdown_to_html(text: str, *, base: Path | None = None, shift: int = 0,
 
     Examples
     --------
-    >>> markdown_to_html("# T\\n\\n| a | b |\\n|---|---|\\n| 1 | **2** |", shift=1)
-    '<h2>T</h2>\\n<table class="md"><thead><tr><th>a</th><th>b</th></tr></thead><tbody><tr><td>1</td><td><strong>2</strong></td></tr></tbody></table>'
+    >>> print(markdown_to_html("# T\\n\\n| a | b |\\n|---|---|\\n| 1 | **2** |", shift=1).replace("\\n", ""))
+    <h2>T</h2><table class="md"><thead><tr><th>a</th><th>b</th></tr></thead><tbody><tr><td>1</td><td><strong>2</strong></td></tr></tbody></table>
+    >>> markdown_to_html("[x](javascript:alert(1)) <b>")
+    '<p>[x](javascript:alert(1)) &lt;b&gt;</p>\\n'
     """
-    inline = _Inline(base, report_dir)
-    lines = text.replace("\r\n", "\n").split("\n")
-    out: list[str] = []
-    i = 0
-    para: list[str] = []
-
-    def flush() -> None:
-        if para:
-            out.append(f"<p>{inline(' '.join(s.strip() for s in para))}</p>")
-            para.clear()
-
-    while i < len(lines):
-        line = lines[i]
-        stripped = line.strip()
-        if stripped.startswith("```"):
-            flush()
-            block = []
-            i += 1
-            while i < len(lines) and not lines[i].strip().startswith("```"):
-                block.append(lines[i])
-                i += 1
-            out.append(f"<pre><code>{html.escape(chr(10).join(block))}</code></pre>")
-            i += 1
-            continue
-        if not stripped:
-            flush()
-            i += 1
-            continue
-        m = re.match(r"^(#{1,6})\s+(.*?)\s*#*\s*$", stripped)
-        if m:
-            flush()
-            level = min(6, len(m.group(1)) + shift)
-            out.append(f"<h{level}>{inline(m.group(2))}</h{level}>")
-            i += 1
-            continue
-        if re.fullmatch(r"(-{3,}|\*{3,}|_{3,})", stripped):
-            flush()
-            out.append("<hr>")
-            i += 1
-            continue
-        if stripped.startswith("|") and i + 1 < len(lines) and re.fullmatch(
-                r"\|?\s*:?-{1,}:?\s*(\|\s*:?-{1,}:?\s*)*\|?", lines[i + 1].strip()):
-            flush()
-            head = _split_row(stripped)
-            i += 2
-            body = []
-            while i < len(lines) and lines[i].strip().startswith("|"):
-                body.append(_split_row(lines[i]))
-                i += 1
-            thead = "".join(f"<th>{inline(c)}</th>" for c in head)
-            rows = "".join("<tr>" + "".join(f"<td>{inline(c)}</td>" for c in r) + "</tr>" for r in body)
-            out.append(f'<table class="md"><thead><tr>{thead}</tr></thead><tbody>{rows}</tbody></table>')
-            continue
-        if stripped.startswith(">"):
-            flush()
-            quote = []
-            while i < len(lines) and lines[i].strip().startswith(">"):
-                quote.append(lines[i].strip()[1:].strip())
-                i += 1
-            out.append(f"<blockquote>{markdown_to_html(chr(10).join(quote), base=base, report_dir=report_dir, images=images)}</blockquote>")
-            continue
-        lm = re.match(r"^(\s*)([-*+]|\d+[.)])\s+(.*)$", line)
-        if lm:
-            flush()
-            ordered = lm.group(2)[0].isdigit()
-            items: list[str] = []
-            while i < len(lines):
-                cur = lines[i]
-                lm2 = re.match(r"^(\s*)([-*+]|\d+[.)])\s+(.*)$", cur)
-                if lm2 and (lm2.group(2)[0].isdigit()) == ordered:
-                    items.append(lm2.group(3).strip())
-                elif cur.strip() and (cur.startswith("  ") or cur.startswith("\t")) and items:
-                    items[-1] += " " + cur.strip()
-                else:
-                    break
-                i += 1
-            tag = "ol" if ordered else "ul"
-            out.append(f"<{tag}>" + "".join(f"<li>{inline(it)}</li>" for it in items) + f"</{tag}>")
-            continue
-        para.append(line)
-        i += 1
-    flush()
+    found: list[Path] = []
+    out = str(_markdown(base, shift, report_dir, found).render(text))
     if images is not None:
-        images.extend(inline.images)
-    return "\n".join(out)
+        images.extend(found)
+    return out
 
 
-# ----------------------------------------------------------------------------------------------
-# HTML pieces
-# ----------------------------------------------------------------------------------------------
 _CSS = """
 body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:0;color:#1d232a;background:#fafbfc}
 main{max-width:1180px;margin:0 auto;padding:24px 32px 64px}
@@ -358,6 +290,21 @@ details{margin:.6em 0} summary{cursor:pointer;font-weight:600}
 """
 
 
+# ----------------------------------------------------------------------------------------------
+# page data -> Jinja2 template (autoescaped)
+# ----------------------------------------------------------------------------------------------
+_ENV: Environment | None = None
+
+
+def _environment() -> Environment:
+    global _ENV
+    if _ENV is None:
+        _ENV = Environment(loader=PackageLoader("privpub.experiments", "templates"),
+                           autoescape=select_autoescape(default=True, default_for_string=True),
+                           undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+    return _ENV
+
+
 def _relative(path: Path, report_dir: Path | None) -> str:
     path = Path(path).resolve()
     if report_dir is not None:
@@ -380,97 +327,68 @@ def _fmt(value: Any) -> str:
     return str(value)
 
 
-def _frame_html(frame: pd.DataFrame, *, max_rows: int = MAX_TABLE_ROWS) -> str:
-    head = "".join(f"<th>{html.escape(str(c))}</th>" for c in frame.columns)
-    body = []
-    for row in frame.head(max_rows).itertuples(index=False):
-        cells = []
-        for v in row:
-            cls = ' class="num"' if isinstance(v, int | float) and not isinstance(v, bool) else ""
-            cells.append(f"<td{cls}>{html.escape(_fmt(v))}</td>")
-        body.append("<tr>" + "".join(cells) + "</tr>")
-    extra = ""
-    if len(frame) > max_rows:
-        extra = f'<p class="meta">first {max_rows} of {len(frame)} rows</p>'
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>{extra}"
+def _table(frame: pd.DataFrame, *, max_rows: int = MAX_TABLE_ROWS) -> dict[str, Any]:
+    rows = [[{"text": _fmt(v), "num": isinstance(v, int | float) and not isinstance(v, bool)} for v in row]
+            for row in frame.head(max_rows).itertuples(index=False)]
+    return {"columns": [str(c) for c in frame.columns], "rows": rows, "total": len(frame),
+            "truncated": len(frame) > max_rows, "max_rows": max_rows}
 
 
-def _claims_html(claims: Sequence[Claim], part: str) -> str:
-    rows = []
-    for c in claims:
-        v = c.verdict
-        rows.append(
-            f'<tr class="claim" data-part="{html.escape(part)}"><td>{html.escape(c.claim)}</td>'
-            f"<td>{html.escape(c.paper_value)}</td><td>{html.escape(c.our_value)}</td>"
-            f'<td class="verdict v-{_slug(v)}">{html.escape(v)}</td><td>{html.escape(c.note)}</td></tr>'
-        )
-    return ('<table class="claims"><thead><tr><th>claim</th><th>paper</th><th>ours</th><th>verdict</th>'
-            f"<th>note</th></tr></thead><tbody>{''.join(rows)}</tbody></table>")
+def _claims(claims: Sequence[Claim]) -> list[dict[str, str]]:
+    return [{"claim": c.claim, "paper": c.paper_value, "ours": c.our_value, "verdict": c.verdict,
+             "slug": _slug(c.verdict), "note": c.note} for c in claims]
 
 
-def _ledgers_html(frame: pd.DataFrame) -> str:
-    parts = []
+def _ledgers(frame: pd.DataFrame) -> list[dict[str, Any]]:
+    out = []
     for release, group in frame.groupby("release", sort=False):
         eps = pd.to_numeric(group["epsilon"], errors="coerce")
-        budget = ""
+        budget = None
         if "epsilon_total" in group.columns:
-            budget = f"budget ε = {_fmt(float(pd.to_numeric(group['epsilon_total']).iloc[0]))}, "
+            budget = _fmt(float(pd.to_numeric(group["epsilon_total"], errors="coerce").iloc[0]))
         cols = [c for c in ("step", "mechanism", "epsilon", "composition", "parts", "note") if c in group.columns]
-        parts.append(f"<h4>{html.escape(str(release))}</h4><p class=\"meta\">{budget}spent "
-                     f"{_fmt(float(eps.sum()))} (sequential sum of the steps)</p>"
-                     + _frame_html(group[cols].reset_index(drop=True), max_rows=200))
-    return "".join(parts)
+        out.append({"release": str(release), "budget": budget, "spent": _fmt(float(eps.sum())),
+                    "table": _table(group[cols].reset_index(drop=True), max_rows=200)})
+    return out
 
 
-def _section_html(section: PartSection, report_dir: Path) -> str:
+def _csv_table(path: Path, out_dir: Path) -> dict[str, Any]:
+    name = _relative(path, out_dir)
+    try:
+        frame = pd.read_csv(path)
+    except Exception as exc:
+        return {"name": name, "error": str(exc)}
+    return {"name": name, "error": None, "n_rows": len(frame), "n_cols": frame.shape[1],
+            "small": len(frame) <= MAX_TABLE_ROWS, "table": _table(frame)}
+
+
+def _section(section: PartSection, report_dir: Path) -> dict[str, Any]:
     out_dir = Path(section.out_dir) if section.out_dir is not None else None
-    anchor = f"part-{_slug(section.part)}"
-    status = section.status
-    lines = [f'<section id="{anchor}" data-part="{html.escape(section.part)}">',
-             f"<h2>{html.escape(section.title)}</h2>"]
-    meta = [f'<span class="status s-{_slug(status)}">{html.escape(status)}</span>']
-    if section.duration is not None:
-        meta.append(f"{section.duration:.1f} s")
-    if out_dir is not None:
-        meta.append(f"files: <code>{html.escape(_relative(out_dir, report_dir))}</code>")
-    if section.command:
-        meta.append(f"command: <code>{html.escape(section.command)}</code>")
-    lines.append(f'<p class="meta">{" · ".join(meta)}</p>')
-    if section.message:
-        cls = "error" if status == "failed" else "meta"
-        lines.append(f'<div class="{cls}">{html.escape(section.message)}</div>')
-    if section.missing_datasets:
-        items = "".join(f"<li><code>{html.escape(n)}</code>: {html.escape(s)}</li>"
-                        for n, s in section.missing_datasets)
-        lines.append(f"<p>Missing datasets (the rest still ran):</p><ul>{items}</ul>")
-
     claims, source = claims_of(section)
-    lines.append("<h3>Claims</h3>")
-    if source != CLAIMS_FILE:
-        lines.append(f'<p class="meta">No <code>{CLAIMS_FILE}</code> from this part.</p>')
-    lines.append(_claims_html(claims, section.part))
-
+    data: dict[str, Any] = {
+        "anchor": f"part-{_slug(section.part)}", "part": section.part, "title": section.title,
+        "status": section.status, "status_slug": _slug(section.status),
+        "duration": f"{section.duration:.1f} s" if section.duration is not None else None,
+        "files": _relative(out_dir, report_dir) if out_dir is not None else None,
+        "command": section.command, "message": section.message,
+        "message_class": "error" if section.status == "failed" else "meta",
+        "missing_datasets": list(section.missing_datasets),
+        "claims": _claims(claims), "claims_from_file": source == CLAIMS_FILE, "claims_file": CLAIMS_FILE,
+        "summary": None, "figures": [], "tables": [],
+    }
     embedded: list[Path] = []
     summary = section.summary_path()
     if summary is not None:
-        lines.append(f"<h3>Summary <span class=\"meta\">({html.escape(summary.name)})</span></h3>")
-        lines.append('<div class="summary">' + markdown_to_html(
-            summary.read_text(encoding="utf-8"), base=summary.parent, shift=2, report_dir=report_dir,
-            images=embedded) + "</div>")
-
+        data["summary"] = {"name": summary.name, "html": Markup(markdown_to_html(
+            summary.read_text(encoding="utf-8", errors="replace"), base=summary.parent, shift=2,
+            report_dir=report_dir, images=embedded))}
     if out_dir is not None and out_dir.is_dir():
         done = set(embedded)
-        pngs = [p for p in sorted(out_dir.rglob("*.png")) if p.resolve() not in done]
-        if pngs:
-            lines.append("<h3>Figures</h3>")
-            inline = _Inline(out_dir, report_dir)
-            lines.append("".join(inline.figure(p, _relative(p, out_dir)) for p in pngs))
-        csvs = [p for p in sorted(out_dir.rglob("*.csv")) if p.name not in (CLAIMS_FILE, LEDGERS_FILE)]
-        if csvs:
-            lines.append("<h3>Tables</h3>")
-            for p in csvs:
-                lines.append(_csv_html(p, out_dir))
-
+        figures: list[Path] = []
+        data["figures"] = [_figure(p, _relative(p, out_dir), report_dir, figures)
+                           for p in sorted(out_dir.rglob("*.png")) if p.resolve() not in done]
+        data["tables"] = [_csv_table(p, out_dir) for p in sorted(out_dir.rglob("*.csv"))
+                          if p.name not in (CLAIMS_FILE, LEDGERS_FILE)]
     ledgers = None
     note = ""
     if out_dir is not None:
@@ -483,29 +401,12 @@ def _section_html(section: PartSection, report_dir: Path) -> str:
     if ledgers is None and section.ledgers is not None:
         ledgers = section.ledgers
         note = section.ledger_note or "representative releases"
-    lines.append("<h3>Budget ledgers</h3>")
-    if ledgers is not None and len(ledgers):
-        lines.append(f'<p class="meta">{html.escape(note)}</p>')
-        lines.append(_ledgers_html(ledgers))
-    else:
-        lines.append(f'<p class="meta">No ledgers recorded{": " + html.escape(note) if note else ""}.</p>')
-    lines.append("</section>")
-    return "\n".join(lines)
+    data["ledger_note"] = note
+    data["ledgers"] = _ledgers(ledgers) if ledgers is not None and len(ledgers) else []
+    return data
 
 
-def _csv_html(path: Path, out_dir: Path) -> str:
-    name = html.escape(_relative(path, out_dir))
-    try:
-        frame = pd.read_csv(path)
-    except Exception as exc:
-        return f'<p class="meta"><code>{name}</code>: unreadable ({html.escape(str(exc))})</p>'
-    if len(frame) <= MAX_TABLE_ROWS:
-        return f"<details open><summary>{name} ({len(frame)} rows)</summary>{_frame_html(frame)}</details>"
-    return (f"<details><summary>{name} ({len(frame)} rows × {frame.shape[1]} columns; first "
-            f"{MAX_TABLE_ROWS} shown)</summary>{_frame_html(frame)}</details>")
-
-
-def _overview_html(sections: Sequence[PartSection]) -> str:
+def _overview(sections: Sequence[PartSection]) -> tuple[list[dict[str, Any]], dict[str, int]]:
     rows = []
     totals = dict.fromkeys(VERDICTS, 0)
     for s in sections:
@@ -514,18 +415,11 @@ def _overview_html(sections: Sequence[PartSection]) -> str:
         for c in claims:
             counts[c.verdict] += 1
             totals[c.verdict] += 1
-        dur = f"{s.duration:.1f} s" if s.duration is not None else ""
-        rows.append(
-            f'<tr><td><a href="#part-{_slug(s.part)}">{html.escape(s.part)}</a></td><td>{html.escape(s.title)}</td>'
-            f'<td><span class="status s-{_slug(s.status)}">{html.escape(s.status)}</span></td>'
-            f'<td class="num">{dur}</td>'
-            + "".join(f'<td class="num">{counts[v]}</td>' for v in VERDICTS) + "</tr>"
-        )
-    head = "".join(f"<th>{v}</th>" for v in VERDICTS)
-    foot = ('<tr><th colspan="4">all parts</th>' + "".join(f'<th class="num">{totals[v]}</th>' for v in VERDICTS)
-            + "</tr>")
-    return (f"<table class=\"overview\"><thead><tr><th>part</th><th>system</th><th>status</th><th>time</th>"
-            f"{head}</tr></thead><tbody>{''.join(rows)}{foot}</tbody></table>")
+        rows.append({"part": s.part, "anchor": f"part-{_slug(s.part)}", "title": s.title, "status": s.status,
+                     "status_slug": _slug(s.status),
+                     "duration": f"{s.duration:.1f} s" if s.duration is not None else "",
+                     "counts": [counts[v] for v in VERDICTS]})
+    return rows, totals
 
 
 def build_report(
@@ -538,6 +432,10 @@ def build_report(
     meta: dict[str, str] | None = None,
 ) -> Path:
     """Write the self-contained HTML report and ``claims_all.csv`` beside it.
+
+    The page is rendered by a Jinja2 template with autoescaping; markdown (the summaries, the
+    intro) by markdown-it-py with raw HTML disabled and links limited to :data:`SAFE_SCHEMES`
+    and relative targets. Both files are written atomically.
 
     Parameters
     ----------
@@ -563,29 +461,17 @@ def build_report(
     report_dir = path.parent
     now = _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
     info = {"generated": now, "privpub": privpub.__version__, **(meta or {})}
-    meta_html = " · ".join(f"{html.escape(k)}: <code>{html.escape(str(v))}</code>" for k, v in info.items())
-    body = [f"<h1>{html.escape(title)}</h1>", f'<p class="meta">{meta_html}</p>']
-    if intro:
-        body.append(markdown_to_html(intro, shift=1))
-    body.append("<h2 id=\"overview\">Overview</h2>")
-    body.append(_overview_html(sections))
-    if missing_datasets:
-        rows = "".join(f"<tr><td><code>{html.escape(n)}</code></td><td>{html.escape(p)}</td>"
-                       f"<td>{html.escape(s)}</td></tr>" for n, p, s in missing_datasets)
-        body.append("<h3 id=\"missing-datasets\">Missing datasets</h3><p>These files were not found in the "
-                    "data directory; the experiments that need them were skipped and everything else ran. "
-                    "Put the files in the data directory (<code>--data-dir</code> or "
-                    "<code>$PRIVPUB_DATA</code>, see <code>privpub datasets list</code>) and rerun.</p>"
-                    f"<table><thead><tr><th>dataset</th><th>needed by</th><th>public source</th></tr></thead>"
-                    f"<tbody>{rows}</tbody></table>")
-    nav = "".join(f'<li><a href="#part-{_slug(s.part)}">{html.escape(s.title)}</a></li>' for s in sections)
-    body.append(f"<nav><ul>{nav}</ul></nav>")
-    body.extend(_section_html(s, report_dir) for s in sections)
-    page = ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-            "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
-            f"<title>{html.escape(title)}</title><style>{_CSS}</style></head>"
-            f"<body><main>{''.join(body)}</main></body></html>\n")
-    path.write_text(page, encoding="utf-8")
+    overview, totals = _overview(sections)
+    page = _environment().get_template("report.html.j2").render(
+        title=title, meta={str(k): str(v) for k, v in info.items()},
+        intro=Markup(markdown_to_html(intro, shift=1)) if intro else None,
+        verdicts=VERDICTS, overview=overview, totals=[totals[v] for v in VERDICTS],
+        missing_datasets=list(missing_datasets),
+        sections=[_section(s, report_dir) for s in sections],
+        css=Markup(_CSS),
+    )
+    with atomic_output(path, force=True) as tmp:
+        tmp.write_text(page, encoding="utf-8")
     _write_all_claims(sections, report_dir / "claims_all.csv")
     return path
 
@@ -597,6 +483,8 @@ def _write_all_claims(sections: Sequence[PartSection], path: Path) -> Path:
         rows.extend({"part": s.part, "status": s.status, "claim": c.claim, "paper_value": c.paper_value,
                      "our_value": c.our_value, "verdict": c.verdict, "note": c.note, "source": source}
                     for c in claims)
-    pd.DataFrame(rows, columns=["part", "status", "claim", "paper_value", "our_value", "verdict", "note",
-                                "source"]).to_csv(path, index=False)
+    frame = pd.DataFrame(rows, columns=["part", "status", "claim", "paper_value", "our_value", "verdict", "note",
+                                        "source"])
+    with atomic_output(path, force=True) as tmp:
+        neutralise_frame(frame).to_csv(tmp, index=False)
     return path

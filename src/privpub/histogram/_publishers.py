@@ -42,7 +42,7 @@ from privpub.core import (
     split,
 )
 from privpub.errors import DomainError, ParameterError, PrivacyWarning
-from privpub.histogram._kernels import ahp_clusters, dp_group, publish_groups
+from privpub.histogram._kernels import ahp_clusters, dp_group, publish_groups, stable_order
 
 __all__ = [
     "AHP",
@@ -288,7 +288,7 @@ def hphp_structure(
     if eta is not None:
         theta = float(eta) * math.log(y.size) / eps1 if y.size > 1 else 0.0
         y = np.where(y <= theta, 0.0, y)
-    order = np.argsort(y, kind="stable").astype(np.int64)
+    order = stable_order(y)
     gamma = noise_variance(eps1, noise) if noise_correction else 0.0
     _, bounds = dp_group(y[order], noise_variance(eps2, noise), gamma, method=grouping)
     return order, bounds
@@ -332,7 +332,7 @@ def ahp_structure(
     eps2 = check_epsilon(epsilon2, "epsilon2")
     theta = float(eta) * math.log(y.size) / eps1 if y.size > 1 else 0.0
     y = np.where(y <= theta, 0.0, y)
-    order = np.argsort(y, kind="stable").astype(np.int64)
+    order = stable_order(y)
     return order, ahp_clusters(y[order], noise_variance(eps2, _check_noise(noise)))
 
 
