@@ -32,7 +32,7 @@ def test_step_counts_equal_in_memory_numbers_and_timestamps(spark) -> None:  # t
         want = memory_step_counts(frame[col], start=start, step=step, steps=steps)
         assert have.dtype == np.int64 and int(have.sum()) == 500
         np.testing.assert_array_equal(have, want)
-    with pytest.raises(DomainError, match=r"0 events before it and \d+ after it"):
+    with pytest.raises(DomainError, match=r"\d+ events before it and \d+ after it"):
         step_counts(sdf, "i", start=100, step=10, steps=3)
     with pytest.raises(DomainError, match="must be a timestamp"):
         step_counts(sdf, "i", start=t0, step=dt.timedelta(seconds=1), steps=3)
