@@ -10,7 +10,9 @@ Spark DataFrame is identical to the in-memory release for the same ``rng``:
 * decision data: ``MAXGDDP(...).publish(spark_df, ...)`` / ``DiffGen(...).publish(spark_df, ...)``
   (one Spark job per specialisation level, one for the leaf cells);
 * streams: :func:`step_counts` (events per declared time step) and :class:`StreamSink`, a
-  Structured Streaming ``foreachBatch`` sink feeding a running stream publisher.
+  Structured Streaming ``foreachBatch`` sink feeding a running stream publisher;
+* local DP: ``OUE/SUE/OLH(...).aggregate(reports_df)`` and ``.estimate(reports_df, ...)`` sum
+  stored reports (packed bits, OLH rows) in Spark.
 
 PySpark is imported only when one of these runs (``import privpub.spark`` works without the
 extra). Spark holds the raw data: differential privacy protects the *output*; see docs/spark.md.
