@@ -51,7 +51,7 @@ def _fine_expr(attr: Attr) -> Column:
     if attr.kind == "cat":
         return category_code(attr.name, attr.source.categories, attr.cat_to_fine)
     x = F.col(attr.name).cast("double")
-    tick = F.least(F.greatest(F.rint((x - F.lit(float(attr.lo))) / F.lit(float(attr.q))), F.lit(0.0)),
+    tick: Column = F.least(F.greatest(F.rint((x - F.lit(float(attr.lo))) / F.lit(float(attr.q))), F.lit(0.0)),
                    F.lit(float(attr.n_ticks - 1))).cast("long")
     if attr.kind == "ticks":
         return tick
@@ -124,12 +124,13 @@ class SparkDecisionCounts:
     def _cut_index(self, cut: Cut, j: int) -> Column:
         F = require_pyspark()
         if len(cut.starts) == 1:
-            return F.lit(0).cast("long")
+            zero: Column = F.lit(0).cast("long")
+            return zero
         return searchsorted_expr(F.col(f"f{j}"), [*cut.starts, cut.attr.n_fine])
 
     def _mixed_radix(self, cuts: list[Cut], group: list[int]) -> Column:
         F = require_pyspark()
-        key = F.lit(0).cast("long")
+        key: Column = F.lit(0).cast("long")
         for j in group:
             key = key * F.lit(len(cuts[j].starts)).cast("long") + self._cut_index(cuts[j], j)
         return key

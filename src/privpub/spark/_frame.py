@@ -109,9 +109,11 @@ def searchsorted_expr(x: Column, edges: Sequence[float]) -> Column:
 
     def node(lo: int, hi: int) -> Column:  # answer in [lo, hi)
         if hi - lo == 1:
-            return F.lit(lo).cast("long")
+            leaf: Column = F.lit(lo).cast("long")
+            return leaf
         mid = (lo + hi) // 2
-        return F.when(x < F.lit(e[mid]), node(lo, mid)).otherwise(node(mid, hi))
+        branch: Column = F.when(x < F.lit(e[mid]), node(lo, mid)).otherwise(node(mid, hi))
+        return branch
 
     return node(0, len(e) - 1)
 
@@ -122,7 +124,8 @@ def searchsorted_expr(x: Column, edges: Sequence[float]) -> Column:
 def numeric_value(df: DataFrame, name: str) -> Column:
     """Column ``name`` as double (the in-memory encoders' ``np.asarray(values, float64)``)."""
     F = require_pyspark()
-    return F.col(name).cast("double")
+    col: Column = F.col(name).cast("double")
+    return col
 
 
 def is_numeric_column(df: DataFrame, name: str) -> bool:
@@ -139,7 +142,8 @@ def category_code(name: str, categories: Sequence[str], codes: Sequence[int] | N
     pairs: list[Any] = []
     for i, c in enumerate(categories):
         pairs += [F.lit(str(c)), F.lit(int(codes[i] if codes is not None else i)).cast("long")]
-    return F.try_element_at(F.create_map(*pairs), F.col(name).cast("string"))
+    code: Column = F.try_element_at(F.create_map(*pairs), F.col(name).cast("string"))
+    return code
 
 
 def numeric_stats_exprs(name: str, tag: str) -> list[Column]:
@@ -174,9 +178,10 @@ def is_missing(df: DataFrame, name: str) -> Column:
     from pyspark.sql.types import DoubleType, FloatType
 
     raw = F.col(name)
+    missing: Column = raw.isNull()
     if isinstance(df.schema[name].dataType, DoubleType | FloatType):
-        return raw.isNull() | F.isnan(raw)
-    return raw.isNull()
+        missing = missing | F.isnan(raw)
+    return missing
 
 
 def categorical_stats_exprs(df: DataFrame, attr: CategoricalAttribute, tag: str) -> list[Column]:

@@ -94,6 +94,7 @@ def counts(
             raise DomainError(f"values must lie in the declared categories, got {rows[0]['v']!r} "
                               f"({got[_ABOVE]} undeclared values)")
         return _dense(got["bins"], len(cats))
+    assert bins is not None
     edges = check_array(bins, "bins", ndim=1).astype(np.float64)
     if edges.size < 2 or np.any(np.diff(edges) <= 0):
         raise ParameterError("bins must be at least two strictly increasing edges")
