@@ -26,3 +26,27 @@ def data_dir() -> Path:
     if not path.is_dir():
         pytest.skip(f"real datasets not found at {path}; set PRIVPUB_DATA")
     return path
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Spark tests share one JVM: they all run on one xdist worker (``--dist loadgroup``)."""
+    for item in items:
+        if item.get_closest_marker("spark") is not None:
+            item.add_marker(pytest.mark.xdist_group("spark"))
+
+
+@pytest.fixture(scope="session")
+def spark():  # type: ignore[no-untyped-def]
+    """One local Spark session (``local[2]``, UI off, bound to 127.0.0.1) for the whole run.
+
+    Spark tests are marked ``spark``; without the ``privpub[spark]`` extra they are skipped
+    (CI installs the extra, so there they run).
+    """
+    if not os.environ.get("CI"):  # on CI the extra is installed: a missing PySpark must fail, not skip
+        pytest.importorskip("pyspark", reason="the privpub[spark] extra is not installed")
+    from privpub.spark import local_session
+
+    session = local_session(2, app_name="privpub-tests", shuffle_partitions=2)
+    yield session
+    session.stop()

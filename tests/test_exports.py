@@ -8,7 +8,7 @@ import pytest
 
 PACKAGES = ["privpub", "privpub.core", "privpub.ldp", "privpub.errors", "privpub.metrics", "privpub.datasets",
             "privpub.histogram", "privpub.ldp_synth", "privpub.spatial", "privpub.decision", "privpub.stream",
-            "privpub.audit", "privpub.service", "privpub.client"]
+            "privpub.audit", "privpub.service", "privpub.client", "privpub.spark"]
 
 
 @pytest.mark.parametrize("name", PACKAGES)

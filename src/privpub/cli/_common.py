@@ -81,6 +81,9 @@ BudgetFileOption = Annotated[Path | None, typer.Option(
 BudgetTotalOption = Annotated[float | None, typer.Option(
     "--budget-total", help="Create --budget-file with this total epsilon if it does not exist (it must "
     "match the file's total if it does).")]
+EngineOption = Annotated[str, typer.Option(
+    "--engine", help="Where the data-sized aggregation runs: pandas (default, one machine) or spark (a local[2] "
+    "session reads the CSV/Parquet input; needs privpub[spark]).")]
 DataLabelOption = Annotated[str | None, typer.Option(
     "--data-label", help="Label of the data in the budget file (default: the input file's name).")]
 
@@ -171,6 +174,32 @@ def read_table(path: Path | str, *, usecols: list[str] | None = None) -> pd.Data
         if type(exc).__module__.startswith("pyarrow"):
             raise ParameterError(f"could not read {str(p)!r} as Parquet: {_one_line(str(exc))[:300]}") from exc
         raise
+
+
+def check_engine(engine: str) -> str:
+    if engine not in ("pandas", "spark"):
+        raise ParameterError(f"--engine must be 'pandas' or 'spark', got {engine!r}")
+    return engine
+
+
+def read_spark_table(path: Path | str) -> Any:
+    """A CSV (header, inferred types) or Parquet file (or directory of Parquet files) as a Spark DataFrame.
+
+    Uses the active Spark session if any (``spark-submit``), else a ``local[2]`` one
+    (:func:`privpub.spark.local_session`); only aggregates come back to this process.
+    """
+    p = Path(path)
+    if not p.exists():
+        raise DataNotFoundError(f"input {str(p)!r} does not exist")
+    suffix = p.suffix.lower()
+    if suffix not in (".csv", ".parquet", ".pq") and not p.is_dir():
+        raise ParameterError(f"--engine spark reads CSV or Parquet input, got {str(p)!r}")
+    from privpub.spark import local_session
+
+    spark = local_session(2, app_name="privpub-cli")
+    if suffix == ".csv":
+        return spark.read.option("header", True).option("inferSchema", True).option("mode", "FAILFAST").csv(str(p))
+    return spark.read.parquet(str(p))
 
 
 def read_json(path: Path | str, what: str) -> Any:

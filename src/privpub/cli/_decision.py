@@ -12,7 +12,9 @@ from privpub.cli._common import (
     BudgetFileOption,
     BudgetTotalOption,
     DataLabelOption,
+    EngineOption,
     ForceOption,
+    check_engine,
     check_out_dir,
     check_output,
     echo_session,
@@ -20,6 +22,7 @@ from privpub.cli._common import (
     open_session,
     publish_kwargs,
     read_json,
+    read_spark_table,
     read_table,
     write_table,
 )
@@ -115,6 +118,7 @@ def register(app: typer.Typer, reproduce_app: typer.Typer) -> None:
         budget_file: BudgetFileOption = None,
         budget_total: BudgetTotalOption = None,
         data_label: DataLabelOption = None,
+        engine: EngineOption = "pandas",
     ) -> None:
         """Release a decision table (MAXGDDP, paper 003; or DiffGen) under epsilon-DP.
 
@@ -124,6 +128,7 @@ def register(app: typer.Typer, reproduce_app: typer.Typer) -> None:
 
         if method not in PUBLISHERS:
             raise ParameterError(f"--method must be one of {sorted(PUBLISHERS)}, got {method!r}")
+        check_engine(engine)
         check_output(output, force=force, inputs=[input, schema, taxonomy], supported=FORMATS)
         if ledger is not None:
             check_output(ledger, force=force, inputs=[input, schema, taxonomy, output], option="--ledger",
@@ -140,7 +145,7 @@ def register(app: typer.Typer, reproduce_app: typer.Typer) -> None:
         _check_levels(publisher, epsilon, levels)
         session = open_session(budget_file, budget_total, data_label or input.name)
         extra = publish_kwargs(publisher.publish, session, "decision")
-        frame = read_table(input)
+        frame = read_spark_table(input) if engine == "spark" else read_table(input)
         release = publisher.publish(frame, schema=sch, epsilon=epsilon, rng=seed, **extra)
         table = release.synthetic() if synthetic else release.cells
         write_table(table, output, force=force, formats=FORMATS)

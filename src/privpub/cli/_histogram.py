@@ -16,13 +16,16 @@ from privpub.cli._common import (
     BudgetFileOption,
     BudgetTotalOption,
     DataLabelOption,
+    EngineOption,
     ForceOption,
+    check_engine,
     check_out_dir,
     check_output,
     echo_session,
     handle_errors,
     open_session,
     publish_kwargs,
+    read_spark_table,
     read_table,
     write_table,
 )
@@ -115,6 +118,29 @@ def _counts_from_frame(
     return counts, range(lo, hi + 1)
 
 
+def _spark_counts(input: Path, *, column: str | None, categories: str | None, bins: str | None,
+                  integer_range: str | None, counts_column: str | None, method: str) -> tuple[np.ndarray, Any]:
+    """``--engine spark``: counts per declared bin of ``--column``, computed in Spark (privpub.spark.counts)."""
+    from privpub.spark import counts
+
+    if column is None or counts_column is not None or integer_range is not None or (bins is None) == (categories is None):
+        raise ParameterError("--engine spark counts raw records: give --column with exactly one of --bins or "
+                             "--categories")
+    frame = read_spark_table(input)
+    if column not in frame.columns:
+        raise DomainError(f"column {column!r} is not in {str(input)!r} (columns: {', '.join(frame.columns)})")
+    if categories is not None:
+        cats = _split_list(categories)
+        _check_bins(len(cats), method, "--categories")
+        return counts(frame, column, categories=cats), cats
+    try:
+        edges = [float(v) for v in _split_list(str(bins))]
+    except ValueError as exc:
+        raise ParameterError(f"--bins must be comma-separated numbers, got {bins!r}") from exc
+    _check_bins(max(len(edges) - 1, 0), method, "--bins")
+    return counts(frame, column, edges), [f"[{a:g}, {b:g})" for a, b in itertools.pairwise(edges)]
+
+
 def _read_counts(input: Path, column: str | None, counts_column: str | None) -> pd.DataFrame | np.ndarray:
     """The input table, or the counts themselves for a plain 1-D .npy file (one bin per entry)."""
     if input.suffix.lower() == ".npy" and column is None and counts_column is None:
@@ -183,6 +209,7 @@ def register(app: typer.Typer, reproduce_app: typer.Typer) -> None:
         budget_total: BudgetTotalOption = None,
         data_label: DataLabelOption = None,
         quiet: Annotated[bool, typer.Option("--quiet", help="No progress messages.")] = False,
+        engine: EngineOption = "pandas",
     ) -> None:
         """Publish a histogram under epsilon-DP with HPHP or a baseline; writes bin, count, group."""
         if method in NON_PRIVATE_METHODS and not non_private:
@@ -196,8 +223,14 @@ def register(app: typer.Typer, reproduce_app: typer.Typer) -> None:
         pub = _publisher(method, split, noise)
         session = open_session(budget_file, budget_total, data_label or input.name)
         extra = publish_kwargs(pub.publish, session, "histogram")
-        data = _read_counts(input, column, counts_column)
-        if isinstance(data, np.ndarray):
+        if check_engine(engine) == "spark":
+            data = _spark_counts(input, column=column, categories=categories, bins=bins,
+                                 integer_range=integer_range, counts_column=counts_column, method=method)
+        else:
+            data = _read_counts(input, column, counts_column)
+        if isinstance(data, tuple):
+            counts, labels = data
+        elif isinstance(data, np.ndarray):
             if categories or bins or integer_range:
                 raise ParameterError("--categories/--bins/--integer-range apply to --column of a table")
             _check_bins(len(data), method, "the length of the .npy input")

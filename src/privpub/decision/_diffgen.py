@@ -27,13 +27,19 @@ from privpub.core import (
     exponential_mechanism_ranges,
 )
 from privpub.core._rng import RNGLike
-from privpub.decision._kernels import MIN_LEVEL_EPSILON, child_class_counts, info_gain, split_segments
+from privpub.decision._aggregate import open_counts
+from privpub.decision._kernels import (
+    MIN_LEVEL_EPSILON,
+    child_class_counts,
+    class_counts_by_value,
+    info_gain,
+    split_segments_from_counts,
+)
 from privpub.decision._model import (
     Attr,
     Cut,
     Specialization,
     compile_schema,
-    encode_frame,
     n_cells_of,
     n_specializations,
 )
@@ -41,7 +47,7 @@ from privpub.decision._release import DecisionRelease, build_release, check_cell
 from privpub.decision._validation import check_common
 from privpub.errors import ParameterError
 
-__all__ = ["DiffGen", "segment_scores"]
+__all__ = ["DiffGen", "segment_scores", "segment_scores_from_counts"]
 
 I64 = NDArray[np.int64]
 
@@ -57,7 +63,16 @@ def segment_scores(
     ticks: I64, y: I64, n_classes: int, lo: int, hi: int, score: str
 ) -> tuple[I64, I64, NDArray[np.float64]]:
     """Split segments of ``[lo, hi)`` and their scores (Max or InfoGain of the two halves)."""
-    seg_lo, seg_hi, left, right = split_segments(ticks, y, n_classes, lo, hi)
+    uniq, counts = class_counts_by_value(np.asarray(ticks, dtype=np.int64), np.asarray(y, dtype=np.int64), n_classes)
+    return segment_scores_from_counts(uniq, counts, lo, hi, score)
+
+
+def segment_scores_from_counts(
+    ticks: I64, class_counts: NDArray[np.int64], lo: int, hi: int, score: str
+) -> tuple[I64, I64, NDArray[np.float64]]:
+    """:func:`segment_scores` from the distinct ticks of ``[lo, hi)`` and their ``(m, K)`` class counts."""
+    n_classes = class_counts.shape[1]
+    seg_lo, seg_hi, left, right = split_segments_from_counts(ticks, class_counts, lo, hi)
     m = seg_lo.size
     counts = np.empty((2 * m, n_classes), dtype=np.int64)
     counts[0::2], counts[1::2] = left, right
@@ -153,8 +168,7 @@ class DiffGen(Publisher):
         tests only): its ledger records the leaks and it is refused under a session."""
         eps = check_epsilon(epsilon)
         attrs = self.compile(schema)
-        fine, y = encode_frame(attrs, schema, data, with_class=True)
-        assert y is not None
+        data_counts = open_counts(attrs, schema, data)  # validates the data (in Spark for a Spark DataFrame)
         k = len(schema.classes or ())
         du = math.log2(k) if self.score == "infogain" else 1.0
         n_num = sum(a.kind == "ticks" for a in attrs)
@@ -175,22 +189,21 @@ class DiffGen(Publisher):
                         when=f"levels={self.levels} specialises every attribute to its finest cut (the schema "
                              f"allows {n_spec} specialisations), of")
         gen = as_generator(rng)
-        # per tick attribute: records sorted by tick, and per-class sorted ticks
-        order = {a: np.argsort(fine[:, a], kind="stable") for a, at in enumerate(attrs) if at.kind == "ticks"}
-        srt = {a: (fine[o, a], y[o]) for a, o in order.items()}
-        by_class = {a: [np.sort(fine[y == c, a]) for c in range(k)] for a in order}
+        # DiffGen's scores are pooled over the table: the class counts per fine code of every
+        # attribute (one aggregation) are all the selection reads
+        marg = data_counts.marginals()
+        order = [a for a, at in enumerate(attrs) if at.kind == "ticks"]
         splits: dict[tuple[int, int], int] = {}
 
         def em_split(a: int, lo: int, hi: int, note: str) -> int:
             """Split tick of ``[lo, hi)``: the exponential mechanism over every tick ``lo < s < hi``."""
-            ts, ys = srt[a]
+            ts, cs = marg[a]
             i0, i1 = np.searchsorted(ts, [lo, hi])
-            seg_lo, seg_hi, u = segment_scores(ts[i0:i1], ys[i0:i1], k, lo, hi, self.score)
+            seg_lo, seg_hi, u = segment_scores_from_counts(ts[i0:i1], cs[i0:i1], lo, hi, self.score)
             if exact:
                 return int(seg_lo[int(np.argmax(u))])
             return exponential_mechanism_ranges(seg_lo, seg_hi + 1, u, epsilon=e, sensitivity=du, rng=gen, note=note)
 
-        zeros = np.zeros(len(y), dtype=np.int64)
         cuts = [Cut.root(a) for a in attrs]
         history: list[Specialization] = []
         with accounting(eps, method="diffgen", session=session, data=describe_data(data), private=not exact) as acc:
@@ -200,7 +213,7 @@ class DiffGen(Publisher):
                         splits[(a, 0)] = em_split(a, 0, attrs[a].n_fine,
                                                   "split tick over all ticks, uniform base measure")
             for i in range(self.levels):
-                cands, scores = self._candidates(cuts, attrs, splits, fine, y, k, zeros, by_class)
+                cands, scores = self._candidates(cuts, attrs, splits, marg)
                 if not cands:
                     break
                 with acc.step(f"level {i + 1} selection"):
@@ -236,16 +249,17 @@ class DiffGen(Publisher):
                 acc.leak("leaf counts", "the true cell counts, no noise")
             leaf_eps = eps - acc.total if self.reuse_unspent and not exact else eps / 2.0
             with acc.step("leaf counts"):
-                cells = leaf_cells(cuts, fine, y, k, epsilon=leaf_eps, noise=self.noise, exact=exact,
+                cells = leaf_cells(cuts, data_counts, k, epsilon=leaf_eps, noise=self.noise, exact=exact,
                                    max_rows=self.max_synthetic_rows, gen=gen)
             return build_release(cuts=cuts, cells=cells, schema=schema, history=history, ledger=acc.seal(),
                                  epsilon=eps, method="diffgen", private=not exact, params=self.params())
 
     def _candidates(
-        self, cuts: list[Cut], attrs: tuple[Attr, ...], splits: dict[tuple[int, int], int], fine: I64, y: I64,
-        k: int, zeros: I64, by_class: dict[int, list[I64]],
+        self, cuts: list[Cut], attrs: tuple[Attr, ...], splits: dict[tuple[int, int], int],
+        marg: dict[int, tuple[I64, NDArray[np.int64]]],
     ) -> tuple[list[tuple[int, int, int]], NDArray[np.float64]]:
-        """The specialisable cut nodes and intervals ``(attr, node or start, end)`` and their scores."""
+        """The specialisable cut nodes and intervals ``(attr, node or start, end)`` and their scores,
+        from the per-attribute class marginals ``marg`` (distinct fine codes, ``(m, K)`` counts)."""
         cands: list[tuple[int, int, int]] = []
         node_rows: list[int] = []
         tick_rows: list[int] = []
@@ -272,14 +286,20 @@ class DiffGen(Publisher):
             lo = np.asarray([at.node_lo[c] for ks in kid_lists for c in ks], dtype=np.int64)
             hi = np.asarray([at.node_hi[c] for ks in kid_lists for c in ks], dtype=np.int64)
             own = np.asarray([idx for idx, ks in zip(members, kid_lists) for _ in ks], dtype=np.int64)
-            cnt = child_class_counts(zeros, 1, fine[:, a], at.n_fine, y, k, lo, hi)[0]
+            vals, cs = marg[a]
+            k = cs.shape[1]
+            cnt = child_class_counts(np.zeros(cs.size, dtype=np.int64), 1, np.repeat(vals, k), at.n_fine,
+                                     np.tile(np.arange(k, dtype=np.int64), vals.size), k, lo, hi,
+                                     weights=cs.reshape(-1))[0]
             scores += _scores_from_counts(cnt, own, len(cands), self.score)
         if tick_rows:
             rows = []
             for idx in tick_rows:
                 a, s0, s1 = cands[idx]
                 bounds = np.asarray([s0, splits[(a, s0)], s1])
-                rows.append(np.stack([np.diff(np.searchsorted(bc, bounds)) for bc in by_class[a]], axis=1))
+                vals, cs = marg[a]
+                cum = np.vstack([np.zeros((1, cs.shape[1]), dtype=np.int64), np.cumsum(cs, axis=0)])
+                rows.append(np.diff(cum[np.searchsorted(vals, bounds)], axis=0))
             t_owner = np.repeat(np.asarray(tick_rows, dtype=np.int64), 2)
             scores += _scores_from_counts(np.vstack(rows), t_owner, len(cands), self.score)
         return cands, scores

@@ -12,6 +12,7 @@ from privpub.errors import ParameterError
 
 __all__ = [
     "candidate_max_scores",
+    "class_counts_by_value",
     "child_class_counts",
     "compact_ids",
     "expected_noise_rows",
@@ -20,6 +21,8 @@ __all__ = [
     "max_levels",
     "max_score",
     "split_segments",
+    "split_segments_from_counts",
+    "weighted_bincount",
 ]
 
 I64 = NDArray[np.int64]
@@ -110,15 +113,33 @@ def compact_ids(columns: list[I64], sizes: list[int], n: int) -> tuple[I64, int]
     return inv.astype(np.int64).reshape(-1), len(uniq)
 
 
+def weighted_bincount(keys: I64, weights: I64 | None, size: int) -> I64:
+    """``bincount`` of ``keys`` (each counted ``weights[i]`` times, once if None), exact in int64.
+
+    Weighted rows are pre-aggregated counts (e.g. from Spark): summed in float64 only while the
+    total stays below 2**53 (every partial sum is then exact), otherwise with ``np.add.at`` in int64.
+    """
+    if weights is None:
+        return np.bincount(keys, minlength=size).astype(np.int64)
+    w = np.asarray(weights, dtype=np.int64)
+    if w.size and int(w.sum(dtype=np.int64)) < 1 << 53 and int(w.min()) >= 0:
+        return np.bincount(keys, weights=w.astype(np.float64), minlength=size).astype(np.int64)
+    out = np.zeros(size, dtype=np.int64)
+    np.add.at(out, keys, w)
+    return out
+
+
 def child_class_counts(
-    pid: I64, n_parts: int, fine: I64, n_fine: int, y: I64, n_classes: int, lo: I64, hi: I64
+    pid: I64, n_parts: int, fine: I64, n_fine: int, y: I64, n_classes: int, lo: I64, hi: I64,
+    weights: I64 | None = None,
 ) -> NDArray[np.int64]:
     """Class counts of every child range ``[lo[c], hi[c])`` of fine codes within each partition.
 
-    Returns an array of shape ``(n_parts, len(lo), n_classes)``; one ``bincount`` plus prefix sums.
+    ``weights`` (optional) gives each row's multiplicity (pre-aggregated rows). Returns an array
+    of shape ``(n_parts, len(lo), n_classes)``; one ``bincount`` plus prefix sums.
     """
     flat = (pid * n_fine + fine) * n_classes + y
-    cnt = np.bincount(flat, minlength=n_parts * n_fine * n_classes).reshape(n_parts, n_fine, n_classes)
+    cnt = weighted_bincount(flat, weights, n_parts * n_fine * n_classes).reshape(n_parts, n_fine, n_classes)
     cum = np.zeros((n_parts, n_fine + 1, n_classes), dtype=np.int64)
     np.cumsum(cnt, axis=1, out=cum[:, 1:, :])
     return cum[:, hi, :] - cum[:, lo, :]
@@ -145,7 +166,7 @@ SCORE_BLOCK = 1 << 22
 
 def candidate_max_scores(
     pid: I64, n_parts: int, fine: I64, n_fine: int, y: I64, n_classes: int,
-    lo: I64, hi: I64, owner: I64, n_candidates: int, *, disjoint: bool,
+    lo: I64, hi: I64, owner: I64, n_candidates: int, *, disjoint: bool, weights: I64 | None = None,
 ) -> I64:
     """Max score per candidate: ``sum_P sum_c max_k |T_P,c^k|`` over partitions ``P`` (spec §2.4, §6).
 
@@ -154,15 +175,17 @@ def candidate_max_scores(
     nodes of one cut), so each record is counted once, sparsely (``O(n log n)`` time, ``O(n)``
     memory, whatever the number of partitions and categories). Otherwise (grid splits, whose
     children overlap) prefix sums over fine codes, a block of partitions at a time so that no
-    array exceeds :data:`SCORE_BLOCK` elements.
+    array exceeds :data:`SCORE_BLOCK` elements. ``weights`` (optional): the multiplicity of
+    every row, for pre-aggregated rows (the Spark backend); the scores are the same integers.
     """
     if disjoint:
-        per_child = _disjoint_child_max(pid, n_parts, fine, y, n_classes, lo, hi)
+        per_child = _disjoint_child_max(pid, n_parts, fine, y, n_classes, lo, hi, weights)
         return _per_candidate(per_child, owner, n_candidates)
     per_row = (n_fine + 1 + lo.size) * n_classes
     rows = max(1, SCORE_BLOCK // per_row)
     if n_parts <= rows:
-        return max_score(child_class_counts(pid, n_parts, fine, n_fine, y, n_classes, lo, hi), owner, n_candidates)
+        return max_score(child_class_counts(pid, n_parts, fine, n_fine, y, n_classes, lo, hi, weights),
+                         owner, n_candidates)
     order = np.argsort(pid, kind="stable")
     sorted_pid = pid[order]
     per_child = np.zeros(lo.size, dtype=np.int64)
@@ -171,12 +194,14 @@ def candidate_max_scores(
         b0, b1 = np.searchsorted(sorted_pid, [p0, p1])
         sel = order[b0:b1]
         if sel.size:
-            counts = child_class_counts(pid[sel] - p0, p1 - p0, fine[sel], n_fine, y[sel], n_classes, lo, hi)
+            counts = child_class_counts(pid[sel] - p0, p1 - p0, fine[sel], n_fine, y[sel], n_classes, lo, hi,
+                                        None if weights is None else weights[sel])
             per_child += counts.max(axis=2).sum(axis=0)
     return _per_candidate(per_child, owner, n_candidates)
 
 
-def _disjoint_child_max(pid: I64, n_parts: int, fine: I64, y: I64, n_classes: int, lo: I64, hi: I64) -> I64:
+def _disjoint_child_max(pid: I64, n_parts: int, fine: I64, y: I64, n_classes: int, lo: I64, hi: I64,
+                        weights: I64 | None = None) -> I64:
     """``sum_P max_k count(P, c, k)`` for disjoint child ranges ``c`` (records outside all count nowhere)."""
     n_children = lo.size
     per_child = np.zeros(n_children, dtype=np.int64)
@@ -187,14 +212,16 @@ def _disjoint_child_max(pid: I64, n_parts: int, fine: I64, y: I64, n_classes: in
     c = np.searchsorted(slo, fine, side="right") - 1
     inside = (c >= 0) & (fine < shi[np.maximum(c, 0)])
     c, p, k = c[inside], pid[inside], y[inside]
+    w = None if weights is None else weights[inside]
     if n_parts * n_children * n_classes >= 1 << 62:  # cannot happen for n_parts <= n records; be safe
         raise ParameterError(f"{n_parts} partitions x {n_children} children x {n_classes} classes overflow int64")
     size = n_parts * n_children * n_classes
     if size <= SCORE_BLOCK:
-        cnt = np.bincount((p * n_children + c) * n_classes + k, minlength=size)
+        cnt = weighted_bincount((p * n_children + c) * n_classes + k, w, size)
         sorted_max = cnt.reshape(n_parts, n_children, n_classes).max(axis=2).sum(axis=0)
     else:
-        keys, counts = np.unique((p * n_children + c) * n_classes + k, return_counts=True)
+        keys, inv = np.unique((p * n_children + c) * n_classes + k, return_inverse=True)
+        counts = weighted_bincount(inv.reshape(-1), w, keys.size)
         group = keys // n_classes  # (partition, child), sorted
         first = np.flatnonzero(np.r_[True, group[1:] != group[:-1]])
         sorted_max = np.zeros(n_children, dtype=np.int64)
@@ -237,28 +264,44 @@ def info_gain(child_counts: NDArray[np.int64], owner: I64, n_candidates: int) ->
     return np.asarray(out, dtype=np.float64)
 
 
+def class_counts_by_value(values: I64, y: I64, n_classes: int) -> tuple[I64, NDArray[np.int64]]:
+    """Distinct ``values`` (ascending) and the ``(m, K)`` class counts of each (an exact marginal)."""
+    uniq, inv = np.unique(values, return_inverse=True)
+    counts = weighted_bincount(inv.reshape(-1) * n_classes + y, None, uniq.size * n_classes)
+    return uniq.astype(np.int64), counts.reshape(uniq.size, n_classes)
+
+
 def split_segments(
     ticks: I64, y: I64, n_classes: int, lo: int, hi: int
 ) -> tuple[I64, I64, NDArray[np.int64], NDArray[np.int64]]:
     """Segments of split ticks ``s in {lo+1..hi-1}`` on which the split's class counts are constant.
 
-    ``ticks`` (sorted ascending) and ``y`` are the records of the interval ``[lo, hi)``. A record
-    goes left iff ``t < s``. Returns ``(seg_lo, seg_hi, left, right)``: inclusive segment
-    bounds and the ``(m, K)`` class counts left and right of any ``s`` in each segment; empty
-    segments are dropped (spec §3, "Split value").
+    ``ticks`` and ``y`` are the records of the interval ``[lo, hi)``. A record goes left iff
+    ``t < s``. Returns ``(seg_lo, seg_hi, left, right)``: inclusive segment bounds and the
+    ``(m, K)`` class counts left and right of any ``s`` in each segment; empty segments are
+    dropped (spec §3, "Split value"). Same as :func:`split_segments_from_counts` on the
+    records' per-tick class counts.
     """
-    total = np.bincount(y, minlength=n_classes).astype(np.int64)
+    uniq, counts = class_counts_by_value(np.asarray(ticks, dtype=np.int64), np.asarray(y, dtype=np.int64), n_classes)
+    return split_segments_from_counts(uniq, counts, lo, hi)
+
+
+def split_segments_from_counts(
+    ticks: I64, counts: NDArray[np.int64], lo: int, hi: int
+) -> tuple[I64, I64, NDArray[np.int64], NDArray[np.int64]]:
+    """:func:`split_segments` from aggregated records: distinct ``ticks`` in ``[lo, hi)``
+    (ascending) and their ``(m, K)`` class counts (rows with all-zero counts are ignored)."""
+    n_classes = counts.shape[1]
+    keep_rows = counts.sum(axis=1) > 0
+    ticks, counts = ticks[keep_rows], counts[keep_rows]
+    total = counts.sum(axis=0).astype(np.int64)
     if ticks.size == 0:
         seg_lo = np.array([lo + 1], dtype=np.int64)
         seg_hi = np.array([hi - 1], dtype=np.int64)
         z = np.zeros((1, n_classes), dtype=np.int64)
         return seg_lo, seg_hi, z, z.copy()
-    onehot = np.zeros((ticks.size, n_classes), dtype=np.int64)
-    onehot[np.arange(ticks.size), y] = 1
-    cum = np.cumsum(onehot, axis=0)
-    last = np.flatnonzero(np.r_[ticks[1:] != ticks[:-1], True])  # end of each distinct-tick group
-    b = ticks[last]
-    left_after = cum[last]  # left counts once s > b_j
+    left_after = np.cumsum(counts, axis=0)  # left counts once s > b_j
+    b = ticks
     seg_lo = np.r_[lo + 1, b + 1]
     seg_hi = np.r_[b, hi - 1]
     left = np.vstack([np.zeros((1, n_classes), dtype=np.int64), left_after])

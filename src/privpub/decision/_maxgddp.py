@@ -26,14 +26,13 @@ from privpub.core import (
     report_noisy_max,
 )
 from privpub.core._rng import RNGLike
+from privpub.decision._aggregate import DecisionCounts, InMemoryCounts, open_counts
 from privpub.decision._kernels import candidate_max_scores, level_budgets
 from privpub.decision._model import (
     Attr,
     Cut,
     Specialization,
     compile_schema,
-    cut_partition_ids,
-    encode_frame,
     n_cells_of,
     n_specializations,
 )
@@ -41,7 +40,7 @@ from privpub.decision._release import DecisionRelease, build_release, check_cell
 from privpub.decision._validation import check_common
 from privpub.errors import ParameterError
 
-__all__ = ["MAXGDDP", "candidates", "score_candidates"]
+__all__ = ["MAXGDDP", "candidates", "score_candidates", "scores_from_counts"]
 
 log = logging.getLogger(__name__)
 
@@ -87,30 +86,30 @@ def candidates(cuts: list[Cut]) -> list[Candidate]:
 def score_candidates(
     cands: list[Candidate], cuts: list[Cut], fine: I64, y: I64, n_classes: int, score: str
 ) -> I64:
-    """Max scores of all candidates, vectorised per attribute (spec §2.4, §6); exact int64."""
-    n = fine.shape[0]
-    sizes = [len(c.starts) for c in cuts]
-    cidx = np.stack([c.index(fine[:, j]) for j, c in enumerate(cuts)], axis=1)
+    """Max scores of all candidates from the records' fine codes and classes (spec §2.4, §6); exact int64."""
+    return scores_from_counts(cands, cuts, InMemoryCounts(fine, y, n_classes), score)
+
+
+def scores_from_counts(cands: list[Candidate], cuts: list[Cut], counts: DecisionCounts, score: str) -> I64:
+    """Max scores of all candidates from the aggregates ``counts`` answers for this cut.
+
+    One :meth:`~privpub.decision._aggregate.DecisionCounts.level_tables` request per level (one
+    Spark job for a Spark DataFrame); the scores are vectorised per attribute and exact int64.
+    """
     out = np.zeros(len(cands), dtype=np.int64)
     by_attr: dict[int, list[int]] = {}
     for i, c in enumerate(cands):
         by_attr.setdefault(c.attr, []).append(i)
-    full: tuple[I64, int] | None = None
+    tables = counts.level_tables(cuts, sorted(by_attr), pooled=score == "max")
     for a, members in by_attr.items():
-        if score == "max":
-            pid, n_parts = np.zeros(n, dtype=np.int64), 1
-        elif sizes[a] > 1:
-            pid, n_parts = cut_partition_ids(cidx, sizes, skip=a)
-        else:
-            if full is None:
-                full = cut_partition_ids(cidx, sizes)
-            pid, n_parts = full
+        t = tables[a]
         lo = np.asarray([x for i in members for x in cands[i].child_lo], dtype=np.int64)
         hi = np.asarray([x for i in members for x in cands[i].child_hi], dtype=np.int64)
         owner = np.asarray([k for k, i in enumerate(members) for _ in cands[i].child_lo], dtype=np.int64)
         at = cuts[a].attr
-        out[np.asarray(members)] = candidate_max_scores(pid, n_parts, fine[:, a], at.n_fine, y, n_classes, lo, hi,
-                                                        owner, len(members), disjoint=at.hierarchical)
+        out[np.asarray(members)] = candidate_max_scores(t.pid, t.n_parts, t.fine, at.n_fine, t.y, counts.n_classes,
+                                                        lo, hi, owner, len(members), disjoint=at.hierarchical,
+                                                        weights=t.weights)
     return out
 
 
@@ -273,8 +272,7 @@ class MAXGDDP(Publisher):
         its ledger records the leaks (``epsilon = inf``) and it is refused under a session."""
         eps = check_epsilon(epsilon)
         attrs = self.compile(schema)
-        fine, y = encode_frame(attrs, schema, data, with_class=True)
-        assert y is not None
+        counts = open_counts(attrs, schema, data)  # validates the data (in Spark for a Spark DataFrame)
         k = len(schema.classes or ())
         eps1 = eps * self.split
         eps2 = eps - eps1
@@ -297,7 +295,7 @@ class MAXGDDP(Publisher):
                 if not cands:
                     log.info("MAXGDDP: nothing left to specialise after %d levels", i)
                     break
-                scores = score_candidates(cands, cuts, fine, y, k, self.score)
+                scores = scores_from_counts(cands, cuts, counts, self.score)
                 with acc.step(f"level {i + 1} selection"):
                     if exact:
                         j = int(np.argmax(scores))
@@ -312,7 +310,7 @@ class MAXGDDP(Publisher):
                 acc.leak("selection", f"{len(history)} levels: exact argmax of the Max scores, no noise")
                 acc.leak("leaf counts", "the true cell counts, no noise")
             with acc.step("leaf counts"):
-                cells = leaf_cells(cuts, fine, y, k, epsilon=eps2, noise=self.noise, exact=exact,
+                cells = leaf_cells(cuts, counts, k, epsilon=eps2, noise=self.noise, exact=exact,
                                    max_rows=self.max_synthetic_rows, gen=gen)
             return build_release(cuts=cuts, cells=cells, schema=schema, history=history, ledger=acc.seal(),
                                  epsilon=eps, method="maxgddp", private=not exact, params=self.params())

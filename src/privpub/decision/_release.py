@@ -12,6 +12,7 @@ from numpy.typing import NDArray
 
 from privpub.core import BudgetLedger, Release, Schema, as_generator, sparse_noisy_counts
 from privpub.core._rng import RNGLike
+from privpub.decision._aggregate import DecisionCounts
 from privpub.decision._kernels import expected_noise_rows
 from privpub.decision._model import Attr, Cut, Specialization, encode_frame
 from privpub.errors import ParameterError
@@ -207,25 +208,26 @@ def check_cells(n_cells: int, *, leaf_epsilon: float, noise: str, max_rows: floa
 
 
 def leaf_cells(
-    cuts: list[Cut], fine: NDArray[np.int64], y: NDArray[np.int64], n_classes: int, *,
+    cuts: list[Cut], data: DecisionCounts, n_classes: int, *,
     epsilon: float, noise: str, exact: bool, max_rows: float, gen: np.random.Generator,
 ) -> tuple[NDArray[np.int64], NDArray[np.int64], int]:
     """The released cells of the final cut: ``(cell ids, counts, n_cells)`` (spec §2.7-2.8).
+
+    The true counts of the non-empty cells come from ``data`` (one aggregation, in Spark for a
+    Spark DataFrame); the public size check runs before it.
 
     Private: every (partition, class) cell, empty ones included, gets noise through ONE core
     mechanism, :func:`privpub.core.sparse_noisy_counts`, which charges the active accountant
     ``epsilon`` once (the cell histogram has L1 sensitivity 1) and returns the cells whose
     rounded noisy count is >= 1. ``exact`` (non-private reference runs only): the true counts.
     """
-    from privpub.decision._model import cell_ids, n_cells_of
+    from privpub.decision._model import n_cells_of
 
     sizes = [len(c.starts) for c in cuts]
     n_cells = n_cells_of(sizes, n_classes)
     if not exact:
         check_cells(n_cells, leaf_epsilon=epsilon, noise=noise, max_rows=max_rows, when="the final cut has")
-    cidx = np.stack([c.index(fine[:, j]) for j, c in enumerate(cuts)], axis=1)
-    ids = cell_ids(cidx, y, [*sizes, n_classes])
-    uniq, true = np.unique(ids, return_counts=True)
+    uniq, true = data.cell_counts(cuts)
     if exact:
         return uniq.astype(np.int64), true.astype(np.int64), n_cells
     out_ids, counts = sparse_noisy_counts(

@@ -10,6 +10,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from privpub.core import Accountant, RNGLike, as_generator, check_array, check_positive_int
+from privpub.core._frames import is_spark_frame
 from privpub.errors import DomainError, ParameterError
 from privpub.ldp._base import N_THREADS, Dyadic, FrequencyOracle, flip_probability, run_chunks
 from privpub.ldp._grr import randomised_response
@@ -154,9 +155,15 @@ class OLH(FrequencyOracle):
 
         Compiled and threaded over users; per user either a scan of the ``d`` values (a
         vectorised divisibility test per value) or, when buckets are large
-        (``P / g`` well below ``d``), an enumeration of the pre-image of its bucket.
+        (``P / g`` well below ``d``), an enumeration of the pre-image of its bucket. A
+        ``pyspark.sql.DataFrame`` with columns ``a``, ``b``, ``y`` is counted in Spark.
         """
         from privpub.ldp import _kernels
+
+        if is_spark_frame(reports):
+            from privpub.spark._ldp import aggregate_reports
+
+            return aggregate_reports(self, reports, epsilon=epsilon)
 
         r = check_array(reports, "reports", ndim=2)
         if r.shape[1] != 3 or r.dtype.kind not in "iu":
@@ -184,4 +191,8 @@ class OLH(FrequencyOracle):
         return partial.sum(axis=0)
 
     def n_reports(self, reports: ArrayLike) -> int:
+        if is_spark_frame(reports):
+            from privpub.spark._ldp import n_reports
+
+            return n_reports(reports)
         return int(np.asarray(reports).shape[0])

@@ -13,6 +13,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from privpub.core import Accountant, RNGLike, as_generator, check_epsilon, check_probability
+from privpub.core._frames import is_spark_frame
 from privpub.errors import DomainError, ParameterError
 from privpub.ldp._base import (
     Dyadic,
@@ -247,9 +248,13 @@ class UnaryEncoding(FrequencyOracle):
 
         Accepts packed ``(n, ceil(d / 8))`` uint8 rows (the default of :meth:`perturb`), packed
         ``(n, ceil(d / 64))`` uint64 rows, or ``(n, d)`` bool / 0-1 integer rows. Padding bits
-        of packed rows are ignored.
+        of packed rows are ignored. A ``pyspark.sql.DataFrame`` with a binary column ``report``
+        of packed rows is counted in Spark (``privpub[spark]``, :mod:`privpub.spark`).
         """
+        if is_spark_frame(reports):
+            from privpub.spark._ldp import aggregate_reports
 
+            return aggregate_reports(self, reports, epsilon=epsilon)
         try:
             r = np.asarray(reports)
         except (TypeError, ValueError) as exc:
@@ -293,6 +298,10 @@ class UnaryEncoding(FrequencyOracle):
         return partial.sum(axis=0)[: self.domain_size]
 
     def n_reports(self, reports: ArrayLike) -> int:
+        if is_spark_frame(reports):
+            from privpub.spark._ldp import n_reports
+
+            return n_reports(reports)
         return int(np.asarray(reports).shape[0])
 
 

@@ -37,6 +37,7 @@ from privpub.stream._kernels import (
 )
 from privpub.stream._predictors import EWMA, SMA
 from privpub.stream._registry import PUBLISHERS, make_publisher
+from privpub.stream._steps import step_counts
 
 __all__ = [
     "BT",
@@ -65,4 +66,5 @@ __all__ = [
     "optimal_height_bth",
     "optimal_height_mm",
     "paper_eq16",
+    "step_counts",
 ]
