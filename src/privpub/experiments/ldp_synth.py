@@ -21,6 +21,7 @@ import pandas as pd
 from numpy.typing import NDArray
 
 from privpub.core import CategoricalAttribute, RNGLike, Schema, as_generator
+from privpub.datasets._schemas import ADULT_COLUMNS
 from privpub.errors import DataNotFoundError, DomainError
 from privpub.experiments._common import Claim, DemoRow, resolve_data_dir, write_claims, write_ledgers
 from privpub.ldp_synth import (
@@ -50,10 +51,6 @@ logger = logging.getLogger(__name__)
 # NLTCS is used as is (16 binary attributes). Adult is read from the raw UCI text files and binned
 # into 15 attributes with the public groupings of the spec; an unlisted category raises.
 
-ADULT_COLUMNS = (
-    "age", "workclass", "fnlwgt", "education", "education-num", "marital-status", "occupation",
-    "relationship", "race", "sex", "capital-gain", "capital-loss", "hours-per-week", "native-country", "income",
-)
 
 
 @dataclass(frozen=True)
@@ -98,90 +95,18 @@ def load_nltcs_codes(data_dir: str | os.PathLike[str] | None = None) -> TabularC
     return TabularCodes("nltcs", codes, schema, tuple(range(codes.shape[1])))
 
 
-def _group(values: pd.Series, groups: list[list[str]], name: str, other: bool = False) -> NDArray[np.int64]:
-    lookup = {v: i for i, g in enumerate(groups) for v in g}
-    codes = values.map(lookup)
-    if other:
-        codes = codes.fillna(len(groups))
-    if codes.isna().any():
-        bad = sorted(set(values[codes.isna()]))[:5]
-        raise DomainError(f"adult column {name!r} has unlisted categories {bad}")
-    out: NDArray[np.int64] = codes.to_numpy(dtype=np.int64)
-    return out
-
-
-def _bins(values: pd.Series, edges: list[float]) -> NDArray[np.int64]:
-    """Code = number of edges <= value (edges are the lower bounds of codes 1..)."""
-    out: NDArray[np.int64] = np.searchsorted(np.asarray(edges, dtype=np.float64),
-                                             values.to_numpy(dtype=np.float64), side="right").astype(np.int64)
-    return out
-
-
 def load_adult_codes(data_dir: str | os.PathLike[str] | None = None) -> TabularCodes:
-    """Adult (45,222 rows after dropping '?') binned into 15 attributes as in spec 3.1."""
-    base = _data_dir(data_dir) / "adult"
-    src = "UCI Adult (adult.data, adult.test), e.g. github.com/vukk/lfr data/adult-delve"
-    frames = []
-    for fname, skip in (("adult.data", 0), ("adult.test", 1)):
-        path = _need(base / fname, src)
-        df = pd.read_csv(path, header=None, names=list(ADULT_COLUMNS), skiprows=skip, sep=",",
-                         skipinitialspace=True, dtype=str, skip_blank_lines=True)
-        df = df.dropna(how="all")
-        df = df.apply(lambda s: s.str.strip())
-        df["income"] = df["income"].str.rstrip(".")
-        df = df[~(df == "?").any(axis=1)]
-        frames.append(df)
-    raw = pd.concat(frames, ignore_index=True)
-    num = {c: raw[c].astype(np.int64) for c in ("age", "fnlwgt", "education-num", "capital-gain",
-                                                   "capital-loss", "hours-per-week")}
-    cols = [
-        _bins(num["age"], [30, 40, 50]),
-        _group(raw["workclass"], [["Private"], ["Self-emp-not-inc", "Without-pay"], ["Self-emp-inc"],
-                                  ["Federal-gov", "Local-gov", "State-gov"]], "workclass"),
-        _bins(num["fnlwgt"], [100_000, 175_000, 250_000]),
-        _group(raw["education"], [["Preschool", "1st-4th", "5th-6th", "7th-8th", "9th", "10th", "11th", "12th"],
-                                  ["HS-grad"], ["Some-college", "Assoc-acdm", "Assoc-voc"],
-                                  ["Bachelors", "Masters", "Prof-school", "Doctorate"]], "education"),
-        _bins(num["education-num"], [9, 10, 13]),
-        _group(raw["marital-status"], [["Married-civ-spouse", "Married-AF-spouse"], ["Never-married"],
-                                       ["Divorced", "Separated"], ["Widowed", "Married-spouse-absent"]],
-               "marital-status"),
-        _group(raw["occupation"], [["Exec-managerial", "Prof-specialty", "Adm-clerical", "Tech-support"],
-                                   ["Craft-repair", "Machine-op-inspct", "Transport-moving", "Handlers-cleaners",
-                                    "Farming-fishing"],
-                                   ["Other-service", "Protective-serv", "Priv-house-serv"],
-                                   ["Sales", "Armed-Forces"]], "occupation"),
-        _group(raw["relationship"], [["Husband"], ["Wife"], ["Own-child"],
-                                     ["Not-in-family", "Other-relative", "Unmarried"]], "relationship"),
-        _group(raw["race"], [["White"], ["Black"], ["Asian-Pac-Islander"], ["Amer-Indian-Eskimo", "Other"]],
-               "race"),
-        _group(raw["sex"], [["Female"], ["Male"]], "sex"),
-        _bins(num["capital-gain"], [1, 7001]),
-        _bins(num["capital-loss"], [1]),
-        _bins(num["hours-per-week"], [35, 41, 51]),
-        _group(raw["native-country"], [["United-States"]], "native-country", other=True),
-        _group(raw["income"], [["<=50K"], [">50K"]], "income"),
-    ]
-    labels = {
-        "age": ["<=29", "30-39", "40-49", ">=50"],
-        "workclass": ["Private", "Self-emp-not-inc|Without-pay", "Self-emp-inc", "Gov"],
-        "fnlwgt": ["<100k", "100k-175k", "175k-250k", ">=250k"],
-        "education": ["<=12th", "HS-grad", "Some-college|Assoc", "Bachelors+"],
-        "education-num": ["<=8", "9", "10-12", ">=13"],
-        "marital-status": ["Married", "Never-married", "Divorced|Separated", "Widowed|Spouse-absent"],
-        "occupation": ["White-collar", "Blue-collar", "Service", "Sales|Armed-Forces"],
-        "relationship": ["Husband", "Wife", "Own-child", "other"],
-        "race": ["White", "Black", "Asian-Pac-Islander", "other"],
-        "sex": ["Female", "Male"],
-        "capital-gain": ["0", "1-7000", ">7000"],
-        "capital-loss": ["0", ">0"],
-        "hours-per-week": ["<=34", "35-40", "41-50", ">=51"],
-        "native-country": ["United-States", "other"],
-        "income": ["<=50K", ">50K"],
-    }
-    schema = Schema([CategoricalAttribute(c, labels[c]) for c in ADULT_COLUMNS])
-    codes = np.stack(cols, axis=1)
-    return TabularCodes("adult", codes, schema, (ADULT_COLUMNS.index("sex"), ADULT_COLUMNS.index("income")))
+    """Adult (45,222 rows after dropping '?') binned into 15 attributes as in spec 3.1.
+
+    The binning is the public encoding of :func:`privpub.datasets.table_format` ``("adult")``
+    (``synth_schema``), the one ``privpub synth --dataset-schema adult`` uses.
+    """
+    from privpub.datasets import load, table_format
+
+    fmt = table_format("adult")
+    frame = load("adult", data_dir=_data_dir(data_dir)).frame  # type: ignore[attr-defined]
+    codes = fmt.synth_schema.encode(fmt.to_synth(frame))
+    return TabularCodes("adult", codes, fmt.synth_schema, (ADULT_COLUMNS.index("sex"), ADULT_COLUMNS.index("income")))
 
 
 # -- demo ---------------------------------------------------------------------------------------
