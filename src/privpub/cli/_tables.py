@@ -11,7 +11,8 @@ The commands that read records (``histogram --column``, ``synth``, ``decision``)
 * **Header line.** A CSV's first line is a header when it names the columns the command needs
   (or is exactly the schema's column list); a first line holding numbers or repeated values is a
   record. ``--header`` / ``--no-header`` override the detection; a header-less file takes its
-  column names from ``--names``, else from the schema.
+  column names from ``--names``, else from the schema. Spaces after a comma are skipped (``", "``
+  separated files such as adult.data); other whitespace is kept.
 * **Missing values.** A record holding one of the schema's missing tokens in a column the release
   uses is dropped, and the command says how many (the documented policy of the built-in datasets:
   Adult's ``?``).
@@ -202,7 +203,7 @@ def read_records(path: Path, table: TableInput, *, header: bool | None, needed: 
         Receives the one-line notice of dropped records.
     """
     suffix = path.suffix.lower()
-    options = table.fmt.read_options() if table.fmt is not None else {}
+    options = table.fmt.read_options() if table.fmt is not None else {"skipinitialspace": True}
     names = table.names
     if suffix not in TEXT_SUFFIXES or not path.is_file():
         frame = read_table(path)

@@ -172,7 +172,7 @@ class TableFormat:
     def read_options(self) -> dict[str, Any]:
         """``pandas.read_csv`` options for the raw files (whitespace after commas, comment lines)."""
         if not self.strip:
-            return {}
+            return {"skipinitialspace": True}
         return {"skipinitialspace": True, "comment": self.comment, "skip_blank_lines": True,
                 "keep_default_na": False, "na_filter": False}
 
