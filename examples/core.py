@@ -26,7 +26,7 @@ print(ledger)                                        # total == 1.0
 # Local DP: every user perturbs their own value; the server estimates the frequencies.
 values = np.repeat(np.arange(counts.size), counts)   # one value per user
 oracle = OUE(domain_size=counts.size)
-reports = oracle.perturb(values, epsilon=1.0, rng=rng)  # client side, (n, d) bits
+reports = oracle.perturb(values, epsilon=1.0, rng=rng)  # client side, (n, ceil(d/8)) packed bits
 estimate = oracle.estimate(reports, epsilon=1.0)        # server side, unbiased counts
 std = np.sqrt(oracle.variance(values.size, epsilon=1.0))
 print(f"OUE: max |error| {np.abs(estimate - counts).max():.0f} (analytic std per count {std:.0f})")

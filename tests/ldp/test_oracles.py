@@ -42,10 +42,16 @@ def max_log_ratio(matrix: np.ndarray) -> float:
     return float(np.max(np.log(matrix[:, None, :] / matrix[None, :, :])))
 
 
-def observed_outputs(oracle: GRR | SUE | OUE, x: int, n: int, epsilon: float, seed: int) -> np.ndarray:
-    reports = oracle.perturb(np.full(n, x), epsilon=epsilon, rng=seed)
+def observed_outputs(
+    oracle: GRR | SUE | OUE, x: int, n: int, epsilon: float, seed: int, packed: bool = True
+) -> np.ndarray:
     if isinstance(oracle, GRR):
+        reports = oracle.perturb(np.full(n, x), epsilon=epsilon, rng=seed)
         return np.bincount(reports, minlength=oracle.domain_size)
+    reports = oracle.perturb(np.full(n, x), epsilon=epsilon, rng=seed, packed=packed)
+    if packed:
+        assert reports.dtype == np.uint8 and reports.shape == (n, oracle.packed_width)
+        reports = np.unpackbits(reports, axis=1, count=oracle.domain_size, bitorder="little")
     codes = reports.astype(np.int64) @ (1 << np.arange(oracle.domain_size)[::-1])
     return np.bincount(codes, minlength=2**oracle.domain_size)
 
@@ -68,6 +74,9 @@ def test_sampler_realises_the_exact_distribution(oracle: GRR | SUE | OUE) -> Non
     for x in range(D):
         obs = observed_outputs(oracle, x, 40_000, EPS, seed=100 + x)
         assert chisquare_pvalue(obs, matrix[x]) > 1e-4
+    # the bool reports (packed=False) are the same draws
+    np.testing.assert_array_equal(observed_outputs(oracle, 1, 2_000, EPS, seed=5, packed=False),
+                                  observed_outputs(oracle, 1, 2_000, EPS, seed=5))
     # negative control: a sampler with less noise is detected by the same check
     half = observed_outputs(oracle, 0, 40_000, 2 * EPS, seed=7)
     assert chisquare_pvalue(half, matrix[0]) < 1e-8
@@ -127,15 +136,31 @@ def test_simulate_is_fast_for_millions() -> None:
 
 
 def test_packed_and_bool_reports_agree() -> None:
-    for d in (2, 9, 64, 100):
+    for d in (2, 9, 64, 100, 1000):
         oracle = OUE(domain_size=d)
         x = np.random.default_rng(d).integers(0, d, 2000)
-        packed = oracle.perturb(x, epsilon=1.0, rng=5, packed=True)
-        dense = oracle.perturb(x, epsilon=1.0, rng=5)
-        assert packed.shape == (2000, (d + 7) // 8) and dense.shape == (2000, d)
+        packed = oracle.perturb(x, epsilon=1.0, rng=5)
+        dense = oracle.perturb(x, epsilon=1.0, rng=5, packed=False)
+        assert packed.dtype == np.uint8 and packed.shape == (2000, (d + 7) // 8)
+        assert dense.dtype == bool and dense.shape == (2000, d)
         np.testing.assert_array_equal(
             np.unpackbits(packed, axis=1, count=d, bitorder="little").astype(bool), dense)
-        np.testing.assert_array_equal(oracle.aggregate(packed), dense.sum(axis=0))
+        if d % 8:  # padding bits are 0
+            assert not np.any(packed[:, -1] >> (d % 8))
+        expected = dense.sum(axis=0)
+        np.testing.assert_array_equal(oracle.aggregate(packed), expected)
+        np.testing.assert_array_equal(oracle.aggregate(dense), expected)
+        np.testing.assert_array_equal(oracle.aggregate(dense.astype(np.int8)), expected)
+        # uint64 words: the same bits in little-endian 64-bit words
+        words = np.zeros((2000, (d + 63) // 64 * 8), dtype=np.uint8)
+        words[:, : packed.shape[1]] = packed
+        np.testing.assert_array_equal(oracle.aggregate(words.view("<u8")), expected)
+        # padding bits of packed rows are ignored
+        if d % 8:
+            noisy = packed.copy()
+            noisy[:, -1] |= np.uint8(0xFF << (d % 8) & 0xFF)
+            np.testing.assert_array_equal(oracle.aggregate(noisy), expected)
+        np.testing.assert_array_equal(oracle.estimate(packed, epsilon=1.0), oracle.estimate(dense, epsilon=1.0))
 
 
 def test_same_seed_same_reports() -> None:

@@ -211,6 +211,7 @@ def perturb_codes(
     arr = _check_codes(codes, sizes_t)
     label = (lambda j: names[j]) if names is not None else (lambda j: f"attribute {j}")
     blocks = [SUE(domain_size=s, f=f).perturb(arr[:, j], rng=gen,
+                                              packed=False,
                                               note=f"{label(j)}: {arr.shape[0]} users, one report each")
               for j, s in enumerate(sizes_t)]
     return LDPReports(np.concatenate(blocks, axis=1), sizes_t, f, None if names is None else tuple(names))

@@ -88,14 +88,21 @@ def _oracle(mechanism: str, d: int) -> OUE | SUE:
 
 
 def client_reports(
-    cells: NDArray[np.int64], d: int, *, epsilon: float, rng: np.random.Generator, mechanism: str = "OUE"
-) -> NDArray[np.bool_]:
+    cells: NDArray[np.int64],
+    d: int,
+    *,
+    epsilon: float,
+    rng: np.random.Generator,
+    mechanism: str = "OUE",
+    packed: bool = False,
+) -> NDArray[np.bool_] | NDArray[np.uint8]:
     """The client side: each user (one row) randomises the one-hot vector of its cell.
 
     This is all a user ever sends: one ``d``-bit report at ``epsilon`` (OUE: own bit kept as 1
-    w.p. 1/2, every other bit set w.p. 1/(1+e^eps); SUE: RAPPOR's symmetric bits).
+    w.p. 1/2, every other bit set w.p. 1/(1+e^eps); SUE: RAPPOR's symmetric bits). ``packed``:
+    the same reports bit-packed, ``(n, ceil(d / 8))`` uint8 (see :meth:`privpub.ldp.OUE.perturb`).
     """
-    return _oracle(mechanism, max(d, 2)).perturb(cells, epsilon=epsilon, rng=rng)
+    return _oracle(mechanism, max(d, 2)).perturb(cells, epsilon=epsilon, rng=rng, packed=packed)
 
 
 def collect(
@@ -125,7 +132,8 @@ def collect(
         support = np.zeros(d_eff, dtype=np.int64)
         step = max(1, _CHUNK_BITS // d_eff)
         for s in range(0, n, step):
-            reports = client_reports(cells[s:s + step], d_eff, epsilon=epsilon, rng=rng, mechanism=mechanism)
+            reports = client_reports(cells[s:s + step], d_eff, epsilon=epsilon, rng=rng, mechanism=mechanism,
+                                     packed=True)
             support += oracle.aggregate(reports, epsilon=epsilon)
     est = oracle.estimate_from_support(support, n, epsilon=epsilon)
     return np.asarray(est[:d], dtype=np.float64)
