@@ -173,7 +173,7 @@ def register(app: typer.Typer, reproduce_app: typer.Typer) -> None:
     @handle_errors
     def reproduce_decision(
         quick: Annotated[bool, typer.Option("--quick", help="Small run (2 repetitions, fewer points).")] = False,
-        out: Annotated[Path | None, typer.Option("--out", help="Output directory.")] = None,
+        out: Annotated[Path | None, typer.Option("--out", "-o", help="Output directory.")] = None,
         data_dir: Annotated[Path | None, typer.Option(
             "--data-dir", help="Data directory (default: $PRIVPUB_DATA).")] = None,
         seed: Annotated[int, typer.Option("--seed", help="Base random seed.")] = 0,

@@ -312,7 +312,7 @@ def register(app: typer.Typer, reproduce_app: typer.Typer) -> None:
     @handle_errors
     def reproduce_histogram(
         quick: Annotated[bool, typer.Option("--quick", help="Small run (3 trials, ~1-2 minutes).")] = False,
-        out: Annotated[Path | None, typer.Option("--out", help="Output directory.")] = None,
+        out: Annotated[Path | None, typer.Option("--out", "-o", help="Output directory.")] = None,
         data_dir: Annotated[Path | None, typer.Option(
             "--data-dir", help="Data directory (default: $PRIVPUB_DATA).")] = None,
         seed: Annotated[int, typer.Option("--seed", help="Base random seed.")] = 0,

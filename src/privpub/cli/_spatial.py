@@ -144,7 +144,7 @@ def register(app: typer.Typer, reproduce_app: typer.Typer) -> None:
     @handle_errors
     def reproduce_spatial(
         quick: Annotated[bool, typer.Option("--quick", help="Small run (~1-2 minutes).")] = False,
-        out: Annotated[Path | None, typer.Option("--out", help="Output directory.")] = None,
+        out: Annotated[Path | None, typer.Option("--out", "-o", help="Output directory.")] = None,
         data_dir: Annotated[Path | None, typer.Option("--data-dir", help="Data directory "
                                                       "(default: $PRIVPUB_DATA).")] = None,
         n_points: Annotated[int | None, typer.Option(

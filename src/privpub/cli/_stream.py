@@ -195,7 +195,7 @@ def register(app: typer.Typer, reproduce_app: typer.Typer) -> None:
     def reproduce_stream(
         quick: Annotated[bool, typer.Option("--quick", help="2 repetitions, fewer sizes, 32768 items.")] = False,
         out_dir: Annotated[Path | None, typer.Option(
-            "--out-dir", "-o", help="Output folder (default ./privpub-results/stream).")] = None,
+            "--out", "--out-dir", "-o", help="Output folder (default ./privpub-results/stream).")] = None,
         data_dir: Annotated[Path | None, typer.Option("--data-dir", help="Dataset folder (default $PRIVPUB_DATA).")] = None,
         seed: Annotated[int, typer.Option("--seed", help="Root seed.")] = 0,
     ) -> None:
@@ -203,6 +203,6 @@ def register(app: typer.Typer, reproduce_app: typer.Typer) -> None:
         from privpub.experiments._common import default_out_dir
         from privpub.experiments.stream import reproduce
 
-        path = reproduce(check_out_dir(out_dir or default_out_dir("stream"), "--out-dir"), quick=quick,
+        path = reproduce(check_out_dir(out_dir or default_out_dir("stream"), "--out"), quick=quick,
                          data_dir=data_dir, rng=seed)
         typer.echo(f"wrote {path}")
