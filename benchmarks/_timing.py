@@ -5,6 +5,7 @@ from __future__ import annotations
 import statistics
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 
@@ -23,3 +24,11 @@ def median_run(
 def median_time(fn: Callable[[], Any], repeats: int, clock: Callable[[], float] = time.perf_counter) -> float:
     """The median duration of ``repeats`` calls of ``fn``."""
     return median_run(fn, repeats, clock)[0]
+
+
+def emit(text: str, markdown: Path | None) -> None:
+    """Print a benchmark's markdown report and, if a path is given, also write it there."""
+    print(text)
+    if markdown is not None:
+        markdown.parent.mkdir(parents=True, exist_ok=True)
+        markdown.write_text(text)

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
-from _timing import median_time
+from _timing import emit, median_time
 
 from privpub.experiments.histogram import synthetic_like
 from privpub.histogram import HPHP, dp_group_deque, dp_group_fast, dp_group_quadratic
@@ -90,10 +90,7 @@ def main() -> None:
         print(line, flush=True)
         lines.append(line)
     text = "\n".join(lines) + "\n"
-    print(text)
-    if args.markdown is not None:
-        args.markdown.parent.mkdir(parents=True, exist_ok=True)
-        args.markdown.write_text(text)
+    emit(text, args.markdown)
 
 
 if __name__ == "__main__":

@@ -24,7 +24,7 @@ from privpub.histogram import (
     publish_groups,
     segment_cost,
 )
-from privpub.histogram._kernels import _prefix, ahp_min_error
+from privpub.histogram._kernels import _prefix, ahp_min_error, stable_order
 
 
 def _tol(x: np.ndarray, cost: float) -> float:
@@ -143,21 +143,32 @@ def test_fast_equals_quadratic_on_larger_inputs(rng: np.random.Generator) -> Non
             assert partition_cost(x, bounds, c, gamma) == pytest.approx(cost, abs=_tol(x, cost))
 
 
-def test_fast_dispatch_and_handover(monkeypatch: pytest.MonkeyPatch, rng: np.random.Generator) -> None:
-    """dp_group_fast uses the wavefront on large input and hands over to the deque on short groups."""
-    import privpub.histogram._kernels as kernels
+def test_fast_is_the_compiled_deque(rng: np.random.Generator) -> None:
+    """"fast" and "deque" are one compiled kernel; the numpy wavefront reaches the same cost."""
+    for scale, c in ((1.0, 1e4), (100.0, 1e-3), (5.0, 30.0)):
+        x = np.sort(np.round(rng.normal(0, scale, 3000)))
+        cost, bounds = dp_group_fast(x, c, 2.0)
+        cost_d, bounds_d = dp_group_deque(x, c, 2.0)
+        assert cost == cost_d and np.array_equal(bounds, bounds_d)
+        assert cost == pytest.approx(dp_group_wavefront(x, c, 2.0)[0], abs=_tol(x, cost))
+        assert cost == pytest.approx(dp_group_quadratic(x, c, 2.0)[0], abs=_tol(x, cost))
 
-    monkeypatch.setattr(kernels, "_WAVEFRONT_MIN_N", 100)
-    monkeypatch.setattr(kernels, "_WAVEFRONT_FREE_STEPS", 4)
-    calls: list[str] = []
-    real_deque = kernels._deque
-    monkeypatch.setattr(kernels, "_deque", lambda *a: calls.append("deque") or real_deque(*a))
-    long_groups = np.sort(rng.normal(0, 1, 3000))  # huge c: a few long groups, stays on the wavefront
-    cost, _ = dp_group_fast(long_groups, 1e4)
-    assert calls == [] and cost == pytest.approx(dp_group_quadratic(long_groups, 1e4)[0], rel=1e-9)
-    short_groups = np.sort(rng.normal(0, 100, 3000))  # tiny c: groups of ~1 bin -> deque
-    cost, _ = dp_group_fast(short_groups, 1e-3)
-    assert calls == ["deque"] and cost == pytest.approx(dp_group_quadratic(short_groups, 1e-3)[0], rel=1e-9)
+
+@pytest.mark.parametrize(
+    ("x", "c", "fast", "reference"),
+    [  # equal-cost partitions: the deque keeps the later start, the O(n^2) reference the earlier
+        ([0.0, 1.0, 2.0], 1.0, [0, 2, 3], [0, 1, 3]),
+        ([0.0, 2.0, 4.0, 6.0, 8.0], 4.0, [0, 2, 4, 5], [0, 1, 3, 5]),
+        ([5.0, 5.0, 5.0, 5.0], 0.0, [0, 1, 2, 3, 4], [0, 4]),
+        ([0.0, 0.0, 1.0, 1.0], 1.0, [0, 2, 4], [0, 2, 4]),
+    ],
+)
+def test_ties_break_as_before(x: list[float], c: float, fast: list[int], reference: list[int]) -> None:
+    """The boundaries the pure-Python deque (commit f3a90b8) returned on exact ties."""
+    cost, bounds = dp_group_fast(x, c)
+    ref_cost, ref_bounds = dp_group_quadratic(x, c)
+    assert cost == ref_cost
+    assert bounds.tolist() == fast and ref_bounds.tolist() == reference
 
 
 def test_quadrangle_inequality_holds_on_sorted_and_fails_on_unsorted(rng: np.random.Generator) -> None:
@@ -192,6 +203,26 @@ def test_grouping_rejects_bad_input() -> None:
         dp_group([1.0], c=1.0, method="smawk")
     with pytest.raises(ParameterError, match="sorted"):
         dp_group_wavefront([3.0, 1.0], c=1.0)
+    with pytest.raises(ParameterError, match="1-D"):
+        stable_order(np.zeros((2, 2)))
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        [0.0, -0.0, np.nan, -np.nan, np.inf, -np.inf, 1.0, -1.0, 5e-324, -5e-324, 2.0**60, -(2.0**60)],
+        [3.0, 1.0, 2.0, 1.0, 3.0, 0.0, -7.5],
+        [0.0, 0.5, 1.0, 17.0, 2.0**40, -3.0],
+    ],
+)
+def test_stable_order_equals_numpy_stable_argsort(values: list[float], rng: np.random.Generator) -> None:
+    for n in (0, 1, 2, 10, 5000):
+        y = rng.choice(np.asarray(values), n)
+        np.testing.assert_array_equal(stable_order(y), np.argsort(y, kind="stable"))
+    y = np.round(rng.laplace(0, 40, 200_000)) + rng.integers(0, 3, 200_000) * 2.0**33  # many 11-bit digits
+    np.testing.assert_array_equal(stable_order(y), np.argsort(y, kind="stable"))
+    z = rng.normal(0, 1, 100_000)
+    np.testing.assert_array_equal(stable_order(z), np.argsort(z, kind="stable"))
 
 
 def test_prefix_sums_are_centred() -> None:

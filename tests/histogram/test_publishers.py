@@ -18,6 +18,7 @@ from privpub.histogram import (
     HistogramRelease,
     LaplaceHistogram,
     OptimalGrouping,
+    ahp_structure,
     counts_from_records,
     hphp_structure,
     kld,
@@ -125,6 +126,16 @@ def test_structure_function_never_sees_the_counts() -> None:
     b = hphp_structure(y.copy(), epsilon1=0.8, epsilon2=0.2)
     np.testing.assert_array_equal(a[0], b[0])
     np.testing.assert_array_equal(a[1], b[1])
+
+
+def test_structure_orders_bins_by_stable_sort_of_the_noisy_values(rng: np.random.Generator) -> None:
+    """HPHP and AHP order the bins exactly as np.argsort(kind="stable") (ties in bin order)."""
+    y = (rng.poisson(3, 20_000) + rng.integers(-4, 5, 20_000)).astype(np.float64)  # many ties
+    expected = np.argsort(y, kind="stable")
+    np.testing.assert_array_equal(hphp_structure(y, epsilon1=0.8, epsilon2=0.2)[0], expected)
+    thresholded = np.where(y <= 0.35 * np.log(y.size) / 0.8, 0.0, y)
+    np.testing.assert_array_equal(ahp_structure(y, epsilon1=0.8, epsilon2=0.2)[0],
+                                  np.argsort(thresholded, kind="stable"))
 
 
 def test_sorted_vector_sensitivity_is_one(rng: np.random.Generator) -> None:

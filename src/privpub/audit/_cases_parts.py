@@ -72,7 +72,7 @@ def histogram_cases() -> list[AuditCase]:
     # trials (a weak control); its two noise steps are the same `_draw` calls audited above.
     # the releases as a user gets them (fast tier): trials chosen so that the epsilon-doubled
     # control is flagged at the fast tier too
-    for name, pub, trials in (("HPHP", hphp, 1_500),
+    for name, pub, trials in (("HPHP", hphp, 4_000),
                               ("HPHP[unattributed]", HPHP(variant="unattributed", split=0.5), 6_000),
                               ("LaplaceHistogram", LaplaceHistogram(), 1_500)):
         cases.append(AuditCase(

@@ -206,133 +206,27 @@ def rational_scale(epsilon: float, sensitivity: float = 1.0) -> tuple[int, int]:
     return up.numerator, up.denominator
 
 
-def _bernoulli_exp_loop(
-    num: NDArray[np.int64], den: int, gen: np.random.Generator, k0: int = 1
-) -> NDArray[np.bool_]:
-    """[CKS20]_'s loop for Bernoulli(exp(-num/den)) started at step ``k0`` (steps before it succeeded).
+def _discrete_laplace_exact(size: int, t: int, s: int, gen: np.random.Generator) -> NDArray[np.int64]:
+    """``size`` draws of the discrete Laplace with scale ``t / s`` ([CKS20]_, compiled; see
+    :mod:`privpub.core._dlap`)."""
+    from privpub.core._dlap import discrete_laplace_exact  # local: loaded with the first draw
 
-    Draws A_k ~ Bernoulli(gamma / k) for k = k0, k0 + 1, ... until the first failure and returns
-    whether that k is odd; every Bernoulli(a/b) is an exact integer comparison.
-    """
-    n = num.shape[0]
-    out = np.empty(n, dtype=bool)
-    active = np.arange(n)
-    act_num = num
-    k = k0  # every still-active element is at the same step k of the loop
-    while active.size:
-        success = gen.integers(0, den * k, size=active.size, dtype=np.int64) < act_num
-        fail = ~success
-        out[active[fail]] = (k & 1) == 1
-        active = active[success]
-        act_num = act_num[success]
-        k += 1
+    out = discrete_laplace_exact(size, t, s, gen)
     return out
-
-
-_TABLE_LIMIT = 1 << 62
-_TABLE_CACHE: dict[int, tuple[int, int, NDArray[np.int64]]] = {}
-
-
-def _exp_table(den: int) -> tuple[int, int, NDArray[np.int64]] | None:
-    """For small ``den``: the loop's first ``m`` steps as one draw. ``P[K > k] = (u/den)^k / k!``,
-    so with ``R`` uniform on ``{0, ..., D - 1}``, ``D = den^m m!``, K > k exactly when
-    ``R < u^k den^(m-k) m!/k!``. Returns ``(m, D, thresholds[u, k-1])`` or None if m < 4."""
-    if den in _TABLE_CACHE:
-        return _TABLE_CACHE[den]
-    m = 0
-    while den ** (m + 1) * math.factorial(m + 1) < _TABLE_LIMIT:
-        m += 1
-    if m < 4 or den > 4096:
-        return None
-    big = den**m * math.factorial(m)
-    table = np.array(
-        [[u**k * den ** (m - k) * (math.factorial(m) // math.factorial(k)) for k in range(1, m + 1)]
-         for u in range(den)],
-        dtype=np.int64,
-    )
-    _TABLE_CACHE[den] = (m, big, table)
-    return _TABLE_CACHE[den]
 
 
 def _bernoulli_exp_unit(num: NDArray[np.int64], den: int, gen: np.random.Generator) -> NDArray[np.bool_]:
-    """Exact Bernoulli(exp(-num/den)) for integer ``0 <= num < den`` ([CKS20]_, Alg. 1).
+    """Exact Bernoulli(exp(-num/den)) for integers ``0 <= num < den`` ([CKS20]_ Alg. 1, compiled)."""
+    from privpub.core._dlap import bernoulli_exp_exact
 
-    For small ``den`` the first steps of the loop are decided by one table lookup
-    (:func:`_exp_table`); elements that pass all of them (probability <= 1/m!) continue the
-    loop exactly.
-    """
-    spec = _exp_table(den)
-    if spec is None:
-        return _bernoulli_exp_loop(num, den, gen)
-    m, big, table = spec
-    r = gen.integers(0, big, size=num.shape[0], dtype=np.int64)
-    k = np.ones(num.shape[0], dtype=np.int64)  # K = 1 + #{j <= m: K > j}; thresholds fall with j
-    idx = np.arange(num.shape[0])
-    for j in range(m):
-        idx = idx[r[idx] < table[num[idx], j]]
-        if idx.size == 0:
-            break
-        k[idx] += 1
-    out: NDArray[np.bool_] = (k & 1) == 1
-    deep = np.flatnonzero(k > m)
-    if deep.size:
-        out[deep] = _bernoulli_exp_loop(num[deep], den, gen, k0=m + 1)
-    return out
-
-
-# Bernoulli(exp(-1)) in one draw: in [CKS20]_'s loop for gamma = 1, P[K > k] = 1 / k!, so with
-# U uniform on {0, ..., 20! - 1}, K > k exactly when U < 20! / k! (k <= 20); U == 0 (probability
-# 1/20!) means K > 20 and the loop continues exactly from k = 21.
-_FACT20 = math.factorial(20)
-_EXP1_THRESHOLDS = np.array([_FACT20 // math.factorial(k) for k in range(20, 0, -1)], dtype=np.int64)
-_EXP1_T2, _EXP1_T3, _EXP1_T4 = (np.int64(_FACT20 // math.factorial(k)) for k in (2, 3, 4))
-
-
-def _bernoulli_exp1(n: int, gen: np.random.Generator) -> NDArray[np.bool_]:
-    """Exact Bernoulli(exp(-1)) draws (the result of [CKS20]_'s loop is ``K`` odd)."""
-    u = gen.integers(0, _FACT20, size=n, dtype=np.int64)
-    k = 2 + (u < _EXP1_T2).astype(np.int64) + (u < _EXP1_T3)  # K >= 2 always; K > 2, K > 3
-    deep = np.flatnonzero(u < _EXP1_T4)  # K > 4 (probability 1/24): locate K exactly
-    k[deep] = 1 + (_EXP1_THRESHOLDS.size - np.searchsorted(_EXP1_THRESHOLDS, u[deep], side="right"))
-    out: NDArray[np.bool_] = (k & 1) == 1
-    deep = np.flatnonzero(u == 0)
-    for i in deep:  # probability 1/20! per draw: continue the loop exactly
-        kk = 21
-        while gen.integers(0, kk) < 1:
-            kk += 1
-        out[i] = (kk & 1) == 1
-    return out
+    return bernoulli_exp_exact(num, den, gen)
 
 
 def _geometric_exp1(n: int, gen: np.random.Generator) -> NDArray[np.int64]:
-    """Number of successes of Bernoulli(exp(-1)) before the first failure, exactly."""
-    v = np.zeros(n, dtype=np.int64)
-    alive = np.arange(n)
-    while alive.size:
-        alive = alive[_bernoulli_exp1(alive.size, gen)]
-        v[alive] += 1
-    return v
+    """Number of successes of Bernoulli(exp(-1)) before the first failure, exactly (compiled)."""
+    from privpub.core._dlap import geometric_exact
 
-
-def _discrete_laplace_exact(size: int, t: int, s: int, gen: np.random.Generator) -> NDArray[np.int64]:
-    """``size`` draws of the discrete Laplace with scale ``t / s`` ([CKS20]_, Alg. 2, vectorised)."""
-    out = np.empty(size, dtype=np.int64)
-    pending = np.arange(size)
-    while pending.size:
-        m = pending.size
-        u = gen.integers(0, t, size=m, dtype=np.int64)
-        d = np.ones(m, dtype=bool) if t == 1 else _bernoulli_exp_unit(u, t, gen)
-        u = u[d]
-        idx = pending[d]
-        v = _geometric_exp1(u.size, gen)
-        y = (u + t * v) // s
-        b = gen.integers(0, 2, size=u.size, dtype=np.int64)
-        accept = ~((b == 1) & (y == 0))
-        out[idx[accept]] = ((1 - 2 * b) * y)[accept]
-        done = np.zeros(m, dtype=bool)
-        done[np.flatnonzero(d)[accept]] = True
-        pending = pending[~done]
-    return out
+    return geometric_exact(n, 1, 1, gen)
 
 
 def discrete_laplace_noise(
@@ -357,7 +251,8 @@ def discrete_laplace_noise(
     size = int(np.prod(shp)) if shp else 1
     charge("discrete_laplace", check_epsilon(epsilon), sensitivity=_check_sensitivity(sensitivity),
            note=note, accountant=accountant)
-    return _discrete_laplace_exact(size, t, s, as_generator(rng)).reshape(shp)
+    out = _discrete_laplace_exact(size, t, s, as_generator(rng))
+    return out if shp == out.shape else out.reshape(shp)
 
 
 def discrete_laplace_pmf(z: ArrayLike, *, epsilon: float, sensitivity: float = 1) -> NDArray[np.float64]:
@@ -429,13 +324,21 @@ def discrete_laplace(
 
 
 def add_int_noise(values: NDArray[np.int64], noise: NDArray[np.int64]) -> NDArray[np.int64]:
-    """``values + noise`` in int64, refusing any result beyond ``±2**62`` (never wraps around)."""
+    """``values + noise`` in int64, refusing any result beyond ``±2**62`` (never wraps around).
+
+    The sum is written into ``noise`` when it is a writeable int64 array (no extra copy).
+    """
     v = np.asarray(values, dtype=np.int64)
     z = np.asarray(noise, dtype=np.int64)
-    if (v.size and int(np.max(np.abs(v))) > INT_LIMIT) or (z.size and int(np.max(np.abs(z))) > INT_LIMIT):
+
+    def too_big(a: NDArray[np.int64]) -> bool:
+        return bool(a.size) and (int(a.max()) > INT_LIMIT or int(a.min()) < -INT_LIMIT)
+
+    if too_big(v) or too_big(z):
         raise DomainError("counts or noise exceed 2**62 in magnitude; int64 arithmetic would overflow")
-    out: NDArray[np.int64] = v + z  # |v|, |z| <= 2**62: the sum fits in int64
-    if out.size and int(np.max(np.abs(out))) > INT_LIMIT:
+    out: NDArray[np.int64] = np.add(v, z, out=z) if (z.flags.writeable and z.shape == np.broadcast_shapes(
+        v.shape, z.shape)) else v + z  # |v|, |z| <= 2**62: the sum fits in int64
+    if too_big(out):
         raise DomainError("a noisy count exceeds 2**62 in magnitude; int64 arithmetic would overflow")
     return out
 

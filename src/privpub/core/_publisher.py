@@ -16,6 +16,7 @@ from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from numpy.typing import NDArray
 
 from privpub.core._budget import BudgetLedger
 from privpub.core._rng import RNGLike
@@ -40,10 +41,22 @@ def describe_data(data: Any) -> str:
 
 
 def readonly(arr: Any) -> Any:
-    """Return ``arr`` as a numpy array whose write flag is off (releases are immutable)."""
+    """Return ``arr`` as a numpy array whose write flag is off (releases are immutable).
+
+    A copy is made, so the caller's array is untouched.
+    """
     out = np.array(arr, copy=True)
     out.flags.writeable = False
     return out
+
+
+def _seal_array(arr: NDArray[Any]) -> NDArray[Any]:
+    """A release's array, made read-only: in place when it owns its memory (the publishers hand
+    over fresh arrays; no copy of a large result), else a read-only copy."""
+    if arr.flags.owndata and arr.base is None:
+        arr.flags.writeable = False
+        return arr
+    return readonly(arr)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -86,7 +99,7 @@ class Release:
         for f in fields(self):
             value = getattr(self, f.name)
             if isinstance(value, np.ndarray) and value.flags.writeable:
-                object.__setattr__(self, f.name, readonly(value))
+                object.__setattr__(self, f.name, _seal_array(value))
 
 
 class Publisher(ABC):

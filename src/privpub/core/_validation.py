@@ -140,7 +140,7 @@ def check_int_values(arr: NDArray[Any], name: str) -> NDArray[np.int64]:
             raise DomainError(f"{name} must lie within +-2**62, got magnitude {np.max(np.abs(arr)):g}")
     elif arr.dtype.kind == "u" and arr.size and int(arr.max()) > INT_LIMIT:
         raise DomainError(f"{name} must lie within +-2**62, got {int(arr.max())}")
-    return arr.astype(np.int64)
+    return arr.astype(np.int64, copy=False)
 
 
 def check_counts(counts: ArrayLike, name: str = "counts", *, ndim: int | None = 1) -> NDArray[np.int64]:
@@ -151,7 +151,7 @@ def check_counts(counts: ArrayLike, name: str = "counts", *, ndim: int | None = 
     """
     arr = check_array(counts, name, ndim=ndim)
     ints = check_int_values(arr, name)
-    if np.any(ints < 0):
+    if ints.size and ints.min() < 0:
         raise DomainError(f"{name} must be non-negative, got minimum {ints.min()}")
     return ints
 

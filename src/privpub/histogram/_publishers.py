@@ -42,7 +42,7 @@ from privpub.core import (
     split,
 )
 from privpub.errors import DomainError, ParameterError, PrivacyWarning
-from privpub.histogram._kernels import ahp_clusters, dp_group, publish_groups
+from privpub.histogram._kernels import ahp_clusters, dp_group, publish_groups, stable_order
 
 __all__ = [
     "AHP",
@@ -142,10 +142,10 @@ class HistogramRelease(Release):
         ascending rank order, with no bin labels). int64 for :class:`LaplaceHistogram` with
         discrete noise (exact end to end); float64 group means otherwise (computed from exact
         int64 noisy sums with discrete noise).
-    order : ndarray of int64, shape (n,)
+    order : ndarray of int64, shape (n,)  (property)
         A permutation of the bins (ranks for an unattributed release): group ``g`` is
         ``order[boundaries[g]:boundaries[g + 1]]``.
-    boundaries : ndarray of int64, shape (K + 1,)
+    boundaries : ndarray of int64, shape (K + 1,)  (property)
         ``0 = b_0 < ... < b_K = n``.
     noise : str
         ``"discrete"`` or ``"laplace"``.
@@ -154,8 +154,8 @@ class HistogramRelease(Release):
     """
 
     counts: NDArray[Any]
-    order: NDArray[np.int64]
-    boundaries: NDArray[np.int64]
+    group_order: NDArray[np.int64] | None = None
+    group_boundaries: NDArray[np.int64] | None = None
     noise: str = "discrete"
     attributed: bool = True
 
@@ -164,8 +164,29 @@ class HistogramRelease(Release):
         return int(self.counts.shape[0])
 
     @property
+    def order(self) -> NDArray[np.int64]:
+        """The bins grouped by group (``group_order``; the identity, built on demand, when every
+        bin is its own group)."""
+        if self.group_order is None:
+            out = np.arange(self.n_bins, dtype=np.int64)
+            out.flags.writeable = False
+            return out
+        return self.group_order
+
+    @property
+    def boundaries(self) -> NDArray[np.int64]:
+        """Group boundaries into :attr:`order` (``0, 1, ..., n`` when every bin is its own group)."""
+        if self.group_boundaries is None:
+            out = np.arange(self.n_bins + 1, dtype=np.int64)
+            out.flags.writeable = False
+            return out
+        return self.group_boundaries
+
+    @property
     def n_groups(self) -> int:
-        return int(self.boundaries.shape[0] - 1)
+        if self.group_boundaries is None:
+            return self.n_bins
+        return int(self.group_boundaries.shape[0] - 1)
 
     @property
     def groups(self) -> list[NDArray[np.int64]]:
@@ -213,8 +234,8 @@ class HistogramRelease(Release):
 def _release(
     *,
     counts: NDArray[np.float64],
-    order: NDArray[np.int64],
-    boundaries: NDArray[np.int64],
+    order: NDArray[np.int64] | None,
+    boundaries: NDArray[np.int64] | None,
     ledger: BudgetLedger,
     epsilon: float,
     method: str,
@@ -232,8 +253,8 @@ def _release(
         )
     return HistogramRelease(
         counts=counts,
-        order=order,
-        boundaries=boundaries,
+        group_order=order,
+        group_boundaries=boundaries,
         ledger=ledger,
         epsilon=epsilon,
         method=method,
@@ -288,7 +309,7 @@ def hphp_structure(
     if eta is not None:
         theta = float(eta) * math.log(y.size) / eps1 if y.size > 1 else 0.0
         y = np.where(y <= theta, 0.0, y)
-    order = np.argsort(y, kind="stable").astype(np.int64)
+    order = stable_order(y)
     gamma = noise_variance(eps1, noise) if noise_correction else 0.0
     _, bounds = dp_group(y[order], noise_variance(eps2, noise), gamma, method=grouping)
     return order, bounds
@@ -332,7 +353,7 @@ def ahp_structure(
     eps2 = check_epsilon(epsilon2, "epsilon2")
     theta = float(eta) * math.log(y.size) / eps1 if y.size > 1 else 0.0
     y = np.where(y <= theta, 0.0, y)
-    order = np.argsort(y, kind="stable").astype(np.int64)
+    order = stable_order(y)
     return order, ahp_clusters(y[order], noise_variance(eps2, _check_noise(noise)))
 
 
@@ -598,9 +619,8 @@ class LaplaceHistogram(Publisher):
             with acc.step("publish"):
                 out = _noisy(counts, eps, self.noise, gen, note=f"the {n} counts (L1 sensitivity 1)")
             if self.clamp:
-                out = np.maximum(out, 0)
-            return _release(counts=out, order=np.arange(n, dtype=np.int64),
-                            boundaries=np.arange(n + 1, dtype=np.int64), ledger=acc.seal(), epsilon=eps,
+                np.maximum(out, 0, out=out)
+            return _release(counts=out, order=None, boundaries=None, ledger=acc.seal(), epsilon=eps,
                             method="laplace", noise=self.noise, params=asdict(self))
 
 

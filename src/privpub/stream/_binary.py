@@ -279,7 +279,7 @@ class BT(_BinaryTreePublisher):
     >>> pub = BT(window=16, epsilon=1.0, rng=0, height=3)
     >>> pub.extend([1, 2, 3, 4, 5, 6])
     >>> pub.query(1, 4)  # the root of block 1 (true sum 10)
-    8.0
+    12.0
     """
 
     method = "bt"
