@@ -90,10 +90,10 @@ def _declared_domain(
     fmt = table.fmt if table is not None else None
     if fmt is not None and not declared:
         schema = fmt.schema
-        attr = schema.class_attribute if column == schema.class_name else None
+        attr: Any = schema.class_attribute if column == schema.class_name else None
         if attr is None:
             if column not in schema.names:
-                raise ParameterError(f"--column {column!r} is not an attribute of {table.source} "  # type: ignore[union-attr]
+                raise ParameterError(f"--column {column!r} is not an attribute of {fmt.name} "
                                      f"({', '.join(schema.names)}); declare its domain with --categories, --bins or "
                                      "--integer-range")
             attr = schema[str(column)]

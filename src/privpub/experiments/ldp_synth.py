@@ -325,7 +325,8 @@ def _summary(frame: pd.DataFrame, est: pd.DataFrame, files: list[str], meta: dic
                              f"{r[('isum_true', ent)]:.4f} | {r[('isum_true', rnd)]:.4f} | "
                              f"{r[('edge_acc', ent)]:.3f} | {r[('edge_acc', rnd)]:.3f} |")
             # compared as shown (4 decimals): every (metric, f) cell counts once
-            won, lost = [], []
+            won: list[str] = []
+            lost: list[str] = []
             for metric, label in (("isum_syn", "I_sum(X*)"), ("isum_true", "I_sum(true)")):
                 for f, r in p6.iterrows():
                     (won if round(r[(metric, ent)], 4) >= round(r[(metric, rnd)], 4) else lost).append(

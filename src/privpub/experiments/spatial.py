@@ -207,7 +207,8 @@ def _claims(summary: pd.DataFrame, runtime: pd.DataFrame | None) -> list[Claim]:
     eps_text = ", ".join(f"{e:g}" for e in eps_all)
     small = CLASS_LABELS[0]
     paper_methods = ("RAPPOR", "UG", "GT-R", "KDG-HT")
-    best, lost = [], []
+    best: list[str] = []
+    lost: list[str] = []
     for ds in datasets:
         for eps in eps_all:
             for size in CLASS_LABELS:

@@ -447,11 +447,12 @@ def _claims(patterns: pd.DataFrame, sizes: pd.DataFrame) -> list[Claim]:
         else None, ">= 1", cells=f"{len(cells)} cells: the (dataset, pattern) runs [{ran}] x (HQ_RTP/RTP, "
         "HQ_RTPMM/RTP_MM), MSE ratio <= 1" + (f"; fails at {', '.join(bad)}" if bad else ""),
         untestable="no pattern run"))
-    order = []
+    order: list[tuple[str, bool, str]] = []
     for (d, a, b) in [(d, a, b) for d in dict.fromkeys(patterns["dataset"]) for a, b in hq]:
-        r = {p: dict(_ratio_cells(patterns[(patterns.dataset == d) & (patterns.pattern == p)], ["dataset"],
-                                  ((a, b),))).get(f"{d} {a}/{b}") for p in PATTERNS}
-        if all(v is not None for v in r.values()):
+        got = {p: dict(_ratio_cells(patterns[(patterns.dataset == d) & (patterns.pattern == p)], ["dataset"],
+                                    ((a, b),))).get(f"{d} {a}/{b}") for p in PATTERNS}
+        r = {p: v for p, v in got.items() if v is not None}
+        if len(r) == len(PATTERNS):
             order.append((f"{d} {a}/{b}", r["small"] < min(r["middle"], r["large"]),
                           ", ".join(f"{p} {v:.3f}" for p, v in r.items())))
     lost = [f"{c} ({t})" for c, ok, t in order if not ok]
