@@ -136,6 +136,16 @@ def test_the_real_adult_data(tmp_path: Path, data_dir: Path) -> None:
     assert res.exit_code == 0, res.output
 
 
+def test_a_count_file_as_it_comes(tmp_path: Path) -> None:
+    """Hay et al.'s files: one count per line, no header; histogram reads them like stream does."""
+    path = tmp_path / "nettrace.txt"
+    path.write_text("3\n0\n17\n5\n0\n0\n2\n", encoding="utf-8")
+    out = tmp_path / "h.csv"
+    res = runner.invoke(app, ["histogram", str(path), "-e", "1", "--seed", "0", "-o", str(out)])
+    assert res.exit_code == 0, res.output
+    assert len(pd.read_csv(out)) == 7
+
+
 def test_schema_draft_warns_and_lists_what_to_replace(adult_raw: Path, tmp_path: Path) -> None:
     """``privpub schema draft FILE``: a PrivacyWarning, the list of inferred values, and a draft the CLI refuses."""
     from privpub.datasets import table_format

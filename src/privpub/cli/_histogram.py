@@ -37,7 +37,7 @@ from privpub.cli._tables import (
     resolve_table,
 )
 from privpub.core import check_allocation, check_epsilon, check_probability
-from privpub.errors import DomainError, ParameterError, PrivacyWarning
+from privpub.errors import DataNotFoundError, DomainError, ParameterError, PrivacyWarning, PrivpubError
 
 PRIVATE_METHODS = ("hphp", "ahp", "laplace", "hphp_unattributed")
 NON_PRIVATE_METHODS = ("hphp_paper", "optimal")
@@ -170,7 +170,20 @@ def _counts_from_frame(
 
 def _read_counts(input: Path, column: str | None, counts_column: str | None, table: TableInput,
                  header: bool | None) -> pd.DataFrame | np.ndarray:
-    """The input table, or the counts themselves for a plain 1-D .npy file (one bin per entry)."""
+    """The input table, or the counts themselves for a plain 1-D .npy file or a .txt file of one count per
+    line (one bin per entry, as the Hay et al. files come)."""
+    if input.suffix.lower() == ".txt" and column is None and counts_column is None:
+        from privpub.datasets import load_counts
+
+        if not input.is_file():
+            raise DataNotFoundError(f"input file {str(input)!r} does not exist or is not a file")
+        try:
+            return load_counts(input)
+        except (ValueError, OSError, UnicodeDecodeError) as exc:
+            if isinstance(exc, PrivpubError):
+                raise
+            raise ParameterError(f"could not read {str(input)!r} as counts (one per line): "
+                                 f"{' '.join(str(exc).split())[:200]}") from exc
     if input.suffix.lower() == ".npy" and column is None and counts_column is None:
         from privpub._io import read_npy
 
@@ -212,7 +225,8 @@ def register(app: typer.Typer, reproduce_app: typer.Typer) -> None:
     @handle_errors
     def histogram(
         input: Annotated[Path, typer.Argument(
-            help="CSV, Parquet, JSON or .npy file (a 1-D .npy array is the histogram itself).")],
+            help="CSV (with or without a header line), Parquet, JSON, .npy or .txt file (a 1-D .npy array or a "
+            ".txt of one count per line is the histogram itself).")],
         epsilon: EpsilonOption,
         output: Annotated[Path, typer.Option(
             "--output", "-o", help="Where to write the release: .csv, .json, .parquet or .npy (from the suffix).")],
@@ -220,7 +234,8 @@ def register(app: typer.Typer, reproduce_app: typer.Typer) -> None:
             "--column", help="Column of raw records (one row per person); needs a declared domain (options "
             "below, or a schema declaring the column).")] = None,
         counts_column: Annotated[str | None, typer.Option(
-            "--counts-column", help="Column holding the histogram itself (one bin per row, in bin order).")]
+            "--counts-column", help="Column holding the histogram itself (one bin per row, in bin order; a .txt "
+            "file of one count per line or a 1-D .npy needs neither option).")]
             = None,
         categories: Annotated[str | None, typer.Option(
             "--categories", help="Declared categories a,b,c (one bin each) for --column.")] = None,
@@ -266,7 +281,7 @@ def register(app: typer.Typer, reproduce_app: typer.Typer) -> None:
         checks(check_output, output, force=force, inputs=[input, schema], supported=FORMATS)
         table = checks(resolve_table, schema_path=schema, dataset_schema=dataset_schema, names=names,
                        required=False)
-        plain_npy = input.suffix.lower() == ".npy" and column is None and counts_column is None
+        plain_npy = input.suffix.lower() in (".npy", ".txt") and column is None and counts_column is None
         attribute = None if plain_npy else checks(
             _declared_domain, column=column, counts_column=counts_column, categories=categories, bins=bins,
             integer_range=integer_range, table=table, method=method)
