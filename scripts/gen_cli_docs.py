@@ -29,6 +29,44 @@ too, with exit code 1 (`PRIVPUB_DEBUG=1` shows its traceback); Ctrl-C and `SIGTE
 143. A command never prints a traceback. Data directories default to `$PRIVPUB_DATA`; see
 [datasets.md](datasets.md).
 
+## Arguments are checked first, all at once
+
+Every publishing command checks all its arguments (epsilon, methods, sizes, queries, output names,
+schema files) before it reads the data, reserves budget or draws noise, and reports every problem
+in one go (`error: 3 problems with the arguments ...`, one indented line each). Errors name the
+flags (`--clip`, `--noise laplace`), not the Python parameters behind them. The same flags mean the
+same thing everywhere: `-e/--epsilon`, `-o/--output` (`-o/--out` for the reproductions' folders),
+`--seed`, `--force`.
+
+## Input files as they come
+
+`histogram --column`, `synth`, `decision` and `spatial` read CSV (any text file, `.gz` too),
+Parquet or JSON records:
+
+- **Header line.** A CSV's first line is a header when it names the columns the command uses; a
+  first line holding numbers is a record (`adult.data` has no header). `--header/--no-header`
+  overrides the detection. A file without a header takes its column names from `--names a,b,c`,
+  else from the schema. A header-less file with no names is an error that says so.
+- **Public schema.** `--dataset-schema NAME` (`adult`, `census_income_kdd`, `iris`, `nltcs`) uses a
+  built-in dataset's description: the raw file's column names, its clean-up (spaces after commas,
+  `adult.test`'s `|1x3` line and the `.` of its labels) and its missing-value policy (see
+  [datasets.md](datasets.md#raw-files-and-built-in-schemas)); `privpub schema show NAME` prints it.
+  `--schema FILE` takes a JSON schema (`privpub.core.Schema.to_dict`, optionally with `"columns"`,
+  the file's column order, and `"missing"`, its missing-value tokens). Domains are never read from
+  the data: `privpub schema draft FILE` drafts a schema from the data with a `PrivacyWarning` and the
+  list of every bound and category to replace with public knowledge, and the publishing commands
+  refuse the draft until its `"draft"` key is deleted.
+- **Missing values.** A record holding a missing-value token of the schema (Adult: `?`) in a column
+  the release uses is dropped, and the command prints how many (`dropped 2,399 of 32,561 records
+  ...`). Without a schema nothing is dropped: a value outside the declared domain is an error.
+
+```console
+$ privpub histogram adult.data --dataset-schema adult --column age -e 1 -o ages.csv
+$ privpub decision adult.data --dataset-schema adult -e 1 --levels 10 -o cells.csv
+$ privpub synth adult.data --dataset-schema adult --epsilon 8 -o synthetic.csv
+$ privpub schema draft my-survey.csv -o draft.json     # then replace what it lists, delete "draft"
+```
+
 ## Output files
 
 One writer serves every command (`privpub._io`):

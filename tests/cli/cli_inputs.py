@@ -63,3 +63,32 @@ def args_for(command: str, inputs: dict[str, Path], output: Path,
         else:
             args += [opt, str(inputs[val[1:]]) if val.startswith("@") else val]
     return args
+
+
+def raw_adult_text(n: int, seed: int = 0, *, test: bool = False) -> str:
+    """``n`` generated records in adult.data's raw format: ", "-separated, no header line, '?' for a
+    missing workclass in about 5% of them (adult.test: its '|1x3' first line and labels ending in '.')."""
+    from privpub.datasets import bayesnet_table, table_format
+
+    fmt = table_format("adult")
+    table = bayesnet_table(n, rng=seed, n_attributes=len(fmt.columns), domain_sizes=list(fmt.synth_schema.sizes))
+    gen = np.random.default_rng(seed)
+    out: dict[str, list[object]] = {}
+    for j, name in enumerate(fmt.columns):
+        codes = table.frame.iloc[:, j].to_numpy()
+        rec = fmt.recode[name]
+        if rec.groups is not None:
+            choices = [list(g) for g in rec.groups] + ([["Peru", "Mexico"]] if rec.other else [])
+            out[name] = [choices[c][gen.integers(len(choices[c]))] for c in codes]
+        else:
+            assert rec.edges is not None
+            attr = fmt.schema[name]
+            lows = [int(attr.lo), *map(int, rec.edges)]  # type: ignore[union-attr]
+            highs = [*map(int, rec.edges), int(min(attr.hi, 2 * rec.edges[-1]))]  # type: ignore[union-attr]
+            out[name] = [int(gen.integers(lows[c], highs[c])) for c in codes]
+    frame = pd.DataFrame(out)
+    frame.loc[gen.random(n) < 0.05, "workclass"] = "?"
+    if test:
+        frame["income"] = frame["income"] + "."
+    lines = [", ".join(map(str, row)) for row in frame.itertuples(index=False)]
+    return ("|1x3 Cross validator\n" if test else "") + "\n".join(lines) + "\n\n"

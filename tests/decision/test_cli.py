@@ -59,7 +59,7 @@ def test_cli_taxonomy_and_synthetic(files) -> None:
 @pytest.mark.parametrize(("extra", "message"), [
     (["--levels", "0"], "levels must be an integer >= 1"),
     (["--levels", "2", "--method", "c45"], "--method must be one of"),
-    (["--levels", "2", "--target", "income"], "differs from the schema's class_name"),
+    (["--levels", "2", "--target", "income"], "differs from the class 'y'"),
 ])
 def test_cli_errors(files, extra, message) -> None:
     tmp, data, schema = files
@@ -122,7 +122,7 @@ def test_cli_bad_taxonomy_file_is_a_clear_error(files, content, message) -> None
 
 
 @pytest.mark.parametrize(("method", "extra", "message"), [
-    ("maxgddp", [], "levels=10000 with schedule='geometric' gives level 1 a budget of about 1e-1592"),
+    ("maxgddp", [], "--levels 10000 with schedule='geometric' gives level 1 a budget of about 1e-1592"),
     # DiffGen on Adult's public schema (1.5M fnlwgt ticks): the cut outgrows max_synthetic_rows
     # after a few dozen levels; the run stops there, before the leaves are allocated
     ("diffgen", ["--dataset-schema", "adult"], "cells; at leaf epsilon=0.5 their noise alone would create about"),

@@ -134,13 +134,17 @@ COMMANDS: dict[str, tuple[str, str, dict[str, str]]] = {
     "histogram": ("counts", ".csv", {"--counts-column": "count", "--epsilon": "1", "--method": "hphp",
                                      "--noise": "discrete", "--seed": "1", "--split": "0.5"}),
     "histogram-records": ("counts", ".csv", {"--column": "v", "--integer-range": "0:3", "--epsilon": "1",
-                                             "--categories": "", "--bins": "", "--method": "laplace", "--seed": "1"}),
+                                             "--categories": "", "--bins": "", "--method": "laplace", "--seed": "1",
+                                             "--names": "", "--dataset-schema": ""}),
+    "histogram-schema": ("table", ".csv", {"--column": "b", "--schema": "@schema", "--epsilon": "1", "--seed": "1",
+                                           "--names": ""}),
     "synth": ("table", ".csv", {"--schema": "@schema", "--epsilon": "2", "--columns": "a,b,n",
-                                "--rows": "20", "--degree": "1", "--seed": "1", "--quiet": ""}),
+                                "--rows": "20", "--degree": "1", "--seed": "1", "--quiet": "", "--names": "",
+                                "--dataset-schema": ""}),
     "spatial": ("points", ".json", {"--x": "x", "--y": "y", "--epsilon": "1", "--bounds": "0,0,1,1",
                                     "--method": "kdght", "--seed": "1", "--query": "0,0,0.5,0.5"}),
     "decision": ("table", ".csv", {"--target": "cls", "--epsilon": "1", "--levels": "2", "--schema": "@schema",
-                                   "--seed": "1", "--taxonomy": "@taxonomy"}),
+                                   "--seed": "1", "--taxonomy": "@taxonomy", "--names": "", "--classes": ""}),
     "stream": ("counts", ".csv", {"--column": "c", "--epsilon": "1", "--window": "4", "--seed": "1",
                                   "--queries": "@queries", "--height": "2", "--method": "hq_rtp"}),
 }
@@ -270,10 +274,45 @@ def _fuzz(command: str):  # type: ignore[no-untyped-def]
 
 test_fuzz_histogram = _fuzz("histogram")
 test_fuzz_histogram_records = _fuzz("histogram-records")
+test_fuzz_histogram_schema = _fuzz("histogram-schema")
 test_fuzz_synth = _fuzz("synth")
 test_fuzz_spatial = _fuzz("spatial")
 test_fuzz_decision = _fuzz("decision")
 test_fuzz_stream = _fuzz("stream")
+
+
+@CLI_FUZZ
+@given(input_name=st.sampled_from(["table", "counts", "points", *INPUTS]),
+       class_column=st.sampled_from([None, "cls", "nope", "", "=cmd"]),
+       max_categories=st.sampled_from([None, "0", "-1", "5", "abc", "99999999999999999999"]),
+       names=st.sampled_from([None, "a,b", "a,a,b,c", "", "p,q,r,s", "x,y"]),
+       header=st.sampled_from([None, "--header", "--no-header"]), output_kind=st.sampled_from(["ok", "stdout", ".csv"]))
+def test_fuzz_schema_draft(files: dict[str, Path], input_name: str, class_column: str | None,
+                           max_categories: str | None, names: str | None, header: str | None, output_kind: str) -> None:
+    """``privpub schema draft``: a draft (with its warning) or one clean error, never a traceback."""
+    out = files["out_dir"] / ("draft.json" if output_kind != ".csv" else "draft.csv")
+    args = ["schema", "draft", str(files[input_name]), "--force"]
+    if output_kind != "stdout":
+        args += ["-o", str(out)]
+    for opt, val in (("--class-column", class_column), ("--max-categories", max_categories), ("--names", names)):
+        if val is not None:
+            args += [opt, val]
+    if header is not None:
+        args.append(header)
+    result = _plain(args)
+    if result.exit_code == 0:
+        assert "PrivacyWarning" in result.output
+        if output_kind == "ok":
+            assert "draft" in json.loads(out.read_text(encoding="utf-8"))
+
+
+@CLI_FUZZ
+@given(name=st.one_of(st.sampled_from(["adult", "census", "iris", "nltcs", "nope", "", "ADULT"]), st.text(max_size=5)),
+       synth=st.booleans())
+def test_fuzz_schema_show(files: dict[str, Path], name: str, synth: bool) -> None:
+    result = _plain(["schema", "show", name, *(["--synth"] if synth else [])])
+    if result.exit_code == 0:
+        assert json.loads(result.stdout)["attributes"]
 
 
 def _plain(args: list[str], *, ok_codes: tuple[int, ...] = (0,)) -> Any:
@@ -403,6 +442,7 @@ def test_fuzz_covers_every_command() -> None:
         return [p for n, c in subs.items() for p in walk(c, f"{path} {n}")]
 
     fuzzed = {c.split("-")[0] for c in COMMANDS} | {"datasets info", "datasets list", "budget show", "report",
+                                                    "schema draft", "schema show",
                                                     "reproduce histogram", "reproduce decision", "reproduce spatial",
                                                     "reproduce stream", "reproduce ldp_synth"}
     long_running = {"demo", "reproduce all", "audit run", "audit list"}   # smoke-tested in tests/report, tests/audit

@@ -25,7 +25,16 @@ def test_reproduce_smoke_on_surrogates(tmp_path: Path) -> None:
              "waitakere-like": exp.synthetic_like("waitakere", n=500, seed=1)}
     summary = exp.reproduce(tmp_path, histograms=hists, trials=2)
     text = summary.read_text()
-    assert "NOT differentially private" in text and "Verdict" in text
+    assert "NOT differentially private" in text and "| verdict |" in text
+    from privpub.experiments._common import read_claims, read_ledgers
+
+    claims = read_claims(tmp_path)
+    assert claims and all(c.tested and c.cells for c in claims)
+    ledgers = read_ledgers(tmp_path)
+    # the ledgers of the releases behind the figures: every method at every epsilon, Laplace noise
+    assert ledgers["release"].nunique() == 5 * 3
+    private = ledgers[~ledgers["release"].str.contains("NOT private")]
+    assert set(private["mechanism"]) == {"laplace"}
     trials = pd.read_csv(tmp_path / "trials.csv")
     assert len(trials) == 2 * 3 * 5 * 2
     assert set(trials.loc[~trials["private"], "method"]) == {"hphp_paper", "optimal"}

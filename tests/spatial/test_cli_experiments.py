@@ -87,7 +87,8 @@ def test_reproduce_smoke_on_tiny_grids(tmp_path) -> None:
                             n_queries=50)
     text = summary.read_text()
     assert "## The paper's claims" in text and "Checkin" in text and "Landmark*" in text
-    for name in ("runs.csv", "summary.csv", "runtime.csv", "re_checkin.png", "re_landmark.png", "ne.png"):
+    for name in ("runs.csv", "summary.csv", "runtime.csv", "fig4_re_checkin.png", "fig5_re_landmark.png", "fig6_ne.png",
+                 "claims.csv", "ledgers.csv"):
         assert (tmp_path / "out" / name).exists(), name
     runs = pd.read_csv(tmp_path / "out" / "runs.csv")
     assert len(runs) == 2 * 3 * 2 * 7 * 3  # datasets x eps x seeds x methods x size classes

@@ -48,9 +48,9 @@ def test_cli_queries_match_library(tmp_path):
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["-e", "1", "-w", "2", "--queries", "Q"], "window=2"),
-        (["-e", "0", "-w", "8"], "epsilon must be finite and > 0"),
-        (["-e", "1", "-w", "8", "--method", "magic"], "method must be one of"),
+        (["-e", "1", "-w", "2", "--queries", "Q"], "at most --window 2 items"),
+        (["-e", "0", "-w", "8"], "--epsilon must be finite and > 0"),
+        (["-e", "1", "-w", "8", "--method", "magic"], "--method must be one of"),
         (["-e", "1", "-w", "8", "-c", "nope"], "--column must name a column"),
     ],
 )

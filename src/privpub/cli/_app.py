@@ -50,6 +50,7 @@ _PART_MODULES = (
     "privpub.cli._stream",
     "privpub.cli._audit",
     "privpub.cli._budget",
+    "privpub.cli._schema",
     "privpub.cli._report",
     "privpub.cli._service",
 )

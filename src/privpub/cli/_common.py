@@ -25,6 +25,7 @@ import contextlib
 import functools
 import inspect
 import os
+import re
 import signal
 import threading
 from collections.abc import Callable, Iterator
@@ -42,13 +43,17 @@ from privpub.errors import DataNotFoundError, ParameterError, PrivpubError
 __all__ = [
     "BudgetFileOption",
     "BudgetTotalOption",
+    "Checks",
     "DataLabelOption",
+    "EpsilonOption",
     "ForceOption",
     "SEED_HELP",
     "Terminated",
     "check_out_dir",
     "check_output",
     "echo_session",
+    "command_flags",
+    "flag_terms",
     "handle_errors",
     "install_sigterm_handler",
     "open_session",
@@ -72,6 +77,7 @@ DEBUG_ENV = "PRIVPUB_DEBUG"
 SEED_HELP = ("Random seed, for tests and reproductions only: anyone who knows the seed can recompute the "
              "noise and subtract it, so never publish it; omit it for an OS-seeded generator.")
 
+EpsilonOption = Annotated[float, typer.Option("--epsilon", "-e", help="Total privacy budget (> 0).")]
 ForceOption = Annotated[bool, typer.Option(
     "--force", help="Replace an existing output file (also one that names an input file).")]
 BudgetFileOption = Annotated[Path | None, typer.Option(
@@ -106,17 +112,169 @@ def _one_line(text: str) -> str:
     return " ".join(str(text).split())
 
 
+class ArgumentProblems(ParameterError):
+    """Several problems with a command's arguments, found in one pass before any data was read."""
+
+    def __init__(self, problems: list[str]) -> None:
+        self.problems = list(problems)
+        super().__init__("; ".join(self.problems))
+
+
+class Checks:
+    """Collect every problem with a command's arguments, then report them all at once.
+
+    Each command validates all its arguments *before* it reads data, reserves budget or draws
+    noise; :meth:`done` raises one :class:`~privpub.errors.ParameterError` listing every problem
+    (the CLI prints one ``error:`` line, then one indented line per problem).
+
+    Examples
+    --------
+    >>> from privpub.core import check_epsilon
+    >>> checks = Checks()
+    >>> checks(check_epsilon, -1.0, "--epsilon") is None
+    True
+    >>> checks.add("--levels must be >= 1, got 0")
+    >>> checks.problems
+    ['--epsilon must be finite and > 0, got -1.0', '--levels must be >= 1, got 0']
+    """
+
+    def __init__(self) -> None:
+        self.problems: list[str] = []
+
+    def add(self, message: str) -> None:
+        """Record a problem."""
+        self.problems.append(_one_line(message))
+
+    def __call__(self, func: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
+        """Run one check; a privpub error it raises is recorded and None returned."""
+        try:
+            return func(*args, **kwargs)
+        except PrivpubError as exc:
+            if isinstance(exc, ArgumentProblems):
+                self.problems.extend(exc.problems)
+            else:
+                self.add(str(exc))
+            return None
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def done(self) -> None:
+        """Raise the problems found so far (one error naming them all); do nothing if none."""
+        if len(self.problems) == 1:
+            raise ParameterError(self.problems[0])
+        if self.problems:
+            raise ArgumentProblems(self.problems)
+
+
+#: ``name=value`` in a library message (a Python keyword argument)
+_ASSIGNMENT = r"(?<![\w.\-]){name}=(True|False|'[^']*'|\"[^\"]*\"|[\w.+\-]+)"
+
+
+def command_flags(func: Callable[..., Any]) -> dict[str, tuple[str, str | None]]:
+    """``{python name: (flag, negative flag)}`` of a Typer command's options, from its signature.
+
+    Examples
+    --------
+    >>> def cmd(noise: Annotated[str, typer.Option("--noise")] = "discrete",
+    ...         clip: bool = typer.Option(False, "--clip/--no-clip"), flip_prob: float = typer.Option(0.5)): ...
+    >>> sorted(command_flags(cmd).items())
+    [('clip', ('--clip', '--no-clip')), ('flip_prob', ('--flip-prob', None)), ('noise', ('--noise', None))]
+    """
+    from typer.models import OptionInfo
+
+    try:
+        params = inspect.signature(func, eval_str=True).parameters
+    except (NameError, TypeError, ValueError):
+        params = inspect.signature(func).parameters
+    flags: dict[str, tuple[str, str | None]] = {}
+    for name, param in params.items():
+        infos = [m for m in getattr(param.annotation, "__metadata__", ()) if isinstance(m, OptionInfo)]
+        if isinstance(param.default, OptionInfo):
+            infos.append(param.default)
+        if not infos:
+            continue
+        decls = [d for info in infos for decl in (info.param_decls or ()) for d in str(decl).split("/")]
+        longs = [d for d in decls if d.startswith("--")]
+        flag = longs[0] if longs else "--" + name.replace("_", "-")
+        negative = longs[1] if len(longs) > 1 and longs[1].startswith("--no-") else None
+        for key in {name, flag.lstrip("-").replace("-", "_")}:
+            flags[key] = (flag, negative)
+    if "seed" in flags:
+        flags.setdefault("rng", flags["seed"])
+    return flags
+
+
+def _same_value(text: str, given: Any) -> bool:
+    """Whether a number written in a message is the value the user gave (else it is a derived one)."""
+    try:
+        return given is not None and not isinstance(given, bool) and float(text) == float(given)
+    except (TypeError, ValueError):
+        return False
+
+
+def flag_terms(message: str, flags: dict[str, tuple[str, str | None]], values: dict[str, Any] | None = None) -> str:
+    """A library message in the CLI's terms: ``clip=True`` -> ``--clip``, ``noise='laplace'`` ->
+    ``--noise laplace``, a leading ``epsilon must`` -> ``--epsilon must``.
+
+    ``name=number`` is rewritten only when the number is the value given on the command line
+    (``values``): a derived quantity such as a leaf's epsilon keeps its name.
+
+    Examples
+    --------
+    >>> flags = {"clip": ("--clip", "--no-clip"), "noise": ("--noise", None), "epsilon": ("--epsilon", None)}
+    >>> flag_terms("points outside the bounds; pass clip=True to clamp them", flags)
+    'points outside the bounds; pass --clip to clamp them'
+    >>> flag_terms("items must be integers with noise='discrete'; use noise='laplace' for reals", flags)
+    'items must be integers with --noise discrete; use --noise laplace for reals'
+    >>> flag_terms("epsilon must be finite and > 0, got -1.0", flags)
+    '--epsilon must be finite and > 0, got -1.0'
+    """
+
+    def assignment(name: str, flag: str, negative: str | None) -> Callable[[re.Match[str]], str]:
+        def repl(m: re.Match[str]) -> str:
+            value = m.group(1)
+            if value == "True":
+                return flag
+            if value == "False":
+                return negative or f"no {flag}"
+            if value[0] in "'\"":
+                return f"{flag} {value[1:-1]}"
+            if values is not None and not _same_value(value, values.get(name)):
+                return m.group(0)
+            return f"{flag} {value}"
+        return repl
+
+    for name, (flag, negative) in sorted(flags.items(), key=lambda kv: -len(kv[0])):
+        word = re.escape(name)
+        message = re.sub(_ASSIGNMENT.format(name=word), assignment(name, flag, negative), message)
+        message = re.sub(rf"(^|(?<=[;:(] )){word}(?= (?:\(.*?\) )?must\b)", flag, message)
+    return message
+
+
 def handle_errors(func: F) -> F:
     """Map what a command raises to a one-line message and an exit code (see the module docstring)."""
 
+    flags: dict[str, tuple[str, str | None]] | None = None
+
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
+        nonlocal flags
         try:
             return func(*args, **kwargs)
         except (typer.Exit, typer.Abort, click.exceptions.ClickException):
             raise
         except PrivpubError as exc:
-            typer.echo(f"error: {_one_line(str(exc))}", err=True)
+            if flags is None:
+                flags = command_flags(func)
+            if isinstance(exc, ArgumentProblems) and len(exc.problems) > 1:
+                typer.echo(f"error: {len(exc.problems)} problems with the arguments (nothing was read and no "
+                           "budget was spent):", err=True)
+                for problem in exc.problems:
+                    typer.echo(f"  - {flag_terms(_one_line(problem), flags, kwargs)}", err=True)
+            else:
+                typer.echo(f"error: {flag_terms(_one_line(str(exc)), flags, kwargs)}", err=True)
             raise typer.Exit(code=ERROR_EXIT_CODE) from None
         except KeyboardInterrupt:
             typer.echo("interrupted: no output was written", err=True)
@@ -141,8 +299,13 @@ def handle_errors(func: F) -> F:
 # ----------------------------------------------------------------------------------------------
 # inputs
 # ----------------------------------------------------------------------------------------------
-def read_table(path: Path | str, *, usecols: list[str] | None = None) -> pd.DataFrame:
-    """Read a CSV, Parquet, JSON (records) or .npy (structured) file; errors name the file."""
+def read_table(path: Path | str, *, usecols: list[str] | None = None, names: list[str] | None = None,
+               csv_options: dict[str, Any] | None = None) -> pd.DataFrame:
+    """Read a CSV, Parquet, JSON (records) or .npy (structured) file; errors name the file.
+
+    ``names`` reads a CSV without a header line under these column names; ``csv_options`` are
+    extra ``pandas.read_csv`` options (a built-in dataset's layout).
+    """
     p = Path(path)
     if not p.is_file():
         raise DataNotFoundError(f"input file {str(p)!r} does not exist or is not a file")
@@ -163,7 +326,9 @@ def read_table(path: Path | str, *, usecols: list[str] | None = None) -> pd.Data
             return pd.DataFrame({n: arr[n] for n in arr.dtype.names})
         if suffix == ".json":
             return pd.DataFrame(read_json(p, "input"))
-        return pd.read_csv(p, usecols=usecols)
+        if names is not None:
+            return pd.read_csv(p, usecols=usecols, header=None, names=names, **(csv_options or {}))
+        return pd.read_csv(p, usecols=usecols, **(csv_options or {}))
     except PrivpubError:
         raise
     except (pd.errors.ParserError, UnicodeDecodeError, pd.errors.EmptyDataError, ValueError, OSError,

@@ -11,8 +11,10 @@ from privpub.cli._common import (
     SEED_HELP,
     BudgetFileOption,
     BudgetTotalOption,
+    Checks,
     DataLabelOption,
     EngineOption,
+    EpsilonOption,
     ForceOption,
     check_engine,
     check_out_dir,
@@ -21,42 +23,43 @@ from privpub.cli._common import (
     handle_errors,
     open_session,
     publish_kwargs,
-    read_json,
     read_spark_table,
-    read_table,
     write_table,
 )
+from privpub.cli._tables import (
+    DatasetSchemaOption,
+    HeaderOption,
+    NamesOption,
+    SchemaOption,
+    TableInput,
+    read_records,
+    resolve_table,
+)
+from privpub.core import check_epsilon, check_positive_int
 from privpub.errors import DataNotFoundError, ParameterError
 
-_DATASET_SCHEMAS = ("adult", "iris", "census_income_kdd")
 #: output formats of the released cells / synthetic rows and of the ledger
 FORMATS = ("csv", "json", "parquet")
 #: most repetitions of the reproduction
 MAX_REPS = 1000
 
 
-def _load_schema(schema_path: Path | None, dataset: str | None, target: str, classes: str | None) -> Any:
-    """The public schema: a JSON file (``Schema.to_dict`` format) or a built-in dataset's metadata."""
+def _target_schema(table: TableInput, target: str | None, classes: str | None) -> Any:
+    """The public schema with its class: ``--classes`` adds one to a schema file that has none."""
     from privpub.core import Schema
 
-    if (schema_path is None) == (dataset is None):
-        raise ParameterError(
-            "give exactly one of --schema schema.json (public domains, never read from the data) or "
-            f"--dataset-schema NAME (one of {', '.join(_DATASET_SCHEMAS)})"
-        )
-    if schema_path is not None:
-        spec = read_json(schema_path, "schema")
-        if classes is not None:
-            spec = {**spec, "class_name": target, "classes": [c.strip() for c in classes.split(",") if c.strip()]}
-        schema = Schema.from_dict(spec)
-    else:
-        from privpub.experiments.decision import dataset_schema
-
-        schema = dataset_schema(str(dataset))
+    assert table.fmt is not None
+    schema = table.fmt.schema
+    if classes is not None:
+        if target is None:
+            raise ParameterError("--classes names the labels of --target: give --target COLUMN too")
+        labels = [c.strip() for c in classes.split(",") if c.strip()]
+        schema = Schema(schema.attributes, class_name=target, classes=labels)
     if schema.class_name is None:
-        raise ParameterError("the schema declares no target: add class_name and classes, or pass --classes a,b")
-    if schema.class_name != target:
-        raise ParameterError(f"--target {target!r} differs from the schema's class_name {schema.class_name!r}")
+        raise ParameterError(f"{table.source} declares no class: give --target COLUMN and --classes a,b, or add "
+                             "class_name and classes to the schema file")
+    if target is not None and schema.class_name != target:
+        raise ParameterError(f"--target {target!r} differs from the class {schema.class_name!r} of {table.source}")
     return schema
 
 
@@ -94,20 +97,23 @@ def register(app: typer.Typer, reproduce_app: typer.Typer) -> None:
     @app.command("decision")
     @handle_errors
     def decision(
-        input: Annotated[Path, typer.Argument(help="CSV or Parquet table with the predictors and the target.")],
-        target: Annotated[str, typer.Option("--target", help="The class column.")],
-        epsilon: Annotated[float, typer.Option("--epsilon", help="Total privacy budget (> 0).")],
+        input: Annotated[Path, typer.Argument(
+            help="CSV (with or without a header line), Parquet or JSON table with the predictors and the target.")],
+        epsilon: EpsilonOption,
         levels: Annotated[int, typer.Option("--levels", help="Specialisation levels h (>= 1).")],
         output: Annotated[Path, typer.Option(
             "-o", "--output", help="Output of the released cells: .csv, .json or .parquet (from the suffix).")],
-        schema: Annotated[Path | None, typer.Option(
-            "--schema", help="Public schema JSON (Schema.to_dict format: attributes with lo/hi or categories).")] = None,
-        dataset_schema: Annotated[str | None, typer.Option(
-            "--dataset-schema", help="Use the public schema of a built-in dataset: adult, iris, census_income_kdd.")] = None,
+        target: Annotated[str | None, typer.Option(
+            "--target", help="The class column (default: the schema's class).")] = None,
+        schema: SchemaOption = None,
+        dataset_schema: DatasetSchemaOption = None,
+        header: HeaderOption = None,
+        names: NamesOption = None,
         classes: Annotated[str | None, typer.Option(
-            "--classes", help="Comma-separated class labels, if the schema file has none.")] = None,
+            "--classes", help="Comma-separated class labels of --target, if the schema file has none.")] = None,
         taxonomy: Annotated[Path | None, typer.Option(
-            "--taxonomy", help="JSON object of taxonomy trees per attribute (nested JSON or brace form).")] = None,
+            "--taxonomy", help="JSON object of taxonomy trees per attribute (nested JSON or brace form; default: "
+            "the built-in dataset's trees, else balanced trees).")] = None,
         method: Annotated[str, typer.Option("--method", help="maxgddp or diffgen.")] = "maxgddp",
         seed: Annotated[int | None, typer.Option("--seed", help=SEED_HELP)] = None,
         synthetic: Annotated[bool, typer.Option(
@@ -122,30 +128,43 @@ def register(app: typer.Typer, reproduce_app: typer.Typer) -> None:
     ) -> None:
         """Release a decision table (MAXGDDP, paper 003; or DiffGen) under epsilon-DP.
 
-        Writes the generalised contingency table: one row per cell with a noisy count >= 1.
+        Writes the generalised contingency table: one row per cell with a noisy count >= 1. Every
+        argument is checked before the input is read or any budget is reserved.
         """
         from privpub.decision import PUBLISHERS
 
+        checks = Checks()
+        checks(check_epsilon, epsilon, "--epsilon")
         if method not in PUBLISHERS:
-            raise ParameterError(f"--method must be one of {sorted(PUBLISHERS)}, got {method!r}")
-        check_engine(engine)
-        check_output(output, force=force, inputs=[input, schema, taxonomy], supported=FORMATS)
+            checks.add(f"--method must be one of {', '.join(sorted(PUBLISHERS))}, got {method!r}")
+        checks(check_positive_int, levels, "--levels")
+        checks(check_engine, engine)
+        checks(check_output, output, force=force, inputs=[input, schema, taxonomy], supported=FORMATS)
         if ledger is not None:
-            check_output(ledger, force=force, inputs=[input, schema, taxonomy, output], option="--ledger",
-                         supported=FORMATS)
-        sch = _load_schema(schema, dataset_schema, target, classes)
+            checks(check_output, ledger, force=force, inputs=[input, schema, taxonomy, output], option="--ledger",
+                   supported=FORMATS)
+        table = checks(resolve_table, schema_path=schema, dataset_schema=dataset_schema, names=names, required=True,
+                       what="the predictors' domains and the classes")
+        sch = checks(_target_schema, table, target, classes) if table is not None else None
         taxes: dict[str, Any] | None = None
         if taxonomy is not None:
-            taxes = _load_taxonomies(taxonomy)
-        elif dataset_schema is not None:
-            from privpub.experiments.decision import dataset_taxonomies
-
-            taxes = dataset_taxonomies(dataset_schema)
-        publisher = PUBLISHERS[method](levels=levels, taxonomies=taxes)
-        _check_levels(publisher, epsilon, levels)
+            taxes = checks(_load_taxonomies, taxonomy)
+        elif table is not None and table.fmt is not None and table.fmt.taxonomies is not None:
+            taxes = dict(table.fmt.taxonomies)
+        publisher = None
+        if method in PUBLISHERS and levels >= 1:
+            publisher = checks(PUBLISHERS[method], levels=levels, taxonomies=taxes)
+        if publisher is not None and checks.ok:
+            checks(_check_levels, publisher, epsilon, levels)
+        checks.done()
+        assert table is not None and sch is not None and publisher is not None
         session = open_session(budget_file, budget_total, data_label or input.name)
         extra = publish_kwargs(publisher.publish, session, "decision")
-        frame = read_spark_table(input) if engine == "spark" else read_table(input)
+        needed = [*sch.names, str(sch.class_name)]
+        if engine == "spark":
+            frame = read_spark_table(input)
+        else:
+            frame = read_records(input, table, header=header, needed=needed, echo=lambda m: typer.echo(m, err=True))
         release = publisher.publish(frame, schema=sch, epsilon=epsilon, rng=seed, **extra)
         table = release.synthetic() if synthetic else release.cells
         write_table(table, output, force=force, formats=FORMATS)
@@ -162,7 +181,7 @@ def register(app: typer.Typer, reproduce_app: typer.Typer) -> None:
     @handle_errors
     def reproduce_decision(
         quick: Annotated[bool, typer.Option("--quick", help="Small run (2 repetitions, fewer points).")] = False,
-        out: Annotated[Path | None, typer.Option("--out", help="Output directory.")] = None,
+        out: Annotated[Path | None, typer.Option("--out", "-o", help="Output directory.")] = None,
         data_dir: Annotated[Path | None, typer.Option(
             "--data-dir", help="Data directory (default: $PRIVPUB_DATA).")] = None,
         seed: Annotated[int, typer.Option("--seed", help="Base random seed.")] = 0,

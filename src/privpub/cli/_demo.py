@@ -160,7 +160,7 @@ def register(app: typer.Typer, reproduce_app: typer.Typer) -> None:
     def demo(
         seed: int = typer.Option(0, "--seed", help="Random seed (same seed, same output)."),
         out: Annotated[Path, typer.Option(
-            "--out", help="Directory of the HTML report and its files.")] = DEFAULT_DEMO_OUT,
+            "--out", "-o", help="Directory of the HTML report and its files.")] = DEFAULT_DEMO_OUT,
         report: bool = typer.Option(True, "--report/--no-report", help="Write the HTML report."),
     ) -> None:
         """Run each publisher on built-in generated data and print its error against the truth."""

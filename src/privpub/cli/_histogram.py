@@ -15,8 +15,10 @@ from privpub.cli._common import (
     SEED_HELP,
     BudgetFileOption,
     BudgetTotalOption,
+    Checks,
     DataLabelOption,
     EngineOption,
+    EpsilonOption,
     ForceOption,
     check_engine,
     check_out_dir,
@@ -26,11 +28,19 @@ from privpub.cli._common import (
     open_session,
     publish_kwargs,
     read_spark_table,
-    read_table,
     write_table,
 )
-from privpub.core import check_allocation
-from privpub.errors import DomainError, ParameterError, PrivacyWarning
+from privpub.cli._tables import (
+    DatasetSchemaOption,
+    HeaderOption,
+    NamesOption,
+    SchemaOption,
+    TableInput,
+    read_records,
+    resolve_table,
+)
+from privpub.core import check_allocation, check_epsilon, check_probability
+from privpub.errors import DataNotFoundError, DomainError, ParameterError, PrivacyWarning, PrivpubError
 
 PRIVATE_METHODS = ("hphp", "ahp", "laplace", "hphp_unattributed")
 NON_PRIVATE_METHODS = ("hphp_paper", "optimal")
@@ -62,6 +72,58 @@ def _integer_range(text: str) -> tuple[int, int]:
     return lo, hi
 
 
+def _declared_domain(
+    *,
+    column: str | None,
+    counts_column: str | None,
+    categories: str | None,
+    bins: str | None,
+    integer_range: str | None,
+    table: TableInput | None,
+    method: str,
+) -> Any:
+    """Check the domain options before any data is read; return the schema attribute of --column, if any."""
+    if (column is None) == (counts_column is None):
+        raise ParameterError("give exactly one of --column (raw records) or --counts-column (one bin per row)")
+    declared = [v for v in (categories, bins, integer_range) if v is not None]
+    if counts_column is not None:
+        if declared:
+            raise ParameterError("--categories/--bins/--integer-range apply to --column, not --counts-column")
+        return None
+    fmt = table.fmt if table is not None else None
+    if fmt is not None and not declared:
+        schema = fmt.schema
+        attr: Any = schema.class_attribute if column == schema.class_name else None
+        if attr is None:
+            if column not in schema.names:
+                raise ParameterError(f"--column {column!r} is not an attribute of {fmt.name} "
+                                     f"({', '.join(schema.names)}); declare its domain with --categories, --bins or "
+                                     "--integer-range")
+            attr = schema[str(column)]
+        _check_bins(attr.size, method, "--column's domain in the schema")
+        return attr
+    if len(declared) != 1:
+        raise ParameterError(
+            "--column needs exactly one declared domain: --categories a,b,c, --bins e0,e1,...,ek, "
+            "--integer-range LO:HI, or a schema (--dataset-schema NAME / --schema FILE) declaring the column "
+            "(the bins are public and fixed in advance; reading them from the data would leak)"
+        )
+    if categories is not None:
+        _check_bins(len(_split_list(categories)), method, "--categories")
+    elif bins is not None:
+        try:
+            edges = [float(v) for v in _split_list(bins)]
+        except ValueError as exc:
+            raise ParameterError(f"--bins must be comma-separated numbers, got {bins!r}") from exc
+        if len(edges) < 2 or any(b <= a for a, b in itertools.pairwise(edges)):
+            raise ParameterError(f"--bins must be at least two increasing edges, got {bins!r}")
+        _check_bins(len(edges) - 1, method, "--bins")
+    else:
+        lo, hi = _integer_range(str(integer_range))
+        _check_bins(hi - lo + 1, method, "--integer-range")
+    return None
+
+
 def _counts_from_frame(
     frame: pd.DataFrame,
     *,
@@ -70,43 +132,34 @@ def _counts_from_frame(
     categories: str | None,
     bins: str | None,
     integer_range: str | None,
-    source: Path,
+    attribute: Any,
     method: str,
 ) -> tuple[np.ndarray, Any]:
     """Return (counts, bin labels) from either a raw column with a declared domain or a counts column."""
+    from privpub.core import NumericAttribute
     from privpub.histogram import counts_from_records
 
-    if (column is None) == (counts_column is None):
-        raise ParameterError("give exactly one of --column (raw records) or --counts-column (one bin per row)")
-    name = column if column is not None else counts_column
-    if name not in frame.columns:
-        raise DomainError(f"column {name!r} is not in {str(source)!r} (columns: {', '.join(map(str, frame.columns))})")
     if counts_column is not None:
-        if categories or bins or integer_range:
-            raise ParameterError("--categories/--bins/--integer-range apply to --column, not --counts-column")
         _check_bins(len(frame), method, "the number of rows of the input")
         return frame[counts_column].to_numpy(), None
-    declared = [v for v in (categories, bins, integer_range) if v is not None]
-    if len(declared) != 1:
-        raise ParameterError(
-            "--column needs exactly one declared domain: --categories a,b,c, --bins e0,e1,...,ek or "
-            "--integer-range LO:HI (the bins are public and fixed in advance; reading them from the "
-            "data would leak)"
-        )
+    name = str(column)
     values = frame[name].to_numpy()
+    if attribute is not None:
+        codes = attribute.encode(values)
+        counts = np.bincount(codes, minlength=attribute.size).astype(np.int64)
+        if isinstance(attribute, NumericAttribute):
+            e = attribute.bin_edges
+            labels = [f"[{a:g}, {b:g})" for a, b in itertools.pairwise(e)]
+            labels[-1] = labels[-1][:-1] + "]"
+            return counts, labels
+        return counts, list(attribute.categories)
     if categories is not None:
         cats = _split_list(categories)
-        _check_bins(len(cats), method, "--categories")
         return counts_from_records(values.astype(str), categories=cats), cats
     if bins is not None:
-        try:
-            edges = [float(v) for v in _split_list(bins)]
-        except ValueError as exc:
-            raise ParameterError(f"--bins must be comma-separated numbers, got {bins!r}") from exc
-        _check_bins(max(len(edges) - 1, 0), method, "--bins")
+        edges = [float(v) for v in _split_list(bins)]
         return counts_from_records(values, bins=edges), [f"[{a:g}, {b:g})" for a, b in itertools.pairwise(edges)]
     lo, hi = _integer_range(str(integer_range))
-    _check_bins(hi - lo + 1, method, "--integer-range")
     numeric = pd.to_numeric(pd.Series(values), errors="coerce").to_numpy(dtype=np.float64)
     if np.any(np.isnan(numeric)) or np.any(numeric != np.round(numeric)):
         raise DomainError(f"column {name!r} must hold integers for --integer-range")
@@ -141,8 +194,22 @@ def _spark_counts(input: Path, *, column: str | None, categories: str | None, bi
     return counts(frame, column, edges), [f"[{a:g}, {b:g})" for a, b in itertools.pairwise(edges)]
 
 
-def _read_counts(input: Path, column: str | None, counts_column: str | None) -> pd.DataFrame | np.ndarray:
-    """The input table, or the counts themselves for a plain 1-D .npy file (one bin per entry)."""
+def _read_counts(input: Path, column: str | None, counts_column: str | None, table: TableInput,
+                 header: bool | None) -> pd.DataFrame | np.ndarray:
+    """The input table, or the counts themselves for a plain 1-D .npy file or a .txt file of one count per
+    line (one bin per entry, as the Hay et al. files come)."""
+    if input.suffix.lower() == ".txt" and column is None and counts_column is None:
+        from privpub.datasets import load_counts
+
+        if not input.is_file():
+            raise DataNotFoundError(f"input file {str(input)!r} does not exist or is not a file")
+        try:
+            return load_counts(input)
+        except (ValueError, OSError, UnicodeDecodeError) as exc:
+            if isinstance(exc, PrivpubError):
+                raise
+            raise ParameterError(f"could not read {str(input)!r} as counts (one per line): "
+                                 f"{' '.join(str(exc).split())[:200]}") from exc
     if input.suffix.lower() == ".npy" and column is None and counts_column is None:
         from privpub._io import read_npy
 
@@ -151,12 +218,17 @@ def _read_counts(input: Path, column: str | None, counts_column: str | None) -> 
             if arr.ndim != 1:
                 raise ParameterError(f"a .npy input of counts must be 1-D, got shape {arr.shape}")
             return arr
-    return read_table(input)
+    needed = [c for c in (column, counts_column) if c is not None]
+    return read_records(input, table, header=header, needed=needed, echo=lambda m: typer.echo(m, err=True))
 
 
 def _publisher(method: str, split: float | None, noise: str) -> Any:
     from privpub.histogram import AHP, HPHP, LaplaceHistogram, OptimalGrouping
 
+    if noise not in ("discrete", "laplace"):
+        raise ParameterError(f"--noise must be discrete or laplace, got {noise!r}")
+    if split is not None:
+        check_probability(split, "--split")
     if method == "hphp":
         return HPHP(split=split, noise=noise)
     if method == "hphp_unattributed":
@@ -179,14 +251,17 @@ def register(app: typer.Typer, reproduce_app: typer.Typer) -> None:
     @handle_errors
     def histogram(
         input: Annotated[Path, typer.Argument(
-            help="CSV, Parquet, JSON or .npy file (a 1-D .npy array is the histogram itself).")],
-        epsilon: Annotated[float, typer.Option("--epsilon", "-e", help="Total privacy budget (> 0).")],
+            help="CSV (with or without a header line), Parquet, JSON, .npy or .txt file (a 1-D .npy array or a "
+            ".txt of one count per line is the histogram itself).")],
+        epsilon: EpsilonOption,
         output: Annotated[Path, typer.Option(
             "--output", "-o", help="Where to write the release: .csv, .json, .parquet or .npy (from the suffix).")],
         column: Annotated[str | None, typer.Option(
-            "--column", help="Column of raw records (one row per person); needs a declared domain.")] = None,
+            "--column", help="Column of raw records (one row per person); needs a declared domain (options "
+            "below, or a schema declaring the column).")] = None,
         counts_column: Annotated[str | None, typer.Option(
-            "--counts-column", help="Column holding the histogram itself (one bin per row, in bin order).")]
+            "--counts-column", help="Column holding the histogram itself (one bin per row, in bin order; a .txt "
+            "file of one count per line or a 1-D .npy needs neither option).")]
             = None,
         categories: Annotated[str | None, typer.Option(
             "--categories", help="Declared categories a,b,c (one bin each) for --column.")] = None,
@@ -194,6 +269,10 @@ def register(app: typer.Typer, reproduce_app: typer.Typer) -> None:
             "--bins", help="Declared numeric bin edges e0,e1,...,ek for --column.")] = None,
         integer_range: Annotated[str | None, typer.Option(
             "--integer-range", help="Declared integer domain LO:HI (one bin per value) for --column.")] = None,
+        dataset_schema: DatasetSchemaOption = None,
+        schema: SchemaOption = None,
+        header: HeaderOption = None,
+        names: NamesOption = None,
         method: Annotated[str, typer.Option(
             "--method", "-m", help="hphp (default), ahp, laplace or hphp_unattributed; with --non-private "
             "also hphp_paper or optimal.")] = "hphp",
@@ -211,23 +290,38 @@ def register(app: typer.Typer, reproduce_app: typer.Typer) -> None:
         quiet: Annotated[bool, typer.Option("--quiet", help="No progress messages.")] = False,
         engine: EngineOption = "pandas",
     ) -> None:
-        """Publish a histogram under epsilon-DP with HPHP or a baseline; writes bin, count, group."""
+        """Publish a histogram under epsilon-DP with HPHP or a baseline; writes bin, count, group.
+
+        Every argument is checked before the input is read or any budget is reserved.
+        """
+        checks = Checks()
+        checks(check_epsilon, epsilon, "--epsilon")
         if method in NON_PRIVATE_METHODS and not non_private:
-            raise ParameterError(
-                f"method {method!r} is NOT differentially private (it reads the true sort order); "
-                "pass --non-private to run it for a paper reproduction"
-            )
+            checks.add(f"--method {method} is NOT differentially private (it reads the true sort order); "
+                       "pass --non-private to run it for a paper reproduction")
         if method not in PRIVATE_METHODS + NON_PRIVATE_METHODS:
-            raise ParameterError(f"method must be one of {', '.join(PRIVATE_METHODS)}, got {method!r}")
-        check_output(output, force=force, inputs=[input], supported=FORMATS)
-        pub = _publisher(method, split, noise)
+            checks.add(f"--method must be one of {', '.join(PRIVATE_METHODS)}, got {method!r}")
+            method = "hphp"
+        if split is not None:
+            checks(check_probability, split, "--split")
+        pub = checks(_publisher, method, split, noise)
+        checks(check_engine, engine)
+        checks(check_output, output, force=force, inputs=[input, schema], supported=FORMATS)
+        table = checks(resolve_table, schema_path=schema, dataset_schema=dataset_schema, names=names,
+                       required=False)
+        plain_npy = input.suffix.lower() in (".npy", ".txt") and column is None and counts_column is None
+        attribute = None if plain_npy else checks(
+            _declared_domain, column=column, counts_column=counts_column, categories=categories, bins=bins,
+            integer_range=integer_range, table=table, method=method)
+        checks.done()
         session = open_session(budget_file, budget_total, data_label or input.name)
         extra = publish_kwargs(pub.publish, session, "histogram")
-        if check_engine(engine) == "spark":
+        data: Any
+        if engine == "spark":
             data = _spark_counts(input, column=column, categories=categories, bins=bins,
                                  integer_range=integer_range, counts_column=counts_column, method=method)
         else:
-            data = _read_counts(input, column, counts_column)
+            data = _read_counts(input, column, counts_column, table, header)
         if isinstance(data, tuple):
             counts, labels = data
         elif isinstance(data, np.ndarray):
@@ -236,9 +330,11 @@ def register(app: typer.Typer, reproduce_app: typer.Typer) -> None:
             _check_bins(len(data), method, "the length of the .npy input")
             counts, labels = data, None
         else:
+            if plain_npy:
+                raise ParameterError(f"{str(input)!r} is a structured .npy table: give --column or --counts-column")
             counts, labels = _counts_from_frame(
                 data, column=column, counts_column=counts_column, categories=categories, bins=bins,
-                integer_range=integer_range, source=input, method=method,
+                integer_range=integer_range, attribute=attribute, method=method,
             )
         del data
         if not quiet and len(counts) >= 10**6:
@@ -266,7 +362,7 @@ def register(app: typer.Typer, reproduce_app: typer.Typer) -> None:
     @handle_errors
     def reproduce_histogram(
         quick: Annotated[bool, typer.Option("--quick", help="Small run (3 trials, ~1-2 minutes).")] = False,
-        out: Annotated[Path | None, typer.Option("--out", help="Output directory.")] = None,
+        out: Annotated[Path | None, typer.Option("--out", "-o", help="Output directory.")] = None,
         data_dir: Annotated[Path | None, typer.Option(
             "--data-dir", help="Data directory (default: $PRIVPUB_DATA).")] = None,
         seed: Annotated[int, typer.Option("--seed", help="Base random seed.")] = 0,

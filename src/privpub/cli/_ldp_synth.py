@@ -13,6 +13,7 @@ from privpub.cli._common import (
     SEED_HELP,
     BudgetFileOption,
     BudgetTotalOption,
+    Checks,
     DataLabelOption,
     ForceOption,
     check_out_dir,
@@ -21,9 +22,16 @@ from privpub.cli._common import (
     handle_errors,
     open_session,
     publish_kwargs,
-    read_json,
-    read_table,
     write_table,
+)
+from privpub.cli._tables import (
+    DatasetSchemaOption,
+    HeaderOption,
+    NamesOption,
+    SchemaOption,
+    TableInput,
+    read_records,
+    resolve_table,
 )
 from privpub.core import Schema, check_allocation
 from privpub.errors import ParameterError
@@ -45,11 +53,40 @@ def check_sizes(schema: Schema, n_users: int, degree: int, rows: int) -> None:
     check_allocation(rows * max(len(sizes), 1), 24, "the synthetic table", "--rows", unit="cells")
 
 
-def _load_schema(path: Path) -> Schema:
-    data = read_json(path, "schema")
-    if not isinstance(data, dict):
-        raise ParameterError(f"schema file {str(path)!r} must hold a JSON object with 'attributes'")
-    return Schema.from_dict(data)
+def _synth_schema(table: TableInput, columns: str | None) -> Schema:
+    """The schema the synthesizer encodes with (a built-in dataset: its coarse public encoding)."""
+    assert table.fmt is not None
+    schema = table.fmt.synth_schema
+    if columns:
+        names = [c.strip() for c in columns.split(",") if c.strip()]
+        missing = [c for c in names if c not in schema.names]
+        if missing:
+            raise ParameterError(f"--columns names columns not in {table.source} ({', '.join(schema.names)}): "
+                                 f"{missing}")
+        if len(set(names)) != len(names):
+            raise ParameterError(f"--columns must be distinct, got {columns!r}")
+        schema = schema.with_attributes(names)
+    return schema
+
+
+def _check_model(schema: Schema, epsilon: float | None, flip_prob: float | None, degree: int | None) -> int:
+    """Check epsilon / f and the degree against the number of attributes; return the degree."""
+    from privpub.ldp_synth._client import resolve_flip_prob
+
+    d = len(schema)
+    problems = Checks()
+    if (epsilon is None) == (flip_prob is None):
+        problems.add("give exactly one of --epsilon (total per user) or --flip-prob")
+    else:
+        problems(resolve_flip_prob, epsilon, flip_prob, d)
+    if d < 2:
+        problems.add(f"synth needs at least 2 attributes, the schema has {d}")
+    chosen = degree if degree is not None else max(1, min(2, d - 1))
+    if degree is not None and not 1 <= degree < max(d, 2):
+        problems.add(f"--degree (max parents k) must be in [1, {max(d - 1, 1)}] (below the number of attributes "
+                     f"{d}), got {degree}")
+    problems.done()
+    return chosen
 
 
 #: ``--method auto`` runs EM only if its predicted worst case fits in this many seconds on one core
@@ -95,16 +132,19 @@ def register(app: typer.Typer, reproduce_app: typer.Typer) -> None:
     @app.command("synth")
     @handle_errors
     def synth(
-        input: Annotated[Path, typer.Argument(help="Input table (CSV or Parquet), one row per user.")],
-        schema_path: Annotated[Path, typer.Option(
-            "--schema", help="JSON schema declaring every column's public categories "
-            "(privpub.core.Schema.to_dict format). Never inferred from the data."
-        )],
+        input: Annotated[Path, typer.Argument(
+            help="Input table, one row per user: CSV (with or without a header line), Parquet or JSON.")],
         output: Annotated[Path, typer.Option(
             "-o", "--output", help="Where to write the synthetic table: .csv, .json or .parquet (from the suffix).")],
-        epsilon: float | None = typer.Option(None, "--epsilon", help="Total per-user epsilon (LDP)."),
+        schema_path: SchemaOption = None,
+        dataset_schema: DatasetSchemaOption = None,
+        header: HeaderOption = None,
+        names: NamesOption = None,
+        epsilon: float | None = typer.Option(None, "--epsilon", "-e", help="Total per-user epsilon (LDP)."),
         flip_prob: float | None = typer.Option(None, "--flip-prob", help="Bit flip probability f in (0, 1)."),
-        degree: int = typer.Option(2, "--degree", "-k", help="Max parents per node of the Bayesian network."),
+        degree: int | None = typer.Option(
+            None, "--degree", "-k", help="Max parents per node of the Bayesian network (default 2, or 1 with two "
+            "attributes)."),
         columns: str | None = typer.Option(None, "--columns", help="Comma-separated subset of columns."),
         method: str = typer.Option(
             "auto", "--method", help="Joint estimator: auto (em unless its predicted worst case exceeds 60 s, then "
@@ -122,40 +162,49 @@ def register(app: typer.Typer, reproduce_app: typer.Typer) -> None:
     ) -> None:
         """Local-DP synthetic data: simulate each user's RAPPOR report, fit a Bayesian network, sample.
 
-        Give exactly one of --epsilon or --flip-prob; the report's epsilon is 2 d ln((2 - f)/f).
+        Give exactly one of --epsilon or --flip-prob; the report's epsilon is 2 d ln((2 - f)/f). With
+        --dataset-schema the raw files are read as they come and coarsened by the dataset's public
+        encoding (Adult: the 15 attributes of the LoPub reproduction). Every argument is checked before the
+        input is read.
         """
         from tqdm import tqdm
 
         from privpub.ldp_synth import LDPBayesSynthesizer
 
-        check_output(output, force=force, inputs=[input, schema_path], supported=FORMATS)
+        checks = Checks()
+        checks(check_output, output, force=force, inputs=[input, schema_path], supported=FORMATS)
         if network_out is not None:
-            check_output(network_out, force=force, inputs=[input, schema_path, output], option="--network-out",
-                         supported=("json",))
+            checks(check_output, network_out, force=force, inputs=[input, schema_path, output],
+                   option="--network-out", supported=("json",))
         if rows is not None and rows < 1:
-            raise ParameterError(f"--rows must be >= 1, got {rows}")
-        schema = _load_schema(schema_path)
+            checks.add(f"--rows must be >= 1, got {rows}")
+        table = checks(resolve_table, schema_path=schema_path, dataset_schema=dataset_schema, names=names,
+                       required=True, what="the attributes' categories")
+        schema = checks(_synth_schema, table, columns) if table is not None else None
+        k = checks(_check_model, schema, epsilon, flip_prob, degree) if schema is not None else None
         from privpub.ldp_synth._store import METHODS
 
-        if method not in ("auto", *METHODS):  # checked before any data is read
-            raise ParameterError(f"--method must be one of {['auto', *METHODS]}, got {method!r}")
-        synthesizer = LDPBayesSynthesizer(degree=degree, method="em" if method == "auto" else method, start=start)
+        if method not in ("auto", *METHODS):
+            checks.add(f"--method must be one of {['auto', *METHODS]}, got {method!r}")
+            method = "em"
+        synthesizer = checks(LDPBayesSynthesizer, degree=k if k is not None else 1,
+                             method="em" if method == "auto" else method, start=start)
+        checks.done()
+        assert table is not None and table.fmt is not None and schema is not None and synthesizer is not None
         session = open_session(budget_file, budget_total, data_label or input.name)
         extra = publish_kwargs(synthesizer.publish, session, "synth")
-        frame = read_table(input)
+        frame = read_records(input, table, header=header, needed=list(schema.names),
+                             echo=lambda m: typer.echo(m, err=True))
+        if dataset_schema is not None:
+            frame = table.fmt.to_synth(frame)
         if columns:
-            names = [c.strip() for c in columns.split(",") if c.strip()]
-            missing = [c for c in names if c not in frame.columns]
-            if missing:
-                raise ParameterError(f"--columns names columns not in the input: {missing}")
-            frame = frame[names]
-            schema = schema.with_attributes(names)
-        check_sizes(schema, len(frame), degree, rows if rows is not None else len(frame))
-        method, note = choose_method(method, schema.sizes, len(frame), epsilon, flip_prob, degree)
+            frame = frame[list(schema.names)]
+        check_sizes(schema, len(frame), int(synthesizer.degree), rows if rows is not None else len(frame))
+        method, note = choose_method(method, schema.sizes, len(frame), epsilon, flip_prob, int(synthesizer.degree))
         if note and not quiet:
             typer.echo(note, err=True)
-        synthesizer = LDPBayesSynthesizer(degree=degree, method=method, start=start)
-        bar = None if quiet else tqdm(total=len(schema), desc=f"network ({method})", unit="node", leave=False)
+        synthesizer = LDPBayesSynthesizer(degree=int(synthesizer.degree), method=method, start=start)
+        bar = None if quiet else tqdm(total=len(schema), desc=f"network ({method})", unit="node")
 
         def progress(i: int, d: int) -> None:
             if bar is not None:
@@ -176,7 +225,7 @@ def register(app: typer.Typer, reproduce_app: typer.Typer) -> None:
         typer.echo(
             f"wrote {len(synthetic)} synthetic rows to {output} (f = {release.flip_prob:.6g}, "
             f"epsilon = {release.epsilon:.6g} per user, {release.epsilon_attribute:.6g} per attribute; "
-            f"degree {degree}; estimator {method})"
+            f"degree {synthesizer.degree}; estimator {method})"
         )
         echo_session(session, budget_file)
 

@@ -19,7 +19,7 @@ def register(app: typer.Typer, reproduce_app: typer.Typer) -> None:
     def reproduce_all_command(
         quick: bool = typer.Option(False, "--quick", help="Each part's quick mode (under 10 minutes in all)."),
         out: Annotated[Path, typer.Option(
-            "--out", help="Output directory: one folder per part and report.html.")] = Path("privpub-results"),
+            "--out", "-o", help="Output directory: one folder per part and report.html.")] = Path("privpub-results"),
         data_dir: Annotated[Path | None, typer.Option(
             "--data-dir", help="Data directory (default: $PRIVPUB_DATA).")] = None,
         seed: int = typer.Option(0, "--seed", help="Random seed passed to every part."),

@@ -14,7 +14,9 @@ from privpub.cli._common import (
     SEED_HELP,
     BudgetFileOption,
     BudgetTotalOption,
+    Checks,
     DataLabelOption,
+    EpsilonOption,
     ForceOption,
     check_out_dir,
     check_output,
@@ -26,7 +28,7 @@ from privpub.cli._common import (
     read_table,
     write_table,
 )
-from privpub.core import check_allocation
+from privpub.core import check_allocation, check_epsilon
 from privpub.errors import DataNotFoundError, ParameterError
 
 _METHODS = "hq_rtp|rtp|rtp_mm|hq_rtpmm|bt|bth"
@@ -84,14 +86,22 @@ def _read_series(path: Path, column: str | None) -> np.ndarray:
     return np.asarray(values.to_numpy())
 
 
-def _read_queries(path: Path) -> pd.DataFrame:
+def _read_queries(path: Path, window: int) -> pd.DataFrame:
+    """The --queries file, checked against --window (the data is not read yet)."""
     q = read_table(path)
     missing = {"l", "r"} - set(q.columns)
     if missing:
-        raise ParameterError(f"queries file must have columns l, r (and optionally time), missing {sorted(missing)}")
+        raise ParameterError(f"--queries file must have columns l, r (and optionally time), missing {sorted(missing)}")
     for c in [c for c in ("time", "l", "r") if c in q.columns]:
         if not pd.api.types.is_integer_dtype(q[c]):
-            raise ParameterError(f"queries column {c!r} must hold integers, got dtype {q[c].dtype}")
+            raise ParameterError(f"--queries column {c!r} must hold integers, got dtype {q[c].dtype}")
+    bad = (q["l"] < 1) | (q["r"] < q["l"]) | ((q["r"] - q["l"] + 1) > window)
+    if "time" in q.columns:
+        bad |= q["r"] > q["time"]
+    if bad.any():
+        i = int(np.flatnonzero(bad.to_numpy())[0])
+        raise ParameterError(f"--queries row {i + 1}: need 1 <= l <= r (<= time) and at most --window {window} "
+                             f"items, got l={q['l'].iloc[i]}, r={q['r'].iloc[i]}")
     return q
 
 
@@ -102,7 +112,7 @@ def register(app: typer.Typer, reproduce_app: typer.Typer) -> None:
     @handle_errors
     def stream(
         input: Annotated[Path, typer.Argument(help="Count series: CSV/Parquet (with --column), .txt or .npy.")],
-        epsilon: Annotated[float, typer.Option("--epsilon", "-e", help="Event-level epsilon.")],
+        epsilon: EpsilonOption,
         window: Annotated[int, typer.Option("--window", "-w", help="Sliding window W (queries must lie inside).")],
         output: Annotated[Path, typer.Option(
             "--output", "-o", help="Output: .csv, .json, .parquet or .npy (from the suffix).")],
@@ -128,25 +138,31 @@ def register(app: typer.Typer, reproduce_app: typer.Typer) -> None:
     ) -> None:
         """Publish a count stream under event-level DP: noisy answers to range queries, or (without
         --queries) the noisy per-step counts and prefix sums."""
-        from privpub.stream import make_publisher
+        from privpub.stream import PUBLISHERS, make_publisher
+        from privpub.stream._base import NOISE_KINDS
 
-        check_output(output, force=force, inputs=[input, queries], supported=FORMATS)
-        from privpub.stream import PUBLISHERS
-
+        checks = Checks()
+        checks(check_epsilon, epsilon, "--epsilon")
+        checks(check_output, output, force=force, inputs=[input, queries], supported=FORMATS)
         if method not in PUBLISHERS:
-            raise ParameterError(f"--method must be one of {', '.join(sorted(PUBLISHERS))}, got {method!r}")
-        check_stream_sizes(method, window, height, 0)
+            checks.add(f"--method must be one of {', '.join(sorted(PUBLISHERS))}, got {method!r}")
+        if noise not in NOISE_KINDS:
+            checks.add(f"--noise must be one of {', '.join(NOISE_KINDS)}, got {noise!r}")
+        if not (sensitivity > 0 and math.isfinite(sensitivity)):
+            checks.add(f"--sensitivity must be finite and > 0, got {sensitivity}")
+        checks(check_stream_sizes, method, window, height, 0)
+        q = checks(_read_queries, queries, window) if queries is not None else None
+        checks.done()
         session = open_session(budget_file, budget_total, data_label or input.name)
         extra = publish_kwargs(PUBLISHERS[method], session, "stream")
-        data = _read_series(input, column)
-        check_stream_sizes(method, window, height, len(data))
         kw: dict[str, object] = {"window": window, "epsilon": epsilon, "rng": seed, "noise": noise,
                                  "sensitivity": sensitivity, "real": real, "max_item": max_item}
         if height is not None:
             kw["height"] = height
         pub = make_publisher(method, **kw, **extra)
-        if queries is not None:
-            q = _read_queries(queries)
+        data = _read_series(input, column)
+        check_stream_sizes(method, window, height, len(data))
+        if q is not None:
             n = len(data)
             qt = q["time"].to_numpy(np.int64) if "time" in q.columns else np.full(len(q), n, dtype=np.int64)
             order = np.argsort(qt, kind="stable")
@@ -182,7 +198,7 @@ def register(app: typer.Typer, reproduce_app: typer.Typer) -> None:
     def reproduce_stream(
         quick: Annotated[bool, typer.Option("--quick", help="2 repetitions, fewer sizes, 32768 items.")] = False,
         out_dir: Annotated[Path | None, typer.Option(
-            "--out-dir", "-o", help="Output folder (default ./privpub-results/stream).")] = None,
+            "--out", "--out-dir", "-o", help="Output folder (default ./privpub-results/stream).")] = None,
         data_dir: Annotated[Path | None, typer.Option("--data-dir", help="Dataset folder (default $PRIVPUB_DATA).")] = None,
         seed: Annotated[int, typer.Option("--seed", help="Root seed.")] = 0,
     ) -> None:
@@ -190,6 +206,6 @@ def register(app: typer.Typer, reproduce_app: typer.Typer) -> None:
         from privpub.experiments._common import default_out_dir
         from privpub.experiments.stream import reproduce
 
-        path = reproduce(check_out_dir(out_dir or default_out_dir("stream"), "--out-dir"), quick=quick,
+        path = reproduce(check_out_dir(out_dir or default_out_dir("stream"), "--out"), quick=quick,
                          data_dir=data_dir, rng=seed)
         typer.echo(f"wrote {path}")

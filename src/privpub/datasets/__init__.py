@@ -4,7 +4,9 @@
 ``PRIVPUB_DATA`` environment variable); nothing is downloaded and nothing ships with privpub.
 :func:`available` lists what is present, :func:`list_datasets` what is registered, and
 :func:`info` describes one entry (files, public source, derivation), and
-:func:`load_counts` reads a user-supplied count file from any path. Tables come with a schema
+:func:`load_counts` reads a user-supplied count file from any path. :func:`table_format`
+describes a tabular dataset's raw files (column names of header-less files, missing-value
+policy, public encodings) so the CLI can read them as they come. Tables come with a schema
 declared from public metadata, never inferred from the data.
 
 The generators (:func:`zipf_histogram`, :func:`bayesnet_table`, :func:`clustered_points`,
@@ -22,6 +24,7 @@ from __future__ import annotations
 from privpub.core import Schema
 from privpub.datasets._base import CountsDataset, Dataset, SeriesDataset, TableDataset
 from privpub.datasets._files import load_counts
+from privpub.datasets._formats import Recode, TableFormat, table_format, table_formats
 from privpub.datasets._generators import (
     BayesNetSample,
     PointSample,
@@ -49,8 +52,10 @@ __all__ = [
     "Dataset",
     "DatasetInfo",
     "PointSample",
+    "Recode",
     "SeriesDataset",
     "TableDataset",
+    "TableFormat",
     "available",
     "bayesnet_table",
     "bursty_stream",
@@ -62,6 +67,8 @@ __all__ = [
     "load",
     "load_counts",
     "schema",
+    "table_format",
+    "table_formats",
     "zipf_histogram",
     "zipf_probabilities",
 ]

@@ -18,7 +18,6 @@ import pandas as pd
 from privpub.core import check_counts, readonly
 from privpub.datasets._base import CountsDataset, Dataset, SeriesDataset, TableDataset
 from privpub.datasets._schemas import (
-    ADULT_COLUMNS,
     CENSUS_COLUMNS,
     adult_schema,
     census_schema,
@@ -87,20 +86,17 @@ def _strip(frame: pd.DataFrame) -> pd.DataFrame:
     return frame
 
 
-def _read_adult_file(path: Path, *, skip_first: bool) -> pd.DataFrame:
-    frame = pd.read_csv(
-        path, header=None, names=list(ADULT_COLUMNS), sep=",", skipinitialspace=True,
-        skiprows=1 if skip_first else 0, na_filter=False, skip_blank_lines=True, engine="c",
-    )
-    frame = _strip(frame)
-    frame["income"] = frame["income"].str.rstrip(".")
-    keep = ~(frame == "?").any(axis=1)
-    return frame.loc[keep].reset_index(drop=True)
+def _read_adult_file(path: Path) -> pd.DataFrame:
+    from privpub.datasets._formats import table_format
+
+    fmt = table_format("adult")  # '|' comment line of adult.test, '?' records dropped, labels' '.' stripped
+    frame = pd.read_csv(path, header=None, names=list(fmt.columns), sep=",", engine="c", **fmt.read_options())
+    return fmt.clean(frame)[0]
 
 
 def _read_adult(info: DatasetInfo, paths: tuple[Path, ...]) -> Dataset:
-    train = _read_adult_file(paths[0], skip_first=False)
-    test = _read_adult_file(paths[1], skip_first=True)
+    train = _read_adult_file(paths[0])
+    test = _read_adult_file(paths[1])
     frame = pd.concat([train, test], ignore_index=True)
     schema = adult_schema()
     schema.validate(frame, require_class=True)

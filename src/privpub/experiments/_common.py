@@ -17,10 +17,12 @@ each part's directory (``<out>/<part>/``):
     size (the report names the file; open it for the rest).
 ``claims.csv`` (optional; written with :func:`write_claims`)
     The paper's claims beside our numbers, one row per claim, columns
-    ``claim, paper_value, our_value, verdict, note``; ``verdict`` is one of :data:`VERDICTS`
-    (``reproduced``, ``not reproduced``, ``not applicable``). When the file is absent the report
-    shows the markdown summary and a single row ``results summary`` with verdict
-    ``not applicable``.
+    ``claim, paper_value, our_value, measured, rule, verdict, cells, note``; ``verdict`` is one
+    of :data:`VERDICTS` (``reproduced``, ``not reproduced``, ``not applicable``) and, for a
+    tested claim, follows from the row's own ``measured`` number and ``rule`` (:meth:`Claim.test`);
+    ``cells`` names what was counted. An untestable claim says why in ``note``. When the file is
+    absent the report shows the markdown summary and a single row ``results summary`` with
+    verdict ``not applicable``.
 ``ledgers.csv`` (optional; written with :func:`write_ledgers`)
     The budget ledger of each kind of release the part made: columns ``release, epsilon_total,
     step, mechanism, epsilon, composition, parts, note`` (one row per ledger entry; ``release``
@@ -36,7 +38,7 @@ from __future__ import annotations
 import csv
 import math
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -48,13 +50,19 @@ from privpub.errors import ParameterError
 __all__ = [
     "CLAIMS_FILE",
     "LEDGERS_FILE",
+    "RULE_OPS",
     "VERDICTS",
     "Claim",
     "DemoRow",
+    "claims_markdown",
     "default_out_dir",
+    "parse_rule",
     "read_claims",
     "read_ledgers",
     "resolve_data_dir",
+    "rule_verdict",
+    "save_figure",
+    "shown",
     "write_claims",
     "write_ledgers",
 ]
@@ -66,7 +74,7 @@ LEDGERS_FILE = "ledgers.csv"
 #: the allowed verdicts of a claim
 VERDICTS = ("reproduced", "not reproduced", "not applicable")
 
-_CLAIM_COLUMNS = ("claim", "paper_value", "our_value", "verdict", "note")
+_CLAIM_COLUMNS = ("claim", "paper_value", "our_value", "measured", "rule", "verdict", "cells", "note")
 _LEDGER_COLUMNS = ("release", "epsilon_total", "step", "mechanism", "epsilon", "composition", "parts", "note")
 
 
@@ -87,25 +95,87 @@ class DemoRow:
     ledger: BudgetLedger | None = field(default=None, compare=False, repr=False)
 
 
+#: comparison operators a claim's rule may use
+RULE_OPS: dict[str, Callable[[float, float], bool]] = {
+    ">=": lambda a, b: a >= b, "<=": lambda a, b: a <= b, ">": lambda a, b: a > b, "<": lambda a, b: a < b,
+    "==": lambda a, b: a == b,
+}
+#: significant digits a claim's measured number is shown (and tested) with
+MEASURED_DIGITS = 4
+
+
+def shown(value: float, digits: int = MEASURED_DIGITS) -> float:
+    """``value`` as the report shows it: rounded to ``digits`` significant digits, never ``-0.0``.
+
+    Verdicts are computed from the shown number; a part that displays fewer digits rounds the
+    number it passes (a difference shown as ``-0.0`` points is passed as ``round(d, 1)``, which
+    is zero).
+
+    Examples
+    --------
+    >>> shown(round(-0.04, 1)), shown(0.92592), shown(1234.56)
+    (0.0, 0.9259, 1235.0)
+    """
+    out = float(f"{float(value):.{digits}g}")
+    return 0.0 if out == 0 else out
+
+
+def parse_rule(rule: str) -> tuple[str, float]:
+    """``">= 0.9"`` -> ``(">=", 0.9)``; raises ParameterError for anything else."""
+    parts = str(rule).split()
+    if len(parts) != 2 or parts[0] not in RULE_OPS:
+        raise ParameterError(f"rule must be '<op> <number>' with op in {list(RULE_OPS)}, got {rule!r}")
+    try:
+        return parts[0], float(parts[1])
+    except ValueError:
+        raise ParameterError(f"rule must end with a number, got {rule!r}") from None
+
+
+def rule_verdict(measured: float, rule: str) -> str:
+    """The verdict a rule gives the shown ``measured`` number.
+
+    Examples
+    --------
+    >>> rule_verdict(25 / 27, ">= 0.9"), rule_verdict(round(-0.04, 1), ">= 0")
+    ('reproduced', 'reproduced')
+    """
+    op, threshold = parse_rule(rule)
+    return "reproduced" if RULE_OPS[op](shown(measured), threshold) else "not reproduced"
+
+
 @dataclass(frozen=True)
 class Claim:
-    """One claim of a paper beside our measurement, with a verdict.
+    """One claim of a paper beside our measurement, with a verdict computed from it.
+
+    A testable claim carries the number its verdict is computed from (``measured``, rounded as
+    shown), the rule (``rule``, e.g. ``">= 0.9"``: reproduced iff ``measured >= 0.9``) and the
+    cells it counted (``cells``, in words). Build it with :meth:`test`, which computes the
+    verdict; a claim with a rule and a verdict that does not follow from it is refused. A claim
+    that cannot be tested here has verdict ``"not applicable"``, no number, and says why in
+    ``note``.
 
     Parameters
     ----------
     claim : str
         The claim in words, e.g. ``"HPHP's KLD is about 10% of AHP's (nettrace, eps=0.1)"``.
     paper_value, our_value : str
-        The paper's number (or ``""``) and ours, as displayed.
+        The paper's number or statement, and ours, as displayed.
     verdict : {"reproduced", "not reproduced", "not applicable"}
-        ``"not applicable"`` when the claim cannot be tested here (data missing, non-private).
     note : str
-        Why, in one sentence (required in spirit when the verdict is not ``"reproduced"``).
+        Remarks; required for ``"not applicable"`` (why the claim cannot be tested).
+    measured : float or None
+        The number the verdict is computed from (shown with 4 significant digits).
+    rule : str
+        ``"<op> <threshold>"`` with op in :data:`RULE_OPS`.
+    cells : str
+        Which cells (datasets, epsilons, sizes ...) were counted, and where the claim fails.
 
     Examples
     --------
-    >>> Claim("HPHP beats DP", "yes", "yes at 12/12 settings", "reproduced").verdict
-    'reproduced'
+    >>> c = Claim.test("HPHP beats DP", "all settings", "25 of 27 cells", 25 / 27, ">= 0.9",
+    ...                cells="9 datasets x 3 epsilons; fails at nettrace eps=0.01, HEPTH eps=1")
+    >>> c.verdict, c.measured
+    ('reproduced', 0.9259)
     >>> Claim("x", "", "", "maybe")
     Traceback (most recent call last):
     ...
@@ -117,6 +187,9 @@ class Claim:
     our_value: str = ""
     verdict: str = "not applicable"
     note: str = ""
+    measured: float | None = None
+    rule: str = ""
+    cells: str = ""
 
     def __post_init__(self) -> None:
         if not isinstance(self.claim, str) or not self.claim.strip():
@@ -125,8 +198,40 @@ class Claim:
         if verdict not in VERDICTS:
             raise ParameterError(f"verdict must be one of {VERDICTS}, got {self.verdict!r}")
         object.__setattr__(self, "verdict", verdict)
-        for name in ("paper_value", "our_value", "note"):
+        for name in ("paper_value", "our_value", "note", "rule", "cells"):
             object.__setattr__(self, name, _text(getattr(self, name)))
+        if self.measured is not None and not (isinstance(self.measured, float) and math.isnan(self.measured)):
+            object.__setattr__(self, "measured", shown(self.measured))
+        else:
+            object.__setattr__(self, "measured", None)
+        if self.rule:
+            parse_rule(self.rule)
+            if self.measured is None:
+                if verdict != "not applicable":
+                    raise ParameterError(f"claim {self.claim!r} has a rule but no measured number")
+            elif verdict != rule_verdict(self.measured, self.rule):
+                raise ParameterError(f"claim {self.claim!r}: verdict {verdict!r} does not follow from "
+                                     f"{self.measured:g} {self.rule}")
+
+    @property
+    def tested(self) -> bool:
+        """Whether the verdict is computed from a number and a rule."""
+        return self.measured is not None and bool(self.rule)
+
+    @classmethod
+    def test(cls, claim: str, paper_value: str, our_value: str, measured: float | None, rule: str, *,
+             cells: str, note: str = "", untestable: str = "") -> Claim:
+        """A claim whose verdict is ``rule`` applied to ``measured`` (as shown).
+
+        ``measured`` None (or NaN) gives ``"not applicable"`` with ``untestable`` (or ``note``)
+        as the reason, which is then required.
+        """
+        if measured is None or (isinstance(measured, float) and not math.isfinite(measured)):
+            why = untestable or note
+            if not why:
+                raise ParameterError(f"claim {claim!r} has no measured number: say why in untestable=")
+            return cls(claim, paper_value, our_value, "not applicable", why, None, rule, cells)
+        return cls(claim, paper_value, our_value, rule_verdict(measured, rule), note, measured, rule, cells)
 
 
 def _text(value: Any) -> str:
@@ -135,6 +240,27 @@ def _text(value: Any) -> str:
     if isinstance(value, float):
         return "" if math.isnan(value) else f"{value:.4g}"
     return str(value)
+
+
+def claims_markdown(claims: Iterable[Claim]) -> str:
+    """The claims as a markdown table (claim, paper, ours, test, verdict, counted), for a summary.
+
+    Examples
+    --------
+    >>> print(claims_markdown([Claim.test("A beats B", "yes", "3 of 4", 0.75, ">= 0.9", cells="4 datasets")]))
+    | claim | paper | ours | test | verdict | counted |
+    |---|---|---|---|---|---|
+    | A beats B | yes | 3 of 4 | 0.75 >= 0.9 | not reproduced | 4 datasets |
+    """
+    def cell(text: str) -> str:
+        return text.replace("|", "\\|").replace("\n", " ")
+
+    lines = ["| claim | paper | ours | test | verdict | counted |", "|---|---|---|---|---|---|"]
+    for c in claims:
+        test = f"{c.measured:.{MEASURED_DIGITS}g} {c.rule}" if c.tested else (c.note or "not tested")
+        lines.append("| " + " | ".join(cell(v) for v in (c.claim, c.paper_value, c.our_value, test, c.verdict,
+                                                           c.cells)) + " |")
+    return "\n".join(lines)
 
 
 def write_claims(out_dir: str | os.PathLike[str], claims: Iterable[Claim]) -> Path:
@@ -159,7 +285,9 @@ def write_claims(out_dir: str | os.PathLike[str], claims: Iterable[Claim]) -> Pa
         writer = csv.writer(fh)
         writer.writerow(_CLAIM_COLUMNS)
         for c in rows:
-            writer.writerow([neutralise_cell(v) for v in (c.claim, c.paper_value, c.our_value, c.verdict, c.note)])
+            measured = "" if c.measured is None else f"{c.measured:.{MEASURED_DIGITS}g}"
+            writer.writerow([neutralise_cell(v) for v in (c.claim, c.paper_value, c.our_value, measured, c.rule,
+                                                          c.verdict, c.cells, c.note)])
     return path
 
 
@@ -186,9 +314,21 @@ def read_claims(out_dir: str | os.PathLike[str]) -> list[Claim] | None:
                 our_value=restore_cell(row.get("our_value") or ""),
                 verdict=restore_cell(row.get("verdict") or ""),
                 note=restore_cell(row.get("note") or ""),
+                measured=_number(restore_cell(row.get("measured") or "")),
+                rule=restore_cell(row.get("rule") or ""),
+                cells=restore_cell(row.get("cells") or ""),
             )
             for row in reader
         ]
+
+
+def _number(text: str) -> float | None:
+    if not text.strip():
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        raise ParameterError(f"a claim's measured value must be a number, got {text!r}") from None
 
 
 def write_ledgers(out_dir: str | os.PathLike[str], ledgers: Mapping[str, BudgetLedger]) -> Path:
@@ -220,6 +360,46 @@ def read_ledgers(out_dir: str | os.PathLike[str]) -> Any:
     if missing:
         raise ParameterError(f"{path} must have the columns {list(_LEDGER_COLUMNS)}, missing {missing}")
     return restore_frame(frame)
+
+
+def save_figure(fig: Any, path: str | os.PathLike[str], *, legend: bool = True, ncol: int | None = None,
+                dpi: int = 110) -> Path:
+    """Save a figure with one legend for all its axes *below* them, never over the data.
+
+    The entries of every axes' legend (and labelled artists) are gathered, duplicates dropped,
+    the axes' own legends removed, and one figure legend placed under the plots; the saved
+    image is cropped to include it. The figure is closed.
+
+    Examples
+    --------
+    >>> import tempfile, matplotlib
+    >>> matplotlib.use("Agg")
+    >>> import matplotlib.pyplot as plt
+    >>> fig, ax = plt.subplots()
+    >>> _ = ax.plot([0, 1], [0, 1], label="a"); _ = ax.legend()
+    >>> save_figure(fig, Path(tempfile.mkdtemp()) / "f.png").is_file()
+    True
+    """
+    handles: list[Any] = []
+    labels: list[str] = []
+    for ax in fig.axes:
+        h, lab = ax.get_legend_handles_labels()
+        for hh, ll in zip(h, lab):
+            if ll not in labels and not ll.startswith("_"):
+                handles.append(hh)
+                labels.append(ll)
+        if ax.get_legend() is not None:
+            ax.get_legend().remove()
+    fig.tight_layout()
+    if legend and labels:
+        fig.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.0), frameon=False,
+                   ncol=ncol or min(len(labels), 6), fontsize=8)
+    out = Path(path)
+    fig.savefig(out, dpi=dpi, bbox_inches="tight")
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)
+    return out
 
 
 def resolve_data_dir(data_dir: str | os.PathLike[str] | None = None) -> Path | None:

@@ -37,13 +37,16 @@ from privpub._io import atomic_output, neutralise_frame
 from privpub.experiments._common import (
     CLAIMS_FILE,
     LEDGERS_FILE,
+    MEASURED_DIGITS,
     VERDICTS,
     Claim,
+    parse_rule,
     read_claims,
     read_ledgers,
 )
 
-__all__ = ["PART_TITLES", "SAFE_SCHEMES", "PartSection", "build_report", "claims_of", "markdown_to_html", "safe_link"]
+__all__ = ["PART_TITLES", "SAFE_SCHEMES", "PartSection", "build_report", "claims_of", "figure_order", "markdown_to_html",
+           "safe_link"]
 
 #: display title of each part (paper number in shared/seeds, reference)
 PART_TITLES: dict[str, str] = {
@@ -210,7 +213,10 @@ def _markdown(base: Path | None, shift: int, report_dir: Path | None, images: li
 
     def table_open(self: Any, tokens: Any, idx: int, options: Any, env: Any) -> str:
         tokens[idx].attrSet("class", "md")
-        return str(self.renderToken(tokens, idx, options, env))
+        return '<div class="tablewrap">' + str(self.renderToken(tokens, idx, options, env))
+
+    def table_close(self: Any, tokens: Any, idx: int, options: Any, env: Any) -> str:
+        return str(self.renderToken(tokens, idx, options, env)) + "</div>\n"
 
     def fence(self: Any, tokens: Any, idx: int, options: Any, env: Any) -> str:
         return str(Markup("<pre><code>{}</code></pre>\n").format(tokens[idx].content.rstrip("\n")))
@@ -225,7 +231,7 @@ def _markdown(base: Path | None, shift: int, report_dir: Path | None, images: li
         return str(Markup('<a href="{}">{}</a>').format(src, alt or src))
 
     for name, rule in (("heading_open", heading_open), ("heading_close", heading_close),
-                       ("table_open", table_open), ("fence", fence), ("code_block", fence), ("image", image)):
+                       ("table_open", table_open), ("table_close", table_close), ("fence", fence), ("code_block", fence), ("image", image)):
         md.add_render_rule(name, rule)
     return md
 
@@ -253,7 +259,7 @@ def markdown_to_html(text: str, *, base: Path | None = None, shift: int = 0,
     Examples
     --------
     >>> print(markdown_to_html("# T\\n\\n| a | b |\\n|---|---|\\n| 1 | **2** |", shift=1).replace("\\n", ""))
-    <h2>T</h2><table class="md"><thead><tr><th>a</th><th>b</th></tr></thead><tbody><tr><td>1</td><td><strong>2</strong></td></tr></tbody></table>
+    <h2>T</h2><div class="tablewrap"><table class="md"><thead><tr><th>a</th><th>b</th></tr></thead><tbody><tr><td>1</td><td><strong>2</strong></td></tr></tbody></table></div>
     >>> markdown_to_html("[x](javascript:alert(1)) <b>")
     '<p>[x](javascript:alert(1)) &lt;b&gt;</p>\\n'
     """
@@ -271,6 +277,8 @@ h1{font-size:1.7em;margin-bottom:.2em} h2{border-bottom:2px solid #d0d7de;paddin
 h3{margin-top:1.6em} h4,h5,h6{margin-top:1.2em}
 .meta{color:#57606a;font-size:.92em} .meta code{font-size:.95em}
 table{border-collapse:collapse;margin:.8em 0;font-size:.88em;background:#fff}
+.tablewrap{max-width:100%;overflow-x:auto} .tablewrap>table{margin:.4em 0}
+table.claims{width:100%;table-layout:auto} table.claims td{overflow-wrap:anywhere}
 th,td{border:1px solid #d0d7de;padding:3px 8px;text-align:left;vertical-align:top}
 th{background:#f0f3f6} td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
 .verdict{font-weight:600;white-space:nowrap}
@@ -334,9 +342,37 @@ def _table(frame: pd.DataFrame, *, max_rows: int = MAX_TABLE_ROWS) -> dict[str, 
             "truncated": len(frame) > max_rows, "max_rows": max_rows}
 
 
+_OP_SYMBOL = {">=": "≥", "<=": "≤", ">": ">", "<": "<", "==": "="}
+
+
 def _claims(claims: Sequence[Claim]) -> list[dict[str, str]]:
-    return [{"claim": c.claim, "paper": c.paper_value, "ours": c.our_value, "verdict": c.verdict,
-             "slug": _slug(c.verdict), "note": c.note} for c in claims]
+    out = []
+    for c in claims:
+        test = ""
+        if c.tested:
+            op, threshold = parse_rule(c.rule)
+            test = f"{c.measured:.{MEASURED_DIGITS}g} {_OP_SYMBOL[op]} {threshold:g}"
+        elif c.rule:
+            test = f"untested (rule {c.rule})"
+        out.append({"claim": c.claim, "paper": c.paper_value, "ours": c.our_value, "test": test,
+                    "verdict": c.verdict, "slug": _slug(c.verdict), "cells": c.cells, "note": c.note})
+    return out
+
+
+_FIGURE_NUMBER = re.compile(r"fig(?:ure)?[ _.-]?(\d+)", flags=re.IGNORECASE)
+
+
+def figure_order(path: Path) -> tuple[int, int, str]:
+    """Sort key of a figure file: the paper's figure number in its name (``fig6_...`` before
+    ``fig10_...``), then the name; files without a number come last.
+
+    Examples
+    --------
+    >>> [p.name for p in sorted(map(Path, ["fig10_a.png", "ne.png", "fig6_b.png", "fig9.png"]), key=figure_order)]
+    ['fig6_b.png', 'fig9.png', 'fig10_a.png', 'ne.png']
+    """
+    m = _FIGURE_NUMBER.search(path.name)
+    return (0, int(m.group(1)), path.name) if m else (1, 0, path.name)
 
 
 def _ledgers(frame: pd.DataFrame) -> list[dict[str, Any]]:
@@ -386,7 +422,7 @@ def _section(section: PartSection, report_dir: Path) -> dict[str, Any]:
         done = set(embedded)
         figures: list[Path] = []
         data["figures"] = [_figure(p, _relative(p, out_dir), report_dir, figures)
-                           for p in sorted(out_dir.rglob("*.png")) if p.resolve() not in done]
+                           for p in sorted(out_dir.rglob("*.png"), key=figure_order) if p.resolve() not in done]
         data["tables"] = [_csv_table(p, out_dir) for p in sorted(out_dir.rglob("*.csv"))
                           if p.name not in (CLAIMS_FILE, LEDGERS_FILE)]
     ledgers = None
@@ -481,10 +517,12 @@ def _write_all_claims(sections: Sequence[PartSection], path: Path) -> Path:
     for s in sections:
         claims, source = claims_of(s)
         rows.extend({"part": s.part, "status": s.status, "claim": c.claim, "paper_value": c.paper_value,
-                     "our_value": c.our_value, "verdict": c.verdict, "note": c.note, "source": source}
+                     "our_value": c.our_value,
+                     "measured": "" if c.measured is None else f"{c.measured:.{MEASURED_DIGITS}g}",
+                     "rule": c.rule, "verdict": c.verdict, "cells": c.cells, "note": c.note, "source": source}
                     for c in claims)
-    frame = pd.DataFrame(rows, columns=["part", "status", "claim", "paper_value", "our_value", "verdict", "note",
-                                        "source"])
+    frame = pd.DataFrame(rows, columns=["part", "status", "claim", "paper_value", "our_value", "measured", "rule",
+                                        "verdict", "cells", "note", "source"])
     with atomic_output(path, force=True) as tmp:
         neutralise_frame(frame).to_csv(tmp, index=False)
     return path

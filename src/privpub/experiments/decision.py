@@ -20,50 +20,21 @@ import numpy as np
 import pandas as pd
 
 from privpub.core import Schema
+from privpub.datasets._taxonomies import ADULT_TAXONOMIES
 from privpub.decision import MAXGDDP, DiffGen
-from privpub.experiments._common import Claim, DemoRow, resolve_data_dir, write_claims, write_ledgers
+from privpub.experiments._common import (
+    Claim,
+    DemoRow,
+    claims_markdown,
+    resolve_data_dir,
+    save_figure,
+    write_claims,
+    write_ledgers,
+)
 
 __all__ = ["ADULT_TAXONOMIES", "dataset_schema", "dataset_taxonomies", "demo", "load_split", "reproduce", "summarize"]
 
 log = logging.getLogger(__name__)
-
-#: Fung et al. (TKDE 2007) taxonomies of Adult, as used by DiffGen (spec Appendix A); public metadata
-ADULT_TAXONOMIES: dict[str, Any] = {
-    "workclass": {"Any": [{"Worked": [{"With-Pay": ["Private", {"Self-emp": ["Self-emp-not-inc", "Self-emp-inc"]},
-                                                    {"Gov": ["Federal-gov", "Local-gov", "State-gov"]}]},
-                                      "Without-pay"]}, "Never-worked"]},
-    "education": {"Any": [
-        {"Without-Post-Secondary": ["Preschool", {"Elementary": ["1st-4th", "5th-6th", "7th-8th"]},
-                                    {"Secondary": [{"Junior-Secondary": ["9th", "10th"]},
-                                                   {"Senior-Secondary": ["11th", "12th", "HS-grad"]}]}]},
-        {"Post-secondary": ["Some-college", {"Assoc": ["Assoc-acdm", "Assoc-voc"]},
-                            {"University": ["Bachelors", "Prof-school", {"Post-grad": ["Masters", "Doctorate"]}]}]}]},
-    "marital-status": {"Any": [{"Married": [{"Partner-present": ["Married-civ-spouse", "Married-AF-spouse"]},
-                                            {"Partner-absent": ["Divorced", "Separated", "Widowed",
-                                                                "Married-spouse-absent"]}]},
-                               "Never-married"]},
-    "occupation": {"Any": [
-        {"White-collar": ["Exec-managerial", "Prof-specialty", "Sales", "Adm-clerical"]},
-        {"Blue-collar": ["Tech-support", "Craft-repair", "Machine-op-inspct", "Handlers-cleaners",
-                         "Transport-moving", "Priv-house-serv"]},
-        {"Other": ["Protective-serv", "Armed-Forces", "Farming-fishing", "Other-service"]}]},
-    "relationship": {"Any": [{"In-family": ["Wife", "Own-child", "Husband"]}, "Not-in-family", "Other-relative",
-                             "Unmarried"]},
-    "race": {"Any": ["White", {"Colored": ["Asian-Pac-Islander", "Amer-Indian-Eskimo", "Other", "Black"]}]},
-    "sex": {"Any": ["Female", "Male"]},
-    "native-country": {"Any": [
-        {"North-America": [{"USA": ["United-States", "Outlying-US(Guam-USVI-etc)"]}, "Canada"]},
-        {"Middle-America": ["Mexico", "Honduras", "Guatemala", "Nicaragua", "El-Salvador"]},
-        {"South-America": [{"Western-South-America": ["Ecuador", "Peru"]}, {"Northern-South-America": ["Columbia"]},
-                           {"Caribbean": ["Puerto-Rico", "Dominican-Republic", "Jamaica", "Cuba", "Haiti",
-                                          "Trinadad&Tobago"]}]},
-        {"Europe": [{"Western-Europe": ["France", "England", "Ireland", "Scotland", "Holand-Netherlands"]},
-                    {"Southern-Europe": ["Italy", "Greece"]}, {"Southwestern-Europe": ["Portugal"]},
-                    {"Southeastern-Europe": ["Yugoslavia"]}, {"Central-Europe": ["Hungary", "Germany", "Poland"]}]},
-        {"Asia": [{"Southeastern-Asia": ["Philippines", "Thailand", "Cambodia", "Vietnam", "Laos"]},
-                  {"Southern-Asia": ["India"]}, {"Eastern-Asia": ["Japan", "China", "Hong", "Taiwan", "South"]},
-                  {"Middle-East": ["Iran"]}]}]},
-}
 
 DATASETS = ("iris", "adult", "census_income_kdd")
 LABELS = {"iris": "Iris", "adult": "Adult", "census_income_kdd": "Census-Income (KDD)"}
@@ -295,9 +266,9 @@ def summarize(out_dir: str | Path, *, quick: bool = False, reps: int | None = No
                .reset_index())
     summary.to_csv(out / "summary.csv", index=False)
     _plots(out, summary, baselines, grids)
-    claims = _claims(summary, baselines, grids)
-    write_claims(out, claims)
     n_reps = reps if reps is not None else int(runs["rep"].max() + 1) if len(runs) else 0
+    claims = _claims(summary, baselines, grids, reps=n_reps)
+    write_claims(out, claims)
     secs = seconds if seconds is not None else float(runs["seconds"].sum())
     return _write_summary(out, summary, baselines, grids, claims, quick=quick, reps=n_reps, seconds=secs,
                           missing=missing or [])
@@ -360,46 +331,50 @@ def _plots(out: Path, summary: pd.DataFrame, baselines: dict[str, float], grids:
             ax.set_ylabel("accuracy (%)")
             if xname == "eps":
                 ax.set_xscale("log")
-            ax.legend(fontsize=7)
         fig.suptitle(title)
-        fig.tight_layout()
-        fig.savefig(out / fname, dpi=110)
-        plt.close(fig)
+        save_figure(fig, out / fname)
 
 
-def _claims(summary: pd.DataFrame, baselines: dict[str, float], grids: dict[str, Any]) -> list[Claim]:
+def _claims(summary: pd.DataFrame, baselines: dict[str, float], grids: dict[str, Any], reps: int = 0) -> list[Claim]:
+    """The paper's claims per dataset; differences in accuracy points are tested as shown (one decimal)."""
     claims: list[Claim] = []
     for name in [n for n in DATASETS if n in baselines]:
         base, best, eps, h = PAPER[name]
-        claims.append(Claim(f"{LABELS[name]}: raw C4.5 baseline accuracy", f"{base}%",
-                            f"{100 * baselines[name]:.1f}%", "reproduced" if abs(100 * baselines[name] - base) < 2.5
-                            else "not reproduced", "sklearn entropy tree with ccp_alpha=2e-4 as the C4.5 stand-in"))
+        ours = round(100 * baselines[name], 1)
+        claims.append(Claim.test(
+            f"{LABELS[name]}: raw C4.5 baseline accuracy", f"{base}%", f"{ours:.1f}%", round(abs(ours - base), 1),
+            "< 2.5", cells="|ours − paper| in points; one tree on the raw training split, tested on the raw test "
+            "split",
+            note="sklearn entropy tree with ccp_alpha=2e-4 as the C4.5 stand-in"))
         m, s = _get(summary, name, "maxgddp", eps, h)
-        if not np.isnan(m):
-            verdict = "reproduced" if m >= best - max(s, 1.5) else "not reproduced"
-            note = ("level-1 budget 0.042 for ~150 candidates: selection is nearly random (spec §4)"
-                    if name == "iris" else "")
-            claims.append(Claim(f"{LABELS[name]}: MAXGDDP accuracy at eps={eps:g}, h={h}", f"{best}%",
-                                f"{m:.1f} ± {s:.1f}%", verdict, note))
+        note = "level-1 budget 0.042 for ~150 candidates: selection is nearly random (spec §4)" if name == "iris" else ""
+        claims.append(Claim.test(
+            f"{LABELS[name]}: MAXGDDP accuracy at eps={eps:g}, h={h}", f"{best}%",
+            f"{m:.1f} ± {s:.1f}%" if not np.isnan(m) else "", None if np.isnan(m) else round(m - best, 1), ">= -1.5",
+            cells=f"ours − paper in points at eps={eps:g}, h={h}; mean of {reps or 'the'} repetitions",
+            note=note, untestable=f"the run has no point at eps={eps:g}, h={h} (quick grid)"))
         g = grids[name]
-        diffs = []
-        for e in g["eps"]:
-            a, _ = _get(summary, name, "maxgddp", e, g["h4"])
-            b, _ = _get(summary, name, "diffgen", e, g["h4"])
-            diffs.append(a - b)
-        if diffs and not np.any(np.isnan(diffs)):
-            wins = sum(d >= 0 for d in diffs)
-            claims.append(Claim(f"{LABELS[name]}: MAXGDDP >= DiffGen at every eps (h={g['h4']})", "yes",
-                                f"{wins}/{len(diffs)} (differences {', '.join(f'{d:+.1f}' for d in diffs)} points)",
-                                "reproduced" if wins == len(diffs) else "not reproduced"))
+        diffs = {e: round(_get(summary, name, "maxgddp", e, g["h4"])[0] - _get(summary, name, "diffgen", e, g["h4"])[0], 1)
+                 for e in g["eps"]}
+        if diffs and not np.any(np.isnan(list(diffs.values()))):
+            lost = [f"eps={e:g} ({d:+.1f})" for e, d in diffs.items() if d < 0]
+            claims.append(Claim.test(
+                f"{LABELS[name]}: MAXGDDP >= DiffGen at every eps (Fig. 4, h={g['h4']})", "yes",
+                f"{len(diffs) - len(lost)} of {len(diffs)} eps (differences "
+                f"{', '.join(f'{d:+.1f}' for d in diffs.values())} points)", (len(diffs) - len(lost)) / len(diffs), ">= 1",
+                cells=f"eps ∈ {{{', '.join(f'{e:g}' for e in diffs)}}} at h={g['h4']}; MAXGDDP − DiffGen accuracy in "
+                      "points, as shown" + (f"; fails at {', '.join(lost)}" if lost else "")))
         em = _eps_mid(grids, name)
-        gaps = [_get(summary, name, "maxgddp", em, h)[0] - _get(summary, name, "maxgddp_uniform", em, h)[0]
-                for h in g["h"]]
-        if gaps and not np.any(np.isnan(gaps)):
-            wins = sum(d >= 0 for d in gaps)
-            claims.append(Claim(f"{LABELS[name]}: geometric budgets >= uniform (Fig. 6, eps={em:g})", "yes",
-                                f"{wins}/{len(gaps)} h (differences {', '.join(f'{d:+.1f}' for d in gaps)} points)",
-                                "reproduced" if wins == len(gaps) else "not reproduced"))
+        gaps = {h: round(_get(summary, name, "maxgddp", em, h)[0] - _get(summary, name, "maxgddp_uniform", em, h)[0], 1)
+                for h in g["h"]}
+        if gaps and not np.any(np.isnan(list(gaps.values()))):
+            lost = [f"h={h} ({d:+.1f})" for h, d in gaps.items() if d < 0]
+            claims.append(Claim.test(
+                f"{LABELS[name]}: geometric budgets >= uniform (Fig. 6, eps={em:g})", "yes",
+                f"{len(gaps) - len(lost)} of {len(gaps)} h (differences "
+                f"{', '.join(f'{d:+.1f}' for d in gaps.values())} points)", (len(gaps) - len(lost)) / len(gaps), ">= 1",
+                cells=f"h ∈ {{{', '.join(map(str, gaps))}}} at eps={em:g}; geometric − uniform accuracy in points, as "
+                      "shown (a difference shown as 0.0 counts as equal)" + (f"; fails at {', '.join(lost)}" if lost else "")))
     return claims
 
 
@@ -412,8 +387,7 @@ def _write_summary(out: Path, summary: pd.DataFrame, baselines: dict[str, float]
              "Columns: n_cells = all cells of the cut (every one noised); see runs.csv for released rows.", ""]
     if missing:
         lines += ["Skipped (data missing):", *[f"- {m}" for m in missing], ""]
-    lines += ["## Paper's claims", "", "| claim | paper | ours | verdict |", "| --- | --- | --- | --- |"]
-    lines += [f"| {c.claim} | {c.paper_value} | {c.our_value} | {c.verdict} |" for c in claims]
+    lines += ["## Paper's claims", "", claims_markdown(claims)]
     for name in [n for n in DATASETS if n in baselines]:
         g = grids[name]
         lines += ["", f"## {LABELS[name]} (baseline {100 * baselines[name]:.1f}%, paper {PAPER[name][0]}%)", "",

@@ -24,7 +24,15 @@ import numpy as np
 import pandas as pd
 
 from privpub.errors import ParameterError, PrivacyWarning
-from privpub.experiments._common import DemoRow, resolve_data_dir
+from privpub.experiments._common import (
+    Claim,
+    DemoRow,
+    claims_markdown,
+    resolve_data_dir,
+    save_figure,
+    write_claims,
+    write_ledgers,
+)
 from privpub.histogram import AHP, HPHP, LaplaceHistogram, OptimalGrouping, kld
 
 __all__ = ["DATASETS", "EPSILONS", "METHODS", "RANGE_LENGTHS", "demo", "evaluate", "reproduce", "synthetic_like"]
@@ -134,8 +142,13 @@ def evaluate(
     trials: int = 20,
     rng: int = 0,
     progress: bool = False,
+    ledgers: dict[str, Any] | None = None,
 ) -> pd.DataFrame:
-    """Run the grid; one row per (dataset, epsilon, method, trial) with KLD, per-range MSE and time."""
+    """Run the grid; one row per (dataset, epsilon, method, trial) with KLD, per-range MSE and time.
+
+    ``ledgers``, if given, receives the ledger of each (method, epsilon)'s first release (first
+    dataset, trial 0): the budget schedule behind the figures.
+    """
     cells = [(d, e, m) for d in histograms for e in epsilons for m in methods]
     iterator: Iterable[tuple[str, float, str]] = cells
     if progress:
@@ -153,6 +166,10 @@ def evaluate(
                 warnings.simplefilter("ignore", PrivacyWarning)
                 release = pub.publish(h, epsilon=eps, rng=seed)
             elapsed = time.perf_counter() - start
+            key = f"{PAPER_LABEL[method]} ε={eps:g} (Laplace noise, {dataset}, trial 0)"
+            if ledgers is not None and t == 0 and not any(k.startswith(f"{PAPER_LABEL[method]} ε={eps:g} ")
+                                                           for k in ledgers):
+                ledgers[key] = release.ledger
             row = {
                 "dataset": dataset, "n": h.size, "epsilon": eps, "method": method, "trial": t,
                 "private": release.private, "groups": release.n_groups, "seconds": elapsed,
@@ -219,13 +236,8 @@ def _plots(kld_sum: pd.DataFrame, lnmse_sum: pd.DataFrame, out: Path) -> list[Pa
         ax.set_ylabel("KLD")
     for ax in axes.ravel()[len(datasets):]:
         ax.axis("off")
-    axes.ravel()[0].legend(fontsize=7)
     fig.suptitle("Fig. 2: KLD (mean ± sd over trials; hatched = NOT private)")
-    fig.tight_layout()
-    p = out / "fig2_kld.png"
-    fig.savefig(p, dpi=110)
-    plt.close(fig)
-    paths.append(p)
+    paths.append(save_figure(fig, out / "fig2_kld.png"))
     for eps in sorted(set(lnmse_sum["epsilon"])):
         fig, axes = plt.subplots(rows, cols, figsize=(5 * cols, 3.6 * rows), squeeze=False)
         for ax, dataset in zip(axes.ravel(), datasets):
@@ -239,13 +251,8 @@ def _plots(kld_sum: pd.DataFrame, lnmse_sum: pd.DataFrame, out: Path) -> list[Pa
             ax.set_ylabel("LNMSE")
         for ax in axes.ravel()[len(datasets):]:
             ax.axis("off")
-        axes.ravel()[0].legend(fontsize=7)
         fig.suptitle(f"Fig. 3: LNMSE vs range size, ε={eps:g} (dashed = NOT private)")
-        fig.tight_layout()
-        p = out / f"fig3_lnmse_eps{eps:g}.png"
-        fig.savefig(p, dpi=110)
-        plt.close(fig)
-        paths.append(p)
+        paths.append(save_figure(fig, out / f"fig3_lnmse_eps{eps:g}.png"))
     return paths
 
 
@@ -277,9 +284,7 @@ def _markdown(kld_sum: pd.DataFrame, lnmse_sum: pd.DataFrame, *, trials: int, co
     for (dataset, eps), row in piv.iterrows():
         cells = [f"{_fmt(row[m])} ± {_fmt(sd.loc[(dataset, eps), m])}" for m in methods]
         lines.append(f"| {DATASETS.get(dataset, dataset)} | {eps:g} | " + " | ".join(cells) + " |")
-    lines += ["", "## The paper's claims against our numbers", ""]
-    verdicts = _verdicts(piv)
-    lines += verdicts
+    lines += ["", "## The paper's claims against our numbers", "", claims_markdown(_claims(kld_sum, lnmse_sum))]
     # LNMSE table at the smallest and largest range for each eps
     lines += ["", "## Fig. 3: LNMSE (range size 50 / 250 / 450)", "",
               "| dataset | ε | " + " | ".join(PAPER_LABEL[m] for m in methods) + " |",
@@ -295,91 +300,62 @@ def _markdown(kld_sum: pd.DataFrame, lnmse_sum: pd.DataFrame, *, trials: int, co
     return "\n".join(lines) + "\n"
 
 
-def _verdicts(piv: pd.DataFrame) -> list[str]:
-    out: list[str] = []
-    have = set(piv.columns)
-    if {"hphp", "ahp"} <= have:
-        r_priv = piv["hphp"] / piv["ahp"]
-        line = (f"- *Claim: HPHP's KLD is about 10% of AHP's.* Private HPHP / AHP: median "
-                f"{r_priv.median():.2f} (range {r_priv.min():.2f}-{r_priv.max():.2f}).")
-        if "hphp_paper" in have:
-            r_leak = piv["hphp_paper"] / piv["ahp"]
-            line += (f" Leaky paper HPHP / AHP: median {r_leak.median():.3f} (range {r_leak.min():.3f}-"
-                     f"{r_leak.max():.3f}). **Verdict: the claim holds only for the non-private paper "
-                     "version; the private HPHP is comparable to AHP, not 10x better.**")
-        out.append(line)
-    if {"hphp", "optimal"} <= have:
-        r = piv["hphp"] / piv["optimal"]
-        line = f"- *Claim: HPHP is close to Optimal.* Private HPHP / Optimal: median {r.median():.3g}."
-        if "hphp_paper" in have:
-            r2 = piv["hphp_paper"] / piv["optimal"]
-            line += (f" Leaky paper HPHP / Optimal: median {r2.median():.3g}. **Verdict: only the leaky "
-                     "version is near Optimal (both read the true order); the private one is orders of "
-                     "magnitude above it.**")
-        out.append(line)
-    if {"hphp", "laplace"} <= have:
-        beats = piv["hphp"] < piv["laplace"]
-        out.append(f"- *Private HPHP beats DP (Laplace):* {int(beats.sum())} of {beats.size} cells."
-                   + ("" if beats.all() else " Exceptions: " + ", ".join(
-                       f"{d} ε={e:g}" for (d, e), b in beats.items() if not b)))
-    if {"hphp", "ahp"} <= have:
-        at = piv.xs(0.1, level="epsilon") if 0.1 in piv.index.get_level_values("epsilon") else None
-        if at is not None:
-            wins = at["hphp"] <= at["ahp"] * 1.0
-            out.append(f"- *Private HPHP matches or beats AHP at ε = 0.1:* {int(wins.sum())} of {wins.size} "
-                       "datasets." + ("" if wins.all() else " Not on: " + ", ".join(
-                           d for d, w in wins.items() if not w) + "."))
-        all_cells = piv["hphp"] <= piv["ahp"]
-        out.append(f"- Private HPHP <= AHP in {int(all_cells.sum())} of {all_cells.size} cells overall.")
-    return out
+def _cells(piv: pd.DataFrame) -> str:
+    """The (dataset, epsilon) cells of a KLD pivot in words."""
+    datasets = list(dict.fromkeys(piv.index.get_level_values("dataset")))
+    eps = sorted(set(piv.index.get_level_values("epsilon")))
+    return (f"{len(piv)} cells: {len(datasets)} datasets x ε ∈ {{{', '.join(f'{e:g}' for e in eps)}}} "
+            "(mean KLD over the trials of each cell)")
 
 
-def _claim_rows(kld_sum: pd.DataFrame, lnmse_sum: pd.DataFrame) -> list[tuple[str, str, str, str, str]]:
-    """(claim, paper value, our value, verdict, note) rows for the combined report."""
+def _claims(kld_sum: pd.DataFrame, lnmse_sum: pd.DataFrame) -> list[Claim]:
+    """The paper's claims (Figs. 2 and 3), each with the number its verdict is computed from."""
     piv = kld_sum.pivot_table(index=["dataset", "epsilon"], columns="method", values="kld_mean", sort=False)
-    rows: list[tuple[str, str, str, str, str]] = []
     have = set(piv.columns)
+    claims: list[Claim] = []
+    cells = _cells(piv)
     if {"hphp", "ahp"} <= have:
         r = float((piv["hphp"] / piv["ahp"]).median())
         leak = float((piv["hphp_paper"] / piv["ahp"]).median()) if "hphp_paper" in have else math.nan
-        rows.append(("HPHP's KLD is about 10% of AHP's (all datasets, all ε)", "≈ 0.1",
-                     f"private HPHP/AHP median {r:.2f}; leaky paper HPHP/AHP {leak:.3f}",
-                     "reproduced" if r <= 0.2 else "not reproduced",
-                     "only the non-private paper version (true sort order) reaches it" if r > 0.2 else ""))
+        claims.append(Claim.test(
+            "HPHP's KLD is about 10% of AHP's (Fig. 2)", "≈ 0.1", f"private HPHP/AHP median {r:.3g}; "
+            f"leaky paper HPHP/AHP {leak:.3g}", r, "<= 0.2", cells=cells + "; median of the per-cell ratios",
+            note="only the non-private paper version (true sort order) reaches it" if r > 0.2 and leak <= 0.2 else ""))
     if {"hphp", "optimal"} <= have:
         r = float((piv["hphp"] / piv["optimal"]).median())
         leak = float((piv["hphp_paper"] / piv["optimal"]).median()) if "hphp_paper" in have else math.nan
-        rows.append(("HPHP's KLD is close to Optimal's", "close",
-                     f"private HPHP/Optimal median {r:.3g}; leaky {leak:.3g}",
-                     "reproduced" if r <= 2 else "not reproduced",
-                     "Optimal and the paper's HPHP read the true order; the private HPHP cannot" if r > 2 else ""))
+        claims.append(Claim.test(
+            "HPHP's KLD is close to Optimal's (Fig. 2)", "close (within 2x)",
+            f"private HPHP/Optimal median {r:.3g}; leaky {leak:.3g}", r, "<= 2", cells=cells + "; median ratio",
+            note="Optimal and the paper's HPHP read the true order; the private HPHP cannot" if r > 2 else ""))
     if {"hphp", "laplace"} <= have:
         beats = piv["hphp"] < piv["laplace"]
-        rows.append(("HPHP's KLD is below DP's (Laplace)", "all settings",
-                     f"{int(beats.sum())}/{beats.size} settings",
-                     "reproduced" if beats.mean() >= 0.9 else "not reproduced",
-                     "" if beats.all() else "exceptions: " + ", ".join(f"{d} ε={e:g}" for (d, e), b in beats.items()
-                                                                      if not b)))
+        fails = [f"{d} ε={e:g}" for (d, e), b in beats.items() if not b]
+        claims.append(Claim.test(
+            "HPHP's KLD is below DP's (Laplace) (Fig. 2)", "every setting",
+            f"{int(beats.sum())} of {beats.size} cells", float(beats.mean()), ">= 0.9",
+            cells=cells + ("; fails at " + ", ".join(fails) if fails else "; holds in every cell")))
     if not lnmse_sum.empty and {"hphp", "ahp"} <= set(lnmse_sum["method"]):
-        def gap(eps: float) -> float:
-            sub = lnmse_sum[lnmse_sum["epsilon"] == eps].pivot_table(
+        eps = sorted(set(lnmse_sum["epsilon"]))
+
+        def gap(e: float) -> tuple[float, str]:
+            sub = lnmse_sum[lnmse_sum["epsilon"] == e].pivot_table(
                 index=["dataset", "range_length"], columns="method", values="lnmse")
-            return float((sub["ahp"] - sub["hphp"]).mean())
-        lo, hi = gap(min(lnmse_sum["epsilon"])), gap(max(lnmse_sum["epsilon"]))
-        rows.append(("LNMSE: AHP much above HPHP at small ε, converging at ε = 1", "AHP ≫ HPHP at ε=0.01",
-                     f"mean ln-gap AHP − private HPHP: {lo:.2f} (ε={min(lnmse_sum['epsilon']):g}), "
-                     f"{hi:.2f} (ε={max(lnmse_sum['epsilon']):g})",
-                     "reproduced" if lo > 1.0 and abs(hi) < abs(lo) else "not reproduced", ""))
-    return rows
+            n_ds = sub.index.get_level_values("dataset").nunique()
+            n_r = sub.index.get_level_values("range_length").nunique()
+            return float((sub["ahp"] - sub["hphp"]).mean()), f"{len(sub)} cells: {n_ds} datasets x {n_r} range sizes"
 
-
-def _write_claims(out: Path, kld_sum: pd.DataFrame, lnmse_sum: pd.DataFrame) -> None:
-    """Write ``claims.csv`` for the combined report (when the shared helper is available)."""
-    try:
-        from privpub.experiments._common import Claim, write_claims
-    except ImportError:  # older core without the claims table
-        return
-    write_claims(out, [Claim(*row) for row in _claim_rows(kld_sum, lnmse_sum)])
+        lo, lo_cells = gap(eps[0])
+        hi, hi_cells = gap(eps[-1])
+        claims.append(Claim.test(
+            f"LNMSE: AHP well above HPHP at ε = {eps[0]:g} (Fig. 3)", "AHP ≫ HPHP",
+            f"mean ln-gap AHP − private HPHP {lo:.3g}", lo, "> 1",
+            cells=f"{lo_cells} at ε={eps[0]:g}; mean of ln MSE(AHP) − ln MSE(HPHP)"))
+        claims.append(Claim.test(
+            f"LNMSE: AHP and HPHP converge at ε = {eps[-1]:g} (Fig. 3)", "about equal",
+            f"|mean ln-gap| {abs(hi):.3g}", abs(hi), "< 0.5",
+            cells=f"{hi_cells} at ε={eps[-1]:g}; |mean of ln MSE(AHP) − ln MSE(HPHP)|"))
+    return claims
 
 
 def reproduce(
@@ -419,7 +395,8 @@ def reproduce(
         names = list(datasets) if datasets is not None else list(DATASETS)
         histograms = _load(resolve_data_dir(data_dir), names)
     start = time.perf_counter()
-    frame = evaluate(histograms, trials=n_trials, rng=rng, progress=progress)
+    ledgers: dict[str, Any] = {}
+    frame = evaluate(histograms, trials=n_trials, rng=rng, progress=progress, ledgers=ledgers)
     seconds = time.perf_counter() - start
     frame.to_csv(out / "trials.csv", index=False)
     kld_sum, lnmse_sum = _summaries(frame)
@@ -430,7 +407,8 @@ def reproduce(
         f" --trials {trials}" if trials is not None else "")
     summary = out / "summary.md"
     summary.write_text(_markdown(kld_sum, lnmse_sum, trials=n_trials, command=command, seconds=seconds))
-    _write_claims(out, kld_sum, lnmse_sum)
+    write_claims(out, _claims(kld_sum, lnmse_sum))
+    write_ledgers(out, ledgers)
     log.info("histogram reproduction written to %s", out)
     return summary
 

@@ -344,7 +344,7 @@ class StreamPublisher:
         if self.real:
             return v
         if v != math.floor(v):
-            raise DomainError(f"items must be integers (the stream was not declared real=True), got {v}")
+            raise DomainError(f"items must be integers (the stream was not declared real=True, which needs noise='laplace'), got {v}")
         return int(v)
 
     def _check_items(self, items: ArrayLike) -> NDArray[Any]:
@@ -369,7 +369,7 @@ class StreamPublisher:
             frac = arr != np.floor(arr)
             if frac.any():
                 raise DomainError(
-                    "items must be integers (the stream was not declared real=True), "
+                    "items must be integers (the stream was not declared real=True, which needs noise='laplace'), "
                     f"got {arr[frac].flat[0]} at index {int(np.argmax(frac))}"
                 )
         return arr.astype(np.int64, copy=False)
