@@ -102,8 +102,15 @@ def test_mutate_doubles_exactly_one_argument() -> None:
 
 @pytest.fixture(scope="session")
 def pristine_copy(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One copy of the package per test process, reused by every mutant that process runs.
+
+    Numba's on-disk caches (``__pycache__/*.nbi``, ``*.nbc``) are copied with the sources and
+    stay valid because ``copy2`` keeps the files' modification times; a mutant changes one module,
+    which is restored byte for byte (and time stamp) afterwards, so the compiled kernels of the
+    other modules are not rebuilt for every mutant. Bytecode (``*.pyc``) is not copied.
+    """
     root = tmp_path_factory.mktemp("pristine")
-    shutil.copytree(SRC, root / "privpub", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(SRC, root / "privpub", ignore=shutil.ignore_patterns("*.pyc"))
     # the tests of a mutant must import the copy, not the installed package
     env = {**os.environ, "PYTHONPATH": str(root)}
     out = subprocess.run([sys.executable, "-c", "import privpub; print(privpub.__file__)"], env=env,
@@ -120,15 +127,21 @@ def _test_paths(part: str) -> list[str]:
 
 @pytest.mark.mutation
 @pytest.mark.parametrize("site", SITES, ids=str)
-def test_doubled_epsilon_is_caught(site: Site, pristine_copy: Path, tmp_path: Path) -> None:
+def test_doubled_epsilon_is_caught(site: Site, pristine_copy: Path) -> None:
     if f"{site.file}:{site.callee}" in ALLOWED:
         pytest.skip(ALLOWED[f"{site.file}:{site.callee}"])
-    root = tmp_path / "src"
-    shutil.copytree(pristine_copy / "privpub", root / "privpub")
+    root = pristine_copy
     target = root / "privpub" / site.file
-    mutated = mutate(target.read_text(encoding="utf-8"), site)
+    mutated = mutate((SRC / site.file).read_text(encoding="utf-8"), site)
     ast.parse(mutated)
     target.write_text(mutated, encoding="utf-8")
+    try:
+        _run_mutant(site, root)
+    finally:
+        shutil.copy2(SRC / site.file, target)  # the next mutant of this process starts from the pristine file
+
+
+def _run_mutant(site: Site, root: Path) -> None:
     env = {**os.environ, "PYTHONPATH": str(root), "PYTHONDONTWRITEBYTECODE": "1"}
     cmd = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:randomly", "-p", "no:xdist",
            "-m", "not slow and not audit_full and not mutation", *_test_paths(site.part)]
