@@ -12,6 +12,7 @@ import math
 import re
 import warnings
 from collections.abc import Callable
+from datetime import timedelta
 from typing import Any
 
 import numpy as np
@@ -22,7 +23,7 @@ from privpub.errors import PrivpubError
 
 FUZZ = settings(
     max_examples=200,
-    deadline=None,
+    deadline=timedelta(seconds=30),  # a call that runs longer is a hang (issue 12)
     derandomize=True,
     database=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much],
