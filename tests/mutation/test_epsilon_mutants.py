@@ -143,12 +143,14 @@ def test_doubled_epsilon_is_caught(site: Site, pristine_copy: Path) -> None:
 
 def _run_mutant(site: Site, root: Path) -> None:
     env = {**os.environ, "PYTHONPATH": str(root), "PYTHONDONTWRITEBYTECODE": "1"}
-    cmd = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:randomly", "-p", "no:xdist",
+    cmd = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:randomly", "-n", "0",
            "-m", "not slow and not audit_full and not mutation", *_test_paths(site.part)]
     proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=900, check=False)
     # exit code 1: some test failed (the mutant is killed); 0: every test passed (it survived)
     assert proc.returncode != 5, f"no tests collected for {site.part}"
     assert proc.returncode != 0, (f"mutant survived: doubling epsilon at {site} makes no test of "
                                   f"tests/{site.part} fail\n{proc.stdout[-1500:]}")
+    # 1: a test failed; anything else (2-4: interrupted, internal or usage error) is a broken harness
+    assert proc.returncode == 1, f"pytest exited with {proc.returncode}:\n{proc.stdout[-1500:]}{proc.stderr[-1500:]}"
     # the copy really was imported (the failure is the mutant's, not a broken harness)
     assert "Error" in proc.stdout or "failed" in proc.stdout
