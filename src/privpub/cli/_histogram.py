@@ -348,7 +348,8 @@ def register(app: typer.Typer, reproduce_app: typer.Typer) -> None:
         if labels is not None and release.attributed:
             columns["label"] = labels
         columns["count"] = release.counts
-        columns["group"] = release.group_labels
+        identity = release.group_order is None and release.group_boundaries is None
+        columns["group"] = range(n) if identity else release.group_labels  # every bin its own group: lazy
         write_table(columns, output, force=force, formats=FORMATS,
                     progress=None if quiet or n < 10**6 else "writing")
         if not release.private:

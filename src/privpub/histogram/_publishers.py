@@ -197,6 +197,8 @@ class HistogramRelease(Release):
     @property
     def group_labels(self) -> NDArray[np.int64]:
         """Group index of every bin (shape (n,))."""
+        if self.group_order is None and self.group_boundaries is None:  # every bin its own group
+            return np.arange(self.n_bins, dtype=np.int64)
         labels = np.empty(self.n_bins, dtype=np.int64)
         labels[self.order] = np.repeat(np.arange(self.n_groups), np.diff(self.boundaries))
         return labels
