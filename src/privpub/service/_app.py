@@ -1,4 +1,4 @@
-"""The HTTP application (FastAPI): campaigns, reports, assignments, releases, dashboard, health.
+"""The HTTP application (FastAPI): campaigns, reports, assignments, releases, streams, dashboards, health.
 
 Resources are routers listed in :data:`ROUTERS`; another resource (e.g. streams) adds its router
 there and its tables in its own migration. Error bodies are ``{"error": {"field": ..., "message":
@@ -48,6 +48,7 @@ from privpub.service._store import (
     Unavailable,
     iso,
 )
+from privpub.service._streams import StreamError, StreamStore
 
 __all__ = ["ROUTERS", "create_app", "create_app_from_env"]
 
@@ -78,6 +79,11 @@ def _error(status: int, message: str, field: str | None = None, headers: dict[st
     return JSONResponse({"error": body}, status_code=status, headers=headers)
 
 
+def _is_batch_path(path: str) -> bool:
+    return path.endswith("/reports/batch") or (path.startswith("/streams/") and (
+        path.endswith("/events") or path.endswith("/counts") or path.endswith("/ranges")))
+
+
 class BodyLimit:
     """Refuse request bodies above the limit with 413, before they are read into memory."""
 
@@ -88,7 +94,7 @@ class BodyLimit:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        limit = MAX_BATCH_BODY if scope["path"].endswith("/reports/batch") else MAX_BODY
+        limit = MAX_BATCH_BODY if _is_batch_path(scope["path"]) else MAX_BODY
         length = dict(scope["headers"]).get(b"content-length")
         if length is not None and (not length.isdigit() or int(length) > limit):
             await _error(413, f"the request body exceeds the limit of {limit} bytes")(scope, receive, send)
@@ -447,10 +453,16 @@ def _dashboard_router() -> APIRouter:
     return router
 
 
+def _streams_router() -> APIRouter:
+    from privpub.service._stream_api import router
+
+    return router
+
+
 #: the application's resources; a new resource appends its router here
 ROUTERS: list[Callable[[], APIRouter]] = [
     lambda: health_router, lambda: campaigns_router, lambda: reports_router, lambda: releases_router,
-    _dashboard_router,
+    _dashboard_router, _streams_router,
 ]
 
 
@@ -475,11 +487,17 @@ def create_app(db: str, *, admin_token: str | None = None, migrate: bool = True)
     app.state.admin_token = admin_token if admin_token is not None else os.environ.get("PRIVPUB_ADMIN_TOKEN") or None
     app.state.store = Store(engine)
     app.state.ingestor = Ingestor(app.state.store)
+    app.state.streams = StreamStore(engine, db)
     for make in ROUTERS:
         app.include_router(make())
 
+    @app.on_event("startup")
+    def _startup() -> None:
+        app.state.streams.start()
+
     @app.on_event("shutdown")
     def _shutdown() -> None:
+        app.state.streams.stop()
         app.state.ingestor.stop()
         engine.dispose()
 
@@ -498,6 +516,10 @@ def create_app(db: str, *, admin_token: str | None = None, migrate: bool = True)
     @app.exception_handler(SpecError)
     async def _spec(_: Request, exc: SpecError) -> JSONResponse:
         return _error(422, exc.message, exc.field)
+
+    @app.exception_handler(StreamError)
+    async def _stream_error(_: Request, exc: StreamError) -> JSONResponse:
+        return _error(exc.status, exc.message, exc.field)
 
     @app.exception_handler(NotFound)
     async def _nf(_: Request, exc: NotFound) -> JSONResponse:
