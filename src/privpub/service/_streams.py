@@ -377,6 +377,8 @@ class StreamStore:
                     live.log_seq = int(row.log_seq)
                     self._flush_pending(conn, live)
                     return fn(conn, live)
+            except StreamError:  # refused before anything changed (the transaction rolled back)
+                raise
             except BaseException:
                 # the transaction did not commit: forget the worker's copy (reloaded on next use)
                 with self._guard:
