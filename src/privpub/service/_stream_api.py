@@ -22,7 +22,7 @@ __all__ = ["CountsIn", "EventsIn", "RangesIn", "StreamIn", "router"]
 
 #: items (counts or events) per request, and ranges per batch query
 MAX_ITEMS = 200_000
-MAX_RANGES = 10_000
+MAX_RANGES = 50_000
 
 StreamId = Path(pattern=r"^[0-9a-f]{16}$", description="the stream's id")
 _BATCH = r"^[A-Za-z0-9._:-]{1,64}$"
