@@ -495,6 +495,9 @@ class StreamStore:
             if late.any():
                 if info.late == "reject":
                     i = int(np.argmax(late))
+                    if steps[i] < 1:
+                        raise StreamError(422, f"is before the stream's first step (origin {info.origin:.3f}, "
+                                               "Unix seconds)", f"times[{i}]")
                     raise StreamError(422, f"falls in step {int(steps[i])}, which is closed and released "
                                            f"(t={live.t}); this stream rejects late events (late='reject')",
                                       f"times[{i}]")

@@ -1,0 +1,130 @@
+"""``privpub stream create|produce|query``: live streams of a running ``privpub serve`` (issue 16)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Annotated, Any
+
+import numpy as np
+import typer
+
+from privpub.cli._common import handle_errors, read_table
+from privpub.cli._service import _URL, _check, _client, _need_extra
+from privpub.errors import ParameterError
+
+_TOKEN = typer.Option("--token", envvar="PRIVPUB_PRODUCER_TOKEN",
+                      help="The stream's producer token (default $PRIVPUB_PRODUCER_TOKEN, else $PRIVPUB_ADMIN_TOKEN).")
+
+
+def _series(path: Path, column: str | None) -> np.ndarray:
+    if not path.is_file():
+        raise ParameterError(f"input file {str(path)!r} does not exist")
+    if path.suffix.lower() == ".txt":
+        return np.loadtxt(path, ndmin=1)
+    df = read_table(path)
+    if column is None:
+        if df.shape[1] != 1:
+            raise ParameterError(f"--column is needed: {path.name} has columns {list(df.columns)}")
+        column = str(df.columns[0])
+    if column not in df.columns:
+        raise ParameterError(f"--column {column!r} is not a column of {path.name} (columns: {list(df.columns)})")
+    col = df[column]
+    if col.isna().any():
+        raise ParameterError(f"column {column!r} has missing values (row {int(np.flatnonzero(col.isna())[0])})")
+    if col.dtype.kind in "iuf":
+        return col.to_numpy()
+    try:  # timestamps as text
+        import pandas as pd
+
+        stamps = pd.to_datetime(col, utc=True)
+        return (stamps - pd.Timestamp(0, tz="UTC")).dt.total_seconds().to_numpy()
+    except (ValueError, TypeError):
+        raise ParameterError(f"column {column!r} must hold numbers or timestamps") from None
+
+
+def register_service_commands(stream_app: typer.Typer) -> None:
+    @stream_app.command("create")
+    @handle_errors
+    def create(
+        name: Annotated[str, typer.Option("--name", help="The stream's name.")],
+        epsilon: Annotated[float, typer.Option("--epsilon", "-e", help="Event-level epsilon of the whole stream.")],
+        window: Annotated[int, typer.Option("--window", "-w", help="Sliding window W (steps).")],
+        publisher: Annotated[str, typer.Option("--publisher", "-m",
+                                               help="hq_rtp|rtp|rtp_mm|hq_rtpmm|bt|bth.")] = "hq_rtp",
+        step_seconds: Annotated[float | None, typer.Option(
+            "--step-seconds", help="Step length: the service's clock closes steps (events). Omitted: "
+                                   "one step per posted count.")] = None,
+        sensitivity: Annotated[float, typer.Option(
+            "--sensitivity", help="What one individual may contribute to one step's count.")] = 1.0,
+        late: Annotated[str, typer.Option("--late", help="Late events: reject or current.")] = "reject",
+        session: Annotated[str | None, typer.Option("--session", help="Budget session (service database).")] = None,
+        url: Annotated[str | None, _URL] = None,
+    ) -> None:
+        """Create a stream on a running service (admin token: $PRIVPUB_ADMIN_TOKEN); prints its status
+        and its producer token (shown once) as JSON."""
+        _need_extra()
+        body: dict[str, Any] = {"name": name, "publisher": publisher, "epsilon": epsilon, "window": window,
+                                "sensitivity": sensitivity, "late": late}
+        if step_seconds is not None:
+            body["step_seconds"] = step_seconds
+        if session is not None:
+            body["session"] = session
+        client, _ = _client(url)
+        typer.echo(json.dumps(_check(client.post("/streams", json=body)).json(), indent=2))
+
+    @stream_app.command("produce")
+    @handle_errors
+    def produce(
+        input: Annotated[Path, typer.Argument(help="CSV/Parquet (with --column), or .txt: counts or event times.")],
+        stream_id: Annotated[str, typer.Option("--stream", help="The stream's id.")],
+        kind: Annotated[str, typer.Option("--kind", help="counts (one per step) or times (Unix seconds or "
+                                                         "timestamps, one event each).")] = "counts",
+        column: Annotated[str | None, typer.Option("--column", "-c", help="Column to read.")] = None,
+        speed: Annotated[float | None, typer.Option(
+            "--speed", help="counts: steps per second; times: replay speed-up of the recorded gaps (events are "
+                            "stamped when sent). Default: as fast as possible (times: sent with their own "
+                            "times).")] = None,
+        batch_size: Annotated[int, typer.Option("--batch-size", help="Items per request.")] = 10_000,
+        token: Annotated[str | None, _TOKEN] = None,
+        url: Annotated[str | None, _URL] = None,
+    ) -> None:
+        """Post a file of per-step counts or event times to a stream, at a chosen speed (demos, tests)."""
+        _need_extra()
+        from privpub.client import StreamProducer
+
+        if kind not in ("counts", "times"):
+            raise ParameterError(f"--kind must be counts or times, got {kind!r}")
+        if speed is not None and not speed > 0:
+            raise ParameterError(f"--speed must be > 0, got {speed}")
+        tok = token or os.environ.get("PRIVPUB_ADMIN_TOKEN")
+        if not tok:
+            raise ParameterError("--token (or $PRIVPUB_PRODUCER_TOKEN / $PRIVPUB_ADMIN_TOKEN) is needed")
+        data = _series(input, column)
+        _, base = _client(url)
+        producer = StreamProducer(base, stream_id, token=tok, batch_size=batch_size)
+        try:
+            if kind == "counts":
+                res = producer.send_counts(data, rate=speed)
+            elif speed is None:
+                res = producer.send_events(data)
+            else:
+                res = producer.replay_times(data, speed=speed)
+        finally:
+            producer.close()
+        typer.echo(f"sent {res.items} {kind} in {res.batches} batches ({res.duplicates} already counted); "
+                   f"the stream has released {res.t} steps")
+
+    @stream_app.command("query")
+    @handle_errors
+    def query(
+        stream_id: Annotated[str, typer.Argument(help="The stream's id.")],
+        start: Annotated[int, typer.Option("--start", help="First step (from 1).")],
+        end: Annotated[int, typer.Option("--end", help="Last step (inclusive).")],
+        url: Annotated[str | None, _URL] = None,
+    ) -> None:
+        """Ask a stream for the noisy count of steps START..END (JSON)."""
+        client, _ = _client(url)
+        resp = client.get(f"/streams/{stream_id}/range", params={"start": start, "end": end})
+        typer.echo(json.dumps(_check(resp).json(), indent=2))
