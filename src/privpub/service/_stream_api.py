@@ -196,10 +196,13 @@ def series(request: Request, stream_id: str = StreamId,
            points: int = Query(200, ge=1, le=2000, description="last steps to return")) -> dict[str, Any]:
     """The noisy per-step counts of the last ``points`` released steps with their standard
     deviations (not logged as queries)."""
-    store = _streams(request)
+    return series_data(_streams(request), stream_id, points)
+
+
+def series_data(store: StreamStore, stream_id: str, points: int) -> dict[str, Any]:
+    """Unit-range answers and their standard deviations over the last ``points`` steps (not logged)."""
     t = store.status(stream_id)["t"]
-    info = store.info(stream_id)
-    window = int(info.params["window"])
+    window = int(store.info(stream_id).params["window"])
     first = max(1, t - min(points, window) + 1)
     steps = np.arange(first, t + 1, dtype=np.int64)
     if steps.shape[0] == 0:
