@@ -44,6 +44,25 @@ def _series(path: Path, column: str | None) -> np.ndarray:
         raise ParameterError(f"column {column!r} must hold numbers or timestamps") from None
 
 
+def _connect(url: str | None, wait: float = 60.0) -> tuple[Any, str]:
+    """A client of the service, after waiting (up to ``wait`` seconds) for a service that is starting."""
+    import time
+
+    import httpx
+
+    client, base = _client(url)
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            client.get("/health", timeout=5.0)
+            return client, base
+        except httpx.TransportError as exc:
+            if time.monotonic() > deadline:
+                raise ParameterError(f"the service at {base} does not answer ({type(exc).__name__}); is "
+                                     "`privpub serve` running there? (--url / $PRIVPUB_URL)") from None
+            time.sleep(0.25)
+
+
 def register_service_commands(stream_app: typer.Typer) -> None:
     @stream_app.command("create")
     @handle_errors
@@ -71,7 +90,7 @@ def register_service_commands(stream_app: typer.Typer) -> None:
             body["step_seconds"] = step_seconds
         if session is not None:
             body["session"] = session
-        client, _ = _client(url)
+        client, _ = _connect(url)
         typer.echo(json.dumps(_check(client.post("/streams", json=body)).json(), indent=2))
 
     @stream_app.command("produce")
@@ -102,7 +121,7 @@ def register_service_commands(stream_app: typer.Typer) -> None:
         if not tok:
             raise ParameterError("--token (or $PRIVPUB_PRODUCER_TOKEN / $PRIVPUB_ADMIN_TOKEN) is needed")
         data = _series(input, column)
-        _, base = _client(url)
+        _, base = _connect(url)
         producer = StreamProducer(base, stream_id, token=tok, batch_size=batch_size)
         try:
             if kind == "counts":
@@ -125,6 +144,6 @@ def register_service_commands(stream_app: typer.Typer) -> None:
         url: Annotated[str | None, _URL] = None,
     ) -> None:
         """Ask a stream for the noisy count of steps START..END (JSON)."""
-        client, _ = _client(url)
+        client, _ = _connect(url)
         resp = client.get(f"/streams/{stream_id}/range", params={"start": start, "end": end})
         typer.echo(json.dumps(_check(resp).json(), indent=2))
