@@ -366,6 +366,7 @@ class StreamStore:
         """Run ``fn(conn, live)`` in a write transaction holding the stream's row and lock."""
         live = self.live(sid)
         with live.lock:
+            taken: list[tuple[float, int, int, int]] = []
             try:
                 with write_tx(self.engine) as conn:
                     row = conn.execute(sa.select(streams.c.t, streams.c.open_count, streams.c.open_since,
@@ -375,9 +376,11 @@ class StreamStore:
                         self._refresh(conn, live)
                     live.open_count, live.open_since = int(row.open_count), float(row.open_since)
                     live.log_seq = int(row.log_seq)
-                    self._flush_pending(conn, live)
+                    taken = self._flush_pending(conn, live)
                     return fn(conn, live)
             except StreamError:  # refused before anything changed (the transaction rolled back)
+                with live.plock:  # the logged queries were not written: keep them for the next flush
+                    live.pending[:0] = taken
                 raise
             except BaseException:
                 # the transaction did not commit: forget the worker's copy (reloaded on next use)
@@ -528,19 +531,27 @@ class StreamStore:
         return self._write(sid, apply)  # type: ignore[no-any-return]
 
     # -- query log ------------------------------------------------------------------------------
-    def _flush_pending(self, conn: Connection, live: Live) -> None:
+    def _flush_pending(self, conn: Connection, live: Live) -> list[tuple[float, int, int, int]]:
+        """Write the worker's buffered query log in ``conn``'s transaction; returns what it took."""
         with live.plock:
             pending, live.pending = live.pending, []
         if pending:
             conn.execute(sa.insert(stream_queries), [
                 {"stream_id": live.info.id, "asked_at": a, "t": t, "range_start": lo, "range_end": hi}
                 for a, t, lo, hi in pending])
+        return pending
 
     def _flush_queries(self, live: Live) -> None:
         if not live.pending:
             return
-        with write_tx(self.engine) as conn:
-            self._flush_pending(conn, live)
+        taken: list[tuple[float, int, int, int]] = []
+        try:
+            with write_tx(self.engine) as conn:
+                taken = self._flush_pending(conn, live)
+        except Exception:
+            with live.plock:
+                live.pending[:0] = taken
+            raise
 
     # -- reading --------------------------------------------------------------------------------
     def _current(self, sid: str) -> Live:
