@@ -62,12 +62,17 @@ def _request(box: list[http.client.HTTPConnection], url: str, method: str, path:
 
 
 def _producer(url: str, sid: str, token: str, batches: int, batch_size: int, deadline: float,
-              out: list[tuple[int, int, int, int, float, float]]) -> None:
+              interval: float, out: list[tuple[int, int, int, int, float, float]]) -> None:
     box = [_conn(url)]
     headers = {"Content-Type": "application/json", "Authorization": f"Bearer {token}"}
     acked = retries = unfinished = 0
     first = last = 0.0
-    for _ in range(batches):
+    start = time.monotonic() + interval * np.random.default_rng().random()  # spread the producers
+    for i in range(batches):
+        if interval:
+            wait = start + i * interval - time.monotonic()
+            if wait > 0:
+                time.sleep(wait)
         bid = uuid.uuid4().hex
         while True:
             now = time.time()
@@ -106,13 +111,15 @@ def _querier(url: str, sid: str, lo: int, hi: int, stop: threading.Event, seed: 
 
 
 def _worker(url: str, sid: str, token: str, n_prod: int, n_query: int, batches: int, batch_size: int,
-            lo: int, hi: int, max_seconds: float, seed: int, queue: mp.Queue) -> None:  # type: ignore[type-arg]
+            interval: float, lo: int, hi: int, max_seconds: float, seed: int,
+            queue: mp.Queue) -> None:  # type: ignore[type-arg]
     deadline = time.monotonic() + max_seconds
     prod_out: list[tuple[int, int, int, int, float, float]] = []
     lat: list[float] = []
     errors: list[int] = []
     stop = threading.Event()
-    prods = [threading.Thread(target=_producer, args=(url, sid, token, batches, batch_size, deadline, prod_out))
+    prods = [threading.Thread(target=_producer, args=(url, sid, token, batches, batch_size, deadline, interval,
+                                                            prod_out))
              for _ in range(n_prod)]
     queries = [threading.Thread(target=_querier, args=(url, sid, lo, hi, stop, seed * 1000 + i, lat, errors))
                for i in range(n_query)]
@@ -129,8 +136,13 @@ def _worker(url: str, sid: str, token: str, n_prod: int, n_query: int, batches: 
 
 def run_stream_load(url: str, sid: str, token: str, *, producers: int = 32, queriers: int = 32,
                     batches: int = 8, batch_size: int = 2_000, query_range: tuple[int, int],
-                    processes: int = 2, max_seconds: float = 120.0) -> StreamLoadResult:
-    """Run the load (see the module doc); returns the producers' log and the query latencies."""
+                    rate: float | None = None, processes: int = 2, max_seconds: float = 120.0) -> StreamLoadResult:
+    """Run the load (see the module doc); returns the producers' log and the query latencies.
+
+    ``rate`` (events per second, all producers together) paces the producers; None: as fast as
+    the service takes them.
+    """
+    interval = 0.0 if rate is None else batch_size * producers / rate
     ctx = mp.get_context("fork")
     queue = ctx.Queue()
     procs = []
@@ -138,8 +150,8 @@ def run_stream_load(url: str, sid: str, token: str, *, producers: int = 32, quer
         n_prod = producers // processes + (p < producers % processes)
         n_query = queriers // processes + (p < queriers % processes)
         procs.append(ctx.Process(target=_worker, args=(url, sid, token, n_prod, n_query, batches, batch_size,
-                                                       query_range[0], query_range[1], max_seconds, p + 1,
-                                                       queue)))
+                                                       interval, query_range[0], query_range[1], max_seconds,
+                                                       p + 1, queue)))
     for pr in procs:
         pr.start()
     results = [queue.get(timeout=max_seconds + 120) for _ in procs]

@@ -9,16 +9,24 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import logging
+import re
 from typing import Annotated, Any, Literal
+from urllib.parse import parse_qs
 
+import anyio
 import numpy as np
 from fastapi import APIRouter, Depends, Path, Query, Request
+from fastapi.responses import JSONResponse, Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from privpub.service._streams import MAX_WINDOW, StreamError, StreamStore
 
-__all__ = ["CountsIn", "EventsIn", "RangesIn", "StreamIn", "router"]
+__all__ = ["CountsIn", "EventsIn", "RangesIn", "StreamFastPath", "StreamIn", "router"]
+
+log = logging.getLogger("privpub.service")
 
 #: items (counts or events) per request, and ranges per batch query
 MAX_ITEMS = 200_000
@@ -110,20 +118,26 @@ def _admin_dep() -> Any:
     return Depends(require_admin)
 
 
-def require_producer(request: Request, stream_id: str = StreamId,
-                     cred: HTTPAuthorizationCredentials | None = _BEARER) -> None:
+def check_producer(app: Any, stream_id: str, token: str | None) -> None:
     """Ingestion: the stream's producer token or the admin token (constant-time comparisons)."""
     from privpub.service._app import ApiError
 
-    if cred is None or cred.scheme.lower() != "bearer":
+    if token is None:
         raise ApiError(401, "posting to a stream needs its producer token (or the admin token): "
                             "Authorization: Bearer <token>", headers={"WWW-Authenticate": "Bearer"})
-    admin = request.app.state.admin_token
-    given = hashlib.sha256(cred.credentials.encode("utf-8")).digest()
+    admin = app.state.admin_token
+    given = hashlib.sha256(token.encode("utf-8")).digest()
     if admin and hmac.compare_digest(given, hashlib.sha256(admin.encode("utf-8")).digest()):
         return
-    if not _streams(request).authorised(stream_id, cred.credentials):
+    if not app.state.streams.authorised(stream_id, token):
         raise ApiError(403, "the token is not this stream's producer token nor the admin token")
+
+
+def require_producer(request: Request, stream_id: str = StreamId,
+                     cred: HTTPAuthorizationCredentials | None = _BEARER) -> None:
+    """Ingestion: the stream's producer token or the admin token (constant-time comparisons)."""
+    ok = cred is not None and cred.scheme.lower() == "bearer"
+    check_producer(request.app, stream_id, cred.credentials if ok and cred is not None else None)
 
 
 _PRODUCER = [Depends(require_producer)]
@@ -148,22 +162,36 @@ def stream_status(request: Request, stream_id: str = StreamId) -> dict[str, Any]
     return _streams(request).status(stream_id)
 
 
-@router.post("/{stream_id}/counts", dependencies=_PRODUCER)
-def post_counts(request: Request, body: CountsIn, stream_id: str = StreamId) -> dict[str, Any]:
-    """Append per-step counts (streams without ``step_seconds``); a resent ``batch_id`` is not counted again."""
-    return _streams(request).add_counts(stream_id, np.asarray(body.counts, dtype=np.float64), body.batch_id)
+def do_counts(store: StreamStore, stream_id: str, body: CountsIn) -> dict[str, Any]:
+    return store.add_counts(stream_id, np.asarray(body.counts, dtype=np.float64), body.batch_id)
 
 
-@router.post("/{stream_id}/events", dependencies=_PRODUCER)
-def post_events(request: Request, body: EventsIn, stream_id: str = StreamId) -> dict[str, Any]:
-    """Count timed events (one or a batch) in their steps; late events follow the stream's ``late`` policy."""
+def do_events(store: StreamStore, stream_id: str, body: EventsIn) -> dict[str, Any]:
     if (body.time is None) == (body.times is None):
         raise StreamError(422, "every event needs a time: send 'time' (one event) or 'times' (a batch)", "times")
     times = np.asarray([body.time] if body.time is not None else body.times, dtype=np.float64)
     if (times < 0).any():
         i = int(np.argmax(times < 0))
         raise StreamError(422, "must be a Unix time >= 0", f"times[{i}]")
-    return _streams(request).add_events(stream_id, times, body.batch_id)
+    return store.add_events(stream_id, times, body.batch_id)
+
+
+@router.post("/{stream_id}/counts", dependencies=_PRODUCER)
+def post_counts(request: Request, body: CountsIn, stream_id: str = StreamId) -> dict[str, Any]:
+    """Append per-step counts (streams without ``step_seconds``); a resent ``batch_id`` is not counted again.
+
+    (Served by :class:`StreamFastPath`; this route documents it in the OpenAPI schema.)
+    """
+    return do_counts(_streams(request), stream_id, body)
+
+
+@router.post("/{stream_id}/events", dependencies=_PRODUCER)
+def post_events(request: Request, body: EventsIn, stream_id: str = StreamId) -> dict[str, Any]:
+    """Count timed events (one or a batch) in their steps; late events follow the stream's ``late`` policy.
+
+    (Served by :class:`StreamFastPath`; this route documents it in the OpenAPI schema.)
+    """
+    return do_events(_streams(request), stream_id, body)
 
 
 @router.post("/{stream_id}/close-step", dependencies=_PRODUCER)
@@ -176,9 +204,16 @@ def close_step(request: Request, stream_id: str = StreamId) -> dict[str, Any]:
 def range_query(request: Request, stream_id: str = StreamId,
                 start: int = Query(..., description="first step (from 1)"),
                 end: int = Query(..., description="last step (inclusive)")) -> dict[str, Any]:
-    """Noisy count of steps ``start..end`` from released noisy nodes only (as ``publisher.query``)."""
-    out, t, var = _streams(request).answer(stream_id, np.array([start], dtype=np.int64),
-                                           np.array([end], dtype=np.int64), variance=True)
+    """Noisy count of steps ``start..end`` from released noisy nodes only (as ``publisher.query``).
+
+    (Served by :class:`StreamFastPath`; this route documents it in the OpenAPI schema.)
+    """
+    return answer_range(_streams(request), stream_id, start, end)
+
+
+def answer_range(store: StreamStore, stream_id: str, start: int, end: int) -> dict[str, Any]:
+    out, t, var = store.answer(stream_id, np.array([start], dtype=np.int64), np.array([end], dtype=np.int64),
+                               variance=True)
     assert var is not None
     return {"estimate": out[0].item(), "start": start, "end": end, "t": t, "std": var[0] ** 0.5}
 
@@ -223,3 +258,92 @@ def operator_log(request: Request, stream_id: str = StreamId,
 def check(request: Request, stream_id: str = StreamId) -> dict[str, Any]:
     """Non-private totals for the load tests (404 unless the service runs with PRIVPUB_TEST_CHECKS=1)."""
     return _streams(request).check(stream_id)
+
+
+_FAST = re.compile(r"^/streams/([0-9a-f]{16})/(range|events|counts)$")
+
+
+def _int_param(qs: dict[str, list[str]], name: str) -> int:
+    vals = qs.get(name)
+    if not vals:
+        raise StreamError(422, "Field required", name)
+    try:
+        return int(vals[0])
+    except ValueError:
+        raise StreamError(422, "Input should be a valid integer, unable to parse string as an integer", name) from None
+
+
+class StreamFastPath:
+    """Serve ``GET /streams/{id}/range`` and ``POST /streams/{id}/events|counts`` without the
+    framework's routing and dependency machinery (the hot paths of the streams): same models, same
+    handlers, same error bodies as the documented routes. A range query is answered on the event
+    loop from the worker's in-memory publisher (a few microseconds; it never waits for a writer,
+    whose commit it would otherwise wait on: then it moves to the thread pool); a batch's JSON is
+    parsed and stored in the thread pool, so large batches do not hold the event loop."""
+
+    def __init__(self, app: ASGIApp, fastapi_app: Any) -> None:
+        self.app = app
+        self.fastapi_app = fastapi_app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        match = _FAST.match(scope.get("path", "")) if scope["type"] == "http" else None
+        if match is None:
+            await self.app(scope, receive, send)
+            return
+        from privpub.service._app import MAX_BATCH_BODY, ApiError, _error, _validation_error
+        from privpub.service._store import NotFound
+
+        sid, what = match.group(1), match.group(2)
+        method = scope["method"]
+        if (what == "range") != (method == "GET") or method not in ("GET", "POST"):
+            await self.app(scope, receive, send)
+            return
+        store: StreamStore = self.fastapi_app.state.streams
+        try:
+            if what == "range":
+                qs = parse_qs(scope.get("query_string", b"").decode("latin-1"))
+                start, end = _int_param(qs, "start"), _int_param(qs, "end")
+                body = store.try_answer_one(sid, start, end)
+                if body is None:  # a writer holds the stream: wait for it in the thread pool
+                    body = await anyio.to_thread.run_sync(answer_range, store, sid, start, end)
+                response: Response = JSONResponse(body)
+            else:
+                chunks: list[bytes] = []
+                size = 0
+                more = True
+                while more:
+                    msg = await receive()
+                    if msg["type"] != "http.request":
+                        return
+                    chunk = msg.get("body", b"")
+                    size += len(chunk)
+                    if size > MAX_BATCH_BODY:
+                        await _error(413, f"the request body exceeds the limit of {MAX_BATCH_BODY} bytes")(
+                            scope, receive, send)
+                        return
+                    chunks.append(chunk)
+                    more = msg.get("more_body", False)
+                auth = dict(scope["headers"]).get(b"authorization", b"").decode("latin-1")
+                scheme, _, token = auth.partition(" ")
+                tok = token.strip() if scheme.lower() == "bearer" and token.strip() else None
+                raw = b"".join(chunks)
+
+                def handle() -> dict[str, Any]:
+                    check_producer(self.fastapi_app, sid, tok)
+                    if what == "events":
+                        return do_events(store, sid, EventsIn.model_validate_json(raw))
+                    return do_counts(store, sid, CountsIn.model_validate_json(raw))
+
+                response = JSONResponse(await anyio.to_thread.run_sync(handle))
+        except ValidationError as exc:
+            response = _validation_error(exc.errors(include_input=False))
+        except StreamError as exc:
+            response = _error(exc.status, exc.message, exc.field)
+        except ApiError as exc:
+            response = _error(exc.status, exc.message, exc.field, exc.headers)
+        except NotFound as exc:
+            response = _error(404, str(exc), "stream_id")
+        except Exception as exc:
+            log.error("internal error on a stream request: %s", type(exc).__name__)
+            response = _error(500, "internal error")
+        await response(scope, receive, send)

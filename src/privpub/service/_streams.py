@@ -205,6 +205,7 @@ class StreamStore:
         self.checks = os.environ.get(CHECKS_ENV) == "1"
         self._live: dict[str, Live] = {}
         self._guard = threading.Lock()
+        self._held = threading.local()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -232,15 +233,22 @@ class StreamStore:
                 log.warning("stream clock: %s", type(exc).__name__)
 
     def tick(self, now: float | None = None) -> None:
-        """Close the steps whose end has passed (clocked streams) and flush the query logs."""
+        """Close the steps whose end has passed (clocked streams), catch up with steps another
+        worker released, and flush the query logs."""
         now = time.time() if now is None else now
         with self.engine.connect() as conn:
             rows = conn.execute(sa.select(streams.c.id, streams.c.t, streams.c.step_seconds, streams.c.origin,
-                                          streams.c.horizon).where(streams.c.step_seconds.is_not(None))).all()
+                                          streams.c.horizon)).all()
         for r in rows:
-            due = self._clock_steps(float(r.origin), float(r.step_seconds), now, r.horizon)
-            if due > int(r._mapping["t"]):
-                self._write(r.id, lambda conn, live, now=now: self._advance(conn, live, now))
+            t_db = int(r._mapping["t"])
+            if r.step_seconds is not None:
+                due = self._clock_steps(float(r.origin), float(r.step_seconds), now, r.horizon)
+                if due > t_db:
+                    self._write(r.id, lambda conn, live, now=now: self._advance(conn, live, now))
+                    continue
+            live = self._live.get(r.id)
+            if live is not None and live.t < t_db:
+                self._current(r.id)
         for live in list(self._live.values()):
             if live.pending:
                 self._flush_queries(live)
@@ -363,30 +371,47 @@ class StreamStore:
 
     # -- writing --------------------------------------------------------------------------------
     def _write(self, sid: str, fn: Any) -> Any:
-        """Run ``fn(conn, live)`` in a write transaction holding the stream's row and lock."""
+        """Run ``fn(conn, live)`` in a write transaction holding the stream's row.
+
+        Writers serialise on the row (``FOR UPDATE`` / ``BEGIN IMMEDIATE``). The stream's lock,
+        which queries take, is held only from the moment the publisher changes (steps closing, a
+        reload) until the transaction has committed: queries never see uncommitted nodes, and an
+        ingest that only adds to the open step does not delay them.
+        """
         live = self.live(sid)
-        with live.lock:
-            taken: list[tuple[float, int, int, int]] = []
-            try:
-                with write_tx(self.engine) as conn:
-                    row = conn.execute(sa.select(streams.c.t, streams.c.open_count, streams.c.open_since,
-                                                 streams.c.log_seq).where(streams.c.id == sid)
-                                       .with_for_update()).one()
-                    if int(row._mapping["t"]) != live.t:
-                        self._refresh(conn, live)
-                    live.open_count, live.open_since = int(row.open_count), float(row.open_since)
-                    live.log_seq = int(row.log_seq)
-                    taken = self._flush_pending(conn, live)
-                    return fn(conn, live)
-            except StreamError:  # refused before anything changed (the transaction rolled back)
-                with live.plock:  # the logged queries were not written: keep them for the next flush
-                    live.pending[:0] = taken
-                raise
-            except BaseException:
-                # the transaction did not commit: forget the worker's copy (reloaded on next use)
-                with self._guard:
-                    self._live.pop(sid, None)
-                raise
+        taken: list[tuple[float, int, int, int]] = []
+        self._held.locks = []
+        try:
+            with write_tx(self.engine) as conn:
+                row = conn.execute(sa.select(streams.c.t, streams.c.open_count, streams.c.open_since,
+                                             streams.c.log_seq).where(streams.c.id == sid)
+                                   .with_for_update()).one()
+                if int(row._mapping["t"]) != live.t:
+                    self._hold(live)
+                    self._refresh(conn, live)
+                live.open_count, live.open_since = int(row.open_count), float(row.open_since)
+                live.log_seq = int(row.log_seq)
+                taken = self._flush_pending(conn, live)
+                return fn(conn, live)
+        except StreamError:  # refused before anything changed (the transaction rolled back)
+            with live.plock:  # the logged queries were not written: keep them for the next flush
+                live.pending[:0] = taken
+            raise
+        except BaseException:
+            # the transaction did not commit: forget the worker's copy (reloaded on next use)
+            with self._guard:
+                self._live.pop(sid, None)
+            raise
+        finally:
+            for lock in self._held.locks:
+                lock.release()
+            self._held.locks = []
+
+    def _hold(self, live: Live) -> None:
+        """Take the stream's lock until the current write transaction ends (see :meth:`_write`)."""
+        if live.lock not in self._held.locks:
+            live.lock.acquire()
+            self._held.locks.append(live.lock)
 
     def _seen(self, conn: Connection, sid: str, batch_id: str) -> bool:
         return conn.execute(sa.select(stream_batches.c.n_items).where(
@@ -399,6 +424,8 @@ class StreamStore:
     def _close_steps(self, conn: Connection, live: Live, counts: NDArray[Any], open_count: int,
                      open_since: float, added: int) -> None:
         """Release ``counts`` as the next steps and persist everything in ``conn``'s transaction."""
+        if counts.shape[0]:
+            self._hold(live)  # queries wait until these nodes are committed
         pub = live.pub
         predictor = getattr(pub, "predictor", None)
         log_seq = live.log_seq
@@ -567,35 +594,63 @@ class StreamStore:
                         self._refresh(conn, live)
         return live
 
+    @staticmethod
+    def _range_error(lo: int, hi: int, t: int, W: int, field: str | None) -> StreamError:
+        if lo > hi:
+            why, fld = f"the range is reversed (start={lo} > end={hi})", "start"
+        elif hi > t:
+            why, fld = f"end={hi} is in the future: {t} steps are released", "end"
+        elif lo < 1:
+            why, fld = "start must be >= 1 (steps are numbered from 1)", "start"
+        else:
+            why, fld = (f"start={lo} is before the window: steps {max(1, t - W + 1)}..{t} can be asked "
+                        f"(window={W})"), "start"
+        return StreamError(422, why, field or fld)
+
+    def _log(self, live: Live, t: int, lo: list[int], hi: list[int]) -> None:
+        now = time.time()
+        with live.plock:
+            live.pending.extend((now, t, a, b) for a, b in zip(lo, hi))
+
+    def try_answer_one(self, sid: str, lo: int, hi: int) -> dict[str, Any] | None:
+        """One range from the worker's copy without waiting (the event loop's fast path), or None
+        when the copy is busy (a writer commits), absent, or behind the range asked."""
+        live = self._live.get(sid)
+        if live is None or not live.lock.acquire(blocking=False):
+            return None
+        try:
+            pub = live.pub
+            t, W = pub.t, pub.window
+            if hi > t and lo <= hi:
+                return None  # maybe released by another worker: the slow path checks the database
+            if not (1 <= lo <= hi <= t and lo > t - W):
+                raise self._range_error(lo, hi, t, W, None)
+            est = pub._answer_checked(np.array([lo]), np.array([hi]))[0].item()
+            std = float(pub.answer_variance(lo, hi)) ** 0.5  # type: ignore[attr-defined]
+        finally:
+            live.lock.release()
+        self._log(live, t, [lo], [hi])
+        return {"estimate": est, "start": lo, "end": hi, "t": t, "std": std}
+
     def answer(self, sid: str, lo: NDArray[np.int64], hi: NDArray[np.int64], *, record: bool = True,
                variance: bool = False) -> tuple[NDArray[Any], int, list[float] | None]:
         """Noisy answers to ranges ``[lo, hi]`` from released nodes; logged unless ``record=False``."""
-        live = self._current(sid)
+        live = self.live(sid)
+        if hi.shape[0] and int(hi.max()) > live.t:
+            live = self._current(sid)  # another worker may have released these steps
         with live.lock:
             pub = live.pub
             t, W = pub.t, pub.window
             bad = ~((lo >= 1) & (lo > t - W) & (lo <= hi) & (hi <= t))
             if bad.any():
                 i = int(np.flatnonzero(bad)[0])
-                a, b = int(lo[i]), int(hi[i])
-                if a > b:
-                    why, fld = f"the range is reversed (start={a} > end={b})", "start"
-                elif b > t:
-                    why, fld = f"end={b} is in the future: {t} steps are released", "end"
-                elif a < 1:
-                    why, fld = "start must be >= 1 (steps are numbered from 1)", "start"
-                else:
-                    why, fld = (f"start={a} is before the window: steps {max(1, t - W + 1)}..{t} can be asked "
-                                f"(window={W})"), "start"
-                raise StreamError(422, why, fld if lo.shape[0] == 1 else f"ranges[{i}]")
+                raise self._range_error(int(lo[i]), int(hi[i]), t, W, None if lo.shape[0] == 1 else f"ranges[{i}]")
             out = pub.answer(np.stack([lo, hi], axis=1), record=False)
             var = None
             if variance:
                 var = [float(pub.answer_variance(int(a), int(b))) for a, b in zip(lo.tolist(), hi.tolist())]  # type: ignore[attr-defined]
         if record:
-            now = time.time()
-            with live.plock:
-                live.pending.extend((now, t, int(a), int(b)) for a, b in zip(lo.tolist(), hi.tolist()))
+            self._log(live, t, lo.tolist(), hi.tolist())
         return out, t, var
 
     def status(self, sid: str) -> dict[str, Any]:
