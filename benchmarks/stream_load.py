@@ -43,6 +43,8 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=10_000)
     parser.add_argument("--rate", type=float, default=None,
                         help="total events per second the producers send (default: as fast as possible)")
+    parser.add_argument("--query-rate", type=float, default=None,
+                        help="queries per second per querier (default: each asks again as soon as answered)")
     parser.add_argument("--processes", type=int, default=2, help="client processes")
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--max-seconds", type=float, default=600.0)
@@ -65,14 +67,15 @@ def main() -> None:
                 cpu0, load0 = server_cpu_seconds(server.proc.pid), os.getloadavg()[0]
                 res = run_stream_load(server.url, sid, s["producer_token"], producers=args.producers,
                                       queriers=args.queriers, batches=args.batches, batch_size=args.batch_size,
-                                      query_range=(t0 - 999, t0), rate=args.rate, processes=args.processes,
+                                      query_range=(t0 - 999, t0), rate=args.rate, query_rate=args.query_rate,
+                                      processes=args.processes,
                                       max_seconds=args.max_seconds)
                 cpu1, load1 = server_cpu_seconds(server.proc.pid), os.getloadavg()[0]
                 chk = adm.get(f"/streams/{sid}/check").json()
                 lost = res.acknowledged_events - chk["true_total"]
                 print(json.dumps({
                     "backend": args.backend, "workers": args.workers, "producers": args.producers,
-                    "queriers": args.queriers, "batch_size": args.batch_size, "rate": args.rate,
+                    "queriers": args.queriers, "batch_size": args.batch_size, "rate": args.rate, "query_rate": args.query_rate,
                     "events": res.acknowledged_events, "ingest_seconds": round(res.ingest_seconds, 2),
                     "events_per_s": round(res.events_per_second), "queries": int(res.latencies_ms.size),
                     "queries_per_s": round(res.latencies_ms.size / max(res.ingest_seconds, 1e-9)),

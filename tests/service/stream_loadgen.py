@@ -93,12 +93,19 @@ def _producer(url: str, sid: str, token: str, batches: int, batch_size: int, dea
     out.append((acked, batches, retries, unfinished, first, last))
 
 
-def _querier(url: str, sid: str, lo: int, hi: int, stop: threading.Event, seed: int,
+def _querier(url: str, sid: str, lo: int, hi: int, stop: threading.Event, seed: int, interval: float,
              lat: list[float], errors: list[int]) -> None:
     box = [_conn(url)]
     g = np.random.default_rng(seed)
     n_err = 0
+    start = time.monotonic() + interval * g.random()
+    i = 0
     while not stop.is_set():
+        if interval:
+            wait = start + i * interval - time.monotonic()
+            i += 1
+            if wait > 0:
+                time.sleep(wait)
         a, b = sorted(int(x) for x in g.integers(lo, hi + 1, size=2))
         t0 = time.perf_counter()
         status, _ = _request(box, url, "GET", f"/streams/{sid}/range?start={a}&end={b}", None, {})
@@ -111,7 +118,7 @@ def _querier(url: str, sid: str, lo: int, hi: int, stop: threading.Event, seed: 
 
 
 def _worker(url: str, sid: str, token: str, n_prod: int, n_query: int, batches: int, batch_size: int,
-            interval: float, lo: int, hi: int, max_seconds: float, seed: int,
+            interval: float, q_interval: float, lo: int, hi: int, max_seconds: float, seed: int,
             queue: mp.Queue) -> None:  # type: ignore[type-arg]
     deadline = time.monotonic() + max_seconds
     prod_out: list[tuple[int, int, int, int, float, float]] = []
@@ -121,7 +128,8 @@ def _worker(url: str, sid: str, token: str, n_prod: int, n_query: int, batches: 
     prods = [threading.Thread(target=_producer, args=(url, sid, token, batches, batch_size, deadline, interval,
                                                             prod_out))
              for _ in range(n_prod)]
-    queries = [threading.Thread(target=_querier, args=(url, sid, lo, hi, stop, seed * 1000 + i, lat, errors))
+    queries = [threading.Thread(target=_querier, args=(url, sid, lo, hi, stop, seed * 1000 + i, q_interval, lat,
+                                                          errors))
                for i in range(n_query)]
     for th in queries + prods:
         th.start()
@@ -136,13 +144,15 @@ def _worker(url: str, sid: str, token: str, n_prod: int, n_query: int, batches: 
 
 def run_stream_load(url: str, sid: str, token: str, *, producers: int = 32, queriers: int = 32,
                     batches: int = 8, batch_size: int = 2_000, query_range: tuple[int, int],
-                    rate: float | None = None, processes: int = 2, max_seconds: float = 120.0) -> StreamLoadResult:
+                    rate: float | None = None, query_rate: float | None = None, processes: int = 2,
+                    max_seconds: float = 120.0) -> StreamLoadResult:
     """Run the load (see the module doc); returns the producers' log and the query latencies.
 
-    ``rate`` (events per second, all producers together) paces the producers; None: as fast as
-    the service takes them.
+    ``rate`` (events per second, all producers together) paces the producers and ``query_rate``
+    (queries per second, per querier) the queriers; None: as fast as the service answers.
     """
     interval = 0.0 if rate is None else batch_size * producers / rate
+    q_interval = 0.0 if query_rate is None else 1.0 / query_rate
     ctx = mp.get_context("fork")
     queue = ctx.Queue()
     procs = []
@@ -150,7 +160,8 @@ def run_stream_load(url: str, sid: str, token: str, *, producers: int = 32, quer
         n_prod = producers // processes + (p < producers % processes)
         n_query = queriers // processes + (p < queriers % processes)
         procs.append(ctx.Process(target=_worker, args=(url, sid, token, n_prod, n_query, batches, batch_size,
-                                                       interval, query_range[0], query_range[1], max_seconds,
+                                                       interval, q_interval, query_range[0], query_range[1],
+                                                       max_seconds,
                                                        p + 1, queue)))
     for pr in procs:
         pr.start()

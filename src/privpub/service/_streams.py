@@ -183,6 +183,7 @@ class Live:
     open_count: int
     open_since: float
     log_seq: int
+    visible: int = -1  # steps whose nodes are committed: what queries may use (t while a write commits)
     lock: threading.RLock = field(default_factory=threading.RLock)
     pending: list[tuple[float, int, int, int]] = field(default_factory=list)
     plock: threading.Lock = field(default_factory=threading.Lock)
@@ -205,7 +206,6 @@ class StreamStore:
         self.checks = os.environ.get(CHECKS_ENV) == "1"
         self._live: dict[str, Live] = {}
         self._guard = threading.Lock()
-        self._held = threading.local()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -324,7 +324,8 @@ class StreamStore:
                 state=pack_state(pub.state(checkpoint=False)), open_count=0, open_since=open_since, log_seq=0,
                 true_total=0 if self.checks else None))
         with self._guard:
-            self._live[sid] = Live(info=info, pub=pub, t=0, open_count=0, open_since=open_since, log_seq=0)
+            self._live[sid] = Live(info=info, pub=pub, t=0, open_count=0, open_since=open_since, log_seq=0,
+                                   visible=0)
         log.info("stream %s created (%s)", sid, key)
         return info, token
 
@@ -335,8 +336,9 @@ class StreamStore:
             raise NotFound(f"no stream {sid}")
         state = unpack_state(bytes(row.state))
         pub = StreamPublisher.from_state(state, rng=None)  # fresh entropy for nodes not yet released
-        return Live(info=_info(row), pub=pub, t=int(row._mapping["t"]), open_count=int(row.open_count),
-                    open_since=float(row.open_since), log_seq=int(row.log_seq))
+        t = int(row._mapping["t"])
+        return Live(info=_info(row), pub=pub, t=t, open_count=int(row.open_count),
+                    open_since=float(row.open_since), log_seq=int(row.log_seq), visible=t)
 
     def live(self, sid: str) -> Live:
         live = self._live.get(sid)
@@ -352,8 +354,9 @@ class StreamStore:
     def _refresh(self, conn: Connection, live: Live) -> None:
         """Replace the worker's publisher by the stored one (same lock object)."""
         fresh = self._load(conn, live.info.id)
-        live.pub, live.t, live.open_count = fresh.pub, fresh.t, fresh.open_count
-        live.open_since, live.log_seq = fresh.open_since, fresh.log_seq
+        with live.lock:
+            live.pub, live.t, live.open_count = fresh.pub, fresh.t, fresh.open_count
+            live.open_since, live.log_seq, live.visible = fresh.open_since, fresh.log_seq, fresh.t
 
     def info(self, sid: str) -> StreamInfo:
         return self.live(sid).info
@@ -373,26 +376,26 @@ class StreamStore:
     def _write(self, sid: str, fn: Any) -> Any:
         """Run ``fn(conn, live)`` in a write transaction holding the stream's row.
 
-        Writers serialise on the row (``FOR UPDATE`` / ``BEGIN IMMEDIATE``). The stream's lock,
-        which queries take, is held only from the moment the publisher changes (steps closing, a
-        reload) until the transaction has committed: queries never see uncommitted nodes, and an
-        ingest that only adds to the open step does not delay them.
+        Writers serialise on the row (``FOR UPDATE`` / ``BEGIN IMMEDIATE``). Steps closed in the
+        transaction become visible to queries (``live.visible``) only after it has committed;
+        meanwhile queries go on answering from the nodes already committed, which the new steps
+        do not change.
         """
         live = self.live(sid)
         taken: list[tuple[float, int, int, int]] = []
-        self._held.locks = []
         try:
             with write_tx(self.engine) as conn:
                 row = conn.execute(sa.select(streams.c.t, streams.c.open_count, streams.c.open_since,
                                              streams.c.log_seq).where(streams.c.id == sid)
                                    .with_for_update()).one()
                 if int(row._mapping["t"]) != live.t:
-                    self._hold(live)
                     self._refresh(conn, live)
                 live.open_count, live.open_since = int(row.open_count), float(row.open_since)
                 live.log_seq = int(row.log_seq)
                 taken = self._flush_pending(conn, live)
-                return fn(conn, live)
+                out = fn(conn, live)
+            live.visible = live.t  # committed: the new nodes may be used
+            return out
         except StreamError:  # refused before anything changed (the transaction rolled back)
             with live.plock:  # the logged queries were not written: keep them for the next flush
                 live.pending[:0] = taken
@@ -402,16 +405,6 @@ class StreamStore:
             with self._guard:
                 self._live.pop(sid, None)
             raise
-        finally:
-            for lock in self._held.locks:
-                lock.release()
-            self._held.locks = []
-
-    def _hold(self, live: Live) -> None:
-        """Take the stream's lock until the current write transaction ends (see :meth:`_write`)."""
-        if live.lock not in self._held.locks:
-            live.lock.acquire()
-            self._held.locks.append(live.lock)
 
     def _seen(self, conn: Connection, sid: str, batch_id: str) -> bool:
         return conn.execute(sa.select(stream_batches.c.n_items).where(
@@ -424,23 +417,26 @@ class StreamStore:
     def _close_steps(self, conn: Connection, live: Live, counts: NDArray[Any], open_count: int,
                      open_since: float, added: int) -> None:
         """Release ``counts`` as the next steps and persist everything in ``conn``'s transaction."""
-        if counts.shape[0]:
-            self._hold(live)  # queries wait until these nodes are committed
         pub = live.pub
         predictor = getattr(pub, "predictor", None)
         log_seq = live.log_seq
+        lengths: list[int] = []
         if counts.shape[0] and predictor is not None:
             c = stream_queries.c
             rows = conn.execute(sa.select(c.seq, c.range_start, c.range_end).where(
                 c.stream_id == live.info.id, c.seq > log_seq).order_by(c.seq)).all()
             if rows:
-                predictor.update_many(int(r.range_end) - int(r.range_start) + 1 for r in rows)
+                lengths = [int(r.range_end) - int(r.range_start) + 1 for r in rows]
                 log_seq = int(rows[-1].seq)
+        values: dict[str, Any] = {"open_count": open_count, "open_since": open_since, "log_seq": log_seq}
         if counts.shape[0]:
-            pub.extend(counts)
-        values: dict[str, Any] = {"t": pub.t, "open_count": open_count, "open_since": open_since, "log_seq": log_seq}
-        if counts.shape[0]:
-            values["state"] = pack_state(pub.state(checkpoint=False))
+            with live.lock:  # no query reads the publisher while it changes
+                if predictor is not None and lengths:
+                    predictor.update_many(lengths)
+                pub.extend(counts)
+                state = pub.state(checkpoint=False)
+            values["state"] = pack_state(state)
+        values["t"] = pub.t
         if self.checks and added:
             values["true_total"] = sa.func.coalesce(streams.c.true_total, 0) + added
         conn.execute(sa.update(streams).where(streams.c.id == live.info.id).values(**values))
@@ -620,12 +616,12 @@ class StreamStore:
             return None
         try:
             pub = live.pub
-            t, W = pub.t, pub.window
+            t, W = live.visible, pub.window
             if hi > t and lo <= hi:
                 return None  # maybe released by another worker: the slow path checks the database
-            if not (1 <= lo <= hi <= t and lo > t - W):
+            if not (1 <= lo <= hi <= t and lo > pub.t - W):
                 raise self._range_error(lo, hi, t, W, None)
-            est = pub._answer_checked(np.array([lo]), np.array([hi]))[0].item()
+            est = pub._answer_at(np.array([lo]), np.array([hi]), np.array([t]))[0].item()
             std = float(pub.answer_variance(lo, hi)) ** 0.5  # type: ignore[attr-defined]
         finally:
             live.lock.release()
@@ -640,12 +636,13 @@ class StreamStore:
             live = self._current(sid)  # another worker may have released these steps
         with live.lock:
             pub = live.pub
-            t, W = pub.t, pub.window
-            bad = ~((lo >= 1) & (lo > t - W) & (lo <= hi) & (hi <= t))
+            t, W = live.visible, pub.window
+            bad = ~((lo >= 1) & (lo > pub.t - W) & (lo <= hi) & (hi <= t))
             if bad.any():
                 i = int(np.flatnonzero(bad)[0])
                 raise self._range_error(int(lo[i]), int(hi[i]), t, W, None if lo.shape[0] == 1 else f"ranges[{i}]")
-            out = pub.answer(np.stack([lo, hi], axis=1), record=False)
+            # answers as of the committed time (the library's ``query`` at that time)
+            out = pub._answer_at(lo, hi, np.full(lo.shape, t, dtype=np.int64))
             var = None
             if variance:
                 var = [float(pub.answer_variance(int(a), int(b))) for a, b in zip(lo.tolist(), hi.tolist())]  # type: ignore[attr-defined]
@@ -657,7 +654,7 @@ class StreamStore:
         live = self._current(sid)
         info = live.info
         with live.lock:
-            t, W = live.pub.t, live.pub.window
+            t, W = live.visible, live.pub.window
         out = {**info.public(), "t": t, "window": W, "answerable": [max(1, t - W + 1), t] if t else None}
         if info.step_seconds is not None and info.origin is not None:
             out["open_step"] = {"step": t + 1, "starts": info.origin + t * info.step_seconds,
@@ -680,7 +677,7 @@ class StreamStore:
             predictor = getattr(pub, "predictor", None)
             ledger = [e.as_dict() for e in pub.ledger]
             total = pub.ledger.total
-        return {"id": sid, "t": live.t, "queries_logged": int(n),
+        return {"id": sid, "t": live.visible, "queries_logged": int(n),
                 "queries": [{"seq": r.seq, "asked_at": r.asked_at, "t": int(r._mapping["t"]), "start": int(r.range_start),
                              "end": int(r.range_end), "length": int(r.range_end) - int(r.range_start) + 1}
                             for r in reversed(rows)],
