@@ -35,6 +35,8 @@ MAX_RANGES = 50_000
 StreamId = Path(pattern=r"^[0-9a-f]{16}$", description="the stream's id")
 _BATCH = r"^[A-Za-z0-9._:-]{1,64}$"
 Finite = Annotated[float, Field(allow_inf_nan=False)]
+#: a step index (far beyond any stream, inside int64)
+Step = Annotated[int, Field(ge=-(2**62), le=2**62)]
 
 
 class StreamIn(BaseModel):
@@ -99,7 +101,7 @@ class RangesIn(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    ranges: list[tuple[int, int]] = Field(min_length=1, max_length=MAX_RANGES)
+    ranges: list[tuple[Step, Step]] = Field(min_length=1, max_length=MAX_RANGES)
     log: bool = Field(default=True, description="record the ranges in the query log (HQ publishers learn)")
 
 
@@ -202,8 +204,8 @@ def close_step(request: Request, stream_id: str = StreamId) -> dict[str, Any]:
 
 @router.get("/{stream_id}/range")
 def range_query(request: Request, stream_id: str = StreamId,
-                start: int = Query(..., description="first step (from 1)"),
-                end: int = Query(..., description="last step (inclusive)")) -> dict[str, Any]:
+                start: int = Query(..., ge=-(2**62), le=2**62, description="first step (from 1)"),
+                end: int = Query(..., ge=-(2**62), le=2**62, description="last step (inclusive)")) -> dict[str, Any]:
     """Noisy count of steps ``start..end`` from released noisy nodes only (as ``publisher.query``).
 
     (Served by :class:`StreamFastPath`; this route documents it in the OpenAPI schema.)
@@ -268,9 +270,12 @@ def _int_param(qs: dict[str, list[str]], name: str) -> int:
     if not vals:
         raise StreamError(422, "Field required", name)
     try:
-        return int(vals[0])
+        value = int(vals[0])
     except ValueError:
         raise StreamError(422, "Input should be a valid integer, unable to parse string as an integer", name) from None
+    if abs(value) > 2**62:
+        raise StreamError(422, f"Input should be between -2**62 and 2**62, got {vals[0][:30]}", name)
+    return value
 
 
 class StreamFastPath:
