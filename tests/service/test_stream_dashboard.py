@@ -4,38 +4,18 @@ are released, names escaped, no script."""
 
 from __future__ import annotations
 
-import os
-import shutil
 import tempfile
 import time
-from collections.abc import Iterator
 
 import httpx
 import numpy as np
 import pytest
-from service_helpers import Server
-from stream_helpers import admin_client, create_stream, post_counts, stream_server
-
-
-def _chromium() -> str | None:
-    return os.environ.get("PRIVPUB_CHROMIUM") or shutil.which("chromium")
-
-
-@pytest.fixture(scope="module")
-def srv(db_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    server = stream_server(db_url, tmp_path_factory.mktemp("log") / "server.log").start()
-    try:
-        yield server
-    finally:
-        server.stop()
+from service_helpers import Server, chromium_or_skip
+from stream_helpers import admin_client, create_stream, post_counts
 
 
 def test_stream_dashboard_in_chromium(srv: Server) -> None:
-    browser_path = _chromium()
-    if browser_path is None:
-        if os.environ.get("CI"):
-            pytest.fail("CI is set but Debian's chromium is not installed (.ci/run installs it)")
-        pytest.skip("Debian's chromium is not installed")
+    browser_path = chromium_or_skip()
     sync_api = pytest.importorskip("playwright.sync_api")
     with admin_client(srv) as adm:
         s = create_stream(adm, name="requests <script>alert(1)</script>", publisher="hq_rtp", epsilon=1.0,

@@ -6,22 +6,11 @@ run and its throughput and latency are ``benchmarks/stream_load.py`` and docs/be
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 
 import httpx
-import pytest
 from service_helpers import Server
-from stream_helpers import admin_client, create_stream, stream_server
+from stream_helpers import admin_client, create_stream
 from stream_loadgen import run_stream_load
-
-
-@pytest.fixture(scope="module")
-def srv(db_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    server = stream_server(db_url, tmp_path_factory.mktemp("log") / "server.log").start()
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 def test_producers_and_queriers_lose_nothing(srv: Server) -> None:

@@ -13,27 +13,15 @@ event {all three <= 0} has ratio exactly e^epsilon the other way.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
 
 import httpx
 import numpy as np
 import pytest
-from service_helpers import Server
 from statutils import ratio_lower_bound
-from stream_helpers import admin_client, create_stream, post_counts, ranges, stream_server
+from stream_helpers import create_stream, post_counts, ranges
 
 N_TREES = 4000
 ALPHA = 1e-6
-
-
-@pytest.fixture(scope="module")
-def adm(db_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[httpx.Client]:
-    server: Server = stream_server(db_url, tmp_path_factory.mktemp("log") / "server.log").start()
-    try:
-        with admin_client(server) as c:
-            yield c
-    finally:
-        server.stop()
 
 
 def _nodes(adm: httpx.Client, epsilon: float, first: int, seed: int) -> np.ndarray:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -12,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from service_helpers import ADMIN_TOKEN, Server
-from stream_helpers import admin_client, create_stream, ranges, stream_server
+from stream_helpers import create_stream, ranges
 from typer.testing import CliRunner
 
 from privpub.cli import app
@@ -23,19 +22,6 @@ from privpub.stream import make_publisher
 runner = CliRunner()
 
 
-@pytest.fixture(scope="module")
-def srv(db_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    server = stream_server(db_url, tmp_path_factory.mktemp("log") / "server.log").start()
-    try:
-        yield server
-    finally:
-        server.stop()
-
-
-@pytest.fixture(scope="module")
-def adm(srv: Server) -> Iterator[httpx.Client]:
-    with admin_client(srv) as c:
-        yield c
 
 
 def test_producer_sends_counts_in_batches(srv: Server, adm: httpx.Client) -> None:

@@ -7,32 +7,16 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterator
 
 import httpx
 import numpy as np
 import pytest
 from service_helpers import Server
-from stream_helpers import admin_client, create_stream, post_counts, ranges, stream_server
+from stream_helpers import create_stream, post_counts, ranges
 
 from privpub import Session
 from privpub.service import database_session_store
 from privpub.stream import PUBLISHERS, make_publisher
-
-
-@pytest.fixture(scope="module")
-def srv(db_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    server = stream_server(db_url, tmp_path_factory.mktemp("log") / "server.log").start()
-    try:
-        yield server
-    finally:
-        server.stop()
-
-
-@pytest.fixture(scope="module")
-def adm(srv: Server) -> Iterator[httpx.Client]:
-    with admin_client(srv) as c:
-        yield c
 
 
 def _check(adm: httpx.Client, sid: str) -> dict[str, int]:

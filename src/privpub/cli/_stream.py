@@ -56,7 +56,8 @@ def check_stream_sizes(method: str, window: int, height: int | None, n_items: in
     check_allocation(n_items, 48, "the stream's series and answers", "the length of the input", unit="items")
 
 
-def _read_series(path: Path, column: str | None) -> np.ndarray:
+def _read_series(path: Path, column: str | None, *, timestamps: bool = False) -> np.ndarray:
+    """A numeric column (or .txt / .npy series); ``timestamps``: text times become Unix seconds."""
     suffix = path.suffix.lower()
     if suffix == ".npy" and column is None:
         from privpub._io import read_npy
@@ -82,6 +83,12 @@ def _read_series(path: Path, column: str | None) -> np.ndarray:
     if column not in frame.columns:
         raise ParameterError(f"--column must name a column of {str(path)!r} {list(frame.columns)}, got {column!r}")
     values = frame[column]
+    if timestamps and not pd.api.types.is_numeric_dtype(values):
+        try:
+            stamps = pd.to_datetime(values, utc=True)
+        except (ValueError, TypeError):
+            raise ParameterError(f"column {column!r} must hold Unix times or timestamps") from None
+        return (stamps - pd.Timestamp(0, tz="UTC")).dt.total_seconds().to_numpy()
     if not pd.api.types.is_numeric_dtype(values):
         raise ParameterError(f"column {column!r} must be numeric, got dtype {values.dtype}")
     return np.asarray(values.to_numpy())

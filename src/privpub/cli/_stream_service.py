@@ -10,38 +10,13 @@ from typing import Annotated, Any
 import numpy as np
 import typer
 
-from privpub.cli._common import handle_errors, read_table
+from privpub.cli._common import handle_errors
 from privpub.cli._service import _URL, _check, _client, _need_extra
+from privpub.cli._stream import _read_series
 from privpub.errors import ParameterError
 
 _TOKEN = typer.Option("--token", envvar="PRIVPUB_PRODUCER_TOKEN",
                       help="The stream's producer token (default $PRIVPUB_PRODUCER_TOKEN, else $PRIVPUB_ADMIN_TOKEN).")
-
-
-def _series(path: Path, column: str | None) -> np.ndarray:
-    if not path.is_file():
-        raise ParameterError(f"input file {str(path)!r} does not exist")
-    if path.suffix.lower() == ".txt":
-        return np.loadtxt(path, ndmin=1)
-    df = read_table(path)
-    if column is None:
-        if df.shape[1] != 1:
-            raise ParameterError(f"--column is needed: {path.name} has columns {list(df.columns)}")
-        column = str(df.columns[0])
-    if column not in df.columns:
-        raise ParameterError(f"--column {column!r} is not a column of {path.name} (columns: {list(df.columns)})")
-    col = df[column]
-    if col.isna().any():
-        raise ParameterError(f"column {column!r} has missing values (row {int(np.flatnonzero(col.isna())[0])})")
-    if col.dtype.kind in "iuf":
-        return col.to_numpy()
-    try:  # timestamps as text
-        import pandas as pd
-
-        stamps = pd.to_datetime(col, utc=True)
-        return (stamps - pd.Timestamp(0, tz="UTC")).dt.total_seconds().to_numpy()
-    except (ValueError, TypeError):
-        raise ParameterError(f"column {column!r} must hold numbers or timestamps") from None
 
 
 def _connect(url: str | None, wait: float = 60.0) -> tuple[Any, str]:
@@ -120,7 +95,10 @@ def register_service_commands(stream_app: typer.Typer) -> None:
         tok = token or os.environ.get("PRIVPUB_ADMIN_TOKEN")
         if not tok:
             raise ParameterError("--token (or $PRIVPUB_PRODUCER_TOKEN / $PRIVPUB_ADMIN_TOKEN) is needed")
-        data = _series(input, column)
+        data = _read_series(input, column, timestamps=kind == "times")
+        if np.isnan(data).any():
+            raise ParameterError(f"{input.name} has missing values (row {int(np.flatnonzero(np.isnan(data))[0])}): "
+                                 "every count and every event needs a value")
         _, base = _connect(url)
         producer = StreamProducer(base, stream_id, token=tok, batch_size=batch_size)
         try:

@@ -349,6 +349,25 @@ async def submit_batch(request: Request, body: BatchIn, campaign_id: str = Campa
     return (await handle_batch(request.app, campaign_id, body))[1]
 
 
+async def read_body(receive: Receive, limit: int) -> bytes | None:
+    """A request's body (None if the client went away); ``ApiError(413)`` past ``limit`` bytes,
+    before the rest is read."""
+    chunks: list[bytes] = []
+    size = 0
+    more = True
+    while more:
+        msg = await receive()
+        if msg["type"] != "http.request":
+            return None
+        chunk = msg.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            raise ApiError(413, f"the request body exceeds the limit of {limit} bytes")
+        chunks.append(chunk)
+        more = msg.get("more_body", False)
+    return b"".join(chunks)
+
+
 _REPORT_PATH = re.compile(r"^/campaigns/([0-9a-f]{16})/reports(/batch)?$")
 
 
@@ -367,23 +386,15 @@ class ReportFastPath:
             await self.app(scope, receive, send)
             return
         batch = match.group(2) is not None
-        limit = MAX_BATCH_BODY if batch else MAX_BODY
-        chunks: list[bytes] = []
-        size = 0
-        more = True
-        while more:
-            msg = await receive()
-            if msg["type"] != "http.request":
-                return
-            chunk = msg.get("body", b"")
-            size += len(chunk)
-            if size > limit:
-                await _error(413, f"the request body exceeds the limit of {limit} bytes")(scope, receive, send)
-                return
-            chunks.append(chunk)
-            more = msg.get("more_body", False)
         try:
-            model = (BatchIn if batch else ReportIn).model_validate_json(b"".join(chunks))
+            raw = await read_body(receive, MAX_BATCH_BODY if batch else MAX_BODY)
+        except ApiError as exc:
+            await _error(exc.status, exc.message)(scope, receive, send)
+            return
+        if raw is None:
+            return
+        try:
+            model = (BatchIn if batch else ReportIn).model_validate_json(raw)
             handler = handle_batch if batch else handle_report
             status, body = await handler(self.fastapi_app, match.group(1), model)  # type: ignore[arg-type]
             response: Response = JSONResponse(body, status_code=status)

@@ -295,7 +295,7 @@ class StreamFastPath:
         if match is None:
             await self.app(scope, receive, send)
             return
-        from privpub.service._app import MAX_BATCH_BODY, ApiError, _error, _validation_error
+        from privpub.service._app import MAX_BATCH_BODY, ApiError, _error, _validation_error, read_body
         from privpub.service._store import NotFound
 
         sid, what = match.group(1), match.group(2)
@@ -313,25 +313,12 @@ class StreamFastPath:
                     body = await anyio.to_thread.run_sync(answer_range, store, sid, start, end)
                 response: Response = JSONResponse(body)
             else:
-                chunks: list[bytes] = []
-                size = 0
-                more = True
-                while more:
-                    msg = await receive()
-                    if msg["type"] != "http.request":
-                        return
-                    chunk = msg.get("body", b"")
-                    size += len(chunk)
-                    if size > MAX_BATCH_BODY:
-                        await _error(413, f"the request body exceeds the limit of {MAX_BATCH_BODY} bytes")(
-                            scope, receive, send)
-                        return
-                    chunks.append(chunk)
-                    more = msg.get("more_body", False)
+                raw = await read_body(receive, MAX_BATCH_BODY)
+                if raw is None:
+                    return
                 auth = dict(scope["headers"]).get(b"authorization", b"").decode("latin-1")
                 scheme, _, token = auth.partition(" ")
                 tok = token.strip() if scheme.lower() == "bearer" and token.strip() else None
-                raw = b"".join(chunks)
 
                 def handle() -> dict[str, Any]:
                     check_producer(self.fastapi_app, sid, tok)
