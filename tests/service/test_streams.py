@@ -310,3 +310,23 @@ def test_state_keeps_no_raw_history(srv: Server, adm: httpx.Client) -> None:
     for i in g.integers(0, counts.shape[0] - 3, size=50):
         assert counts[i : i + 3].astype("<i8").tobytes() not in blob
     # (single values are not checked: a released node of one item equals it when its noise is 0)
+
+
+@pytest.mark.parametrize("method", ["rtp", "hq_rtp"])
+def test_timed_events_equal_the_library_on_their_step_counts(adm: httpx.Client, method: str) -> None:
+    """Events counted into steps (closed explicitly here) give the library's answers on the per-step counts."""
+    s = create_stream(adm, publisher=method, epsilon=1.0, window=64, height=2, rng=77)
+    lib = make_publisher(method, window=64, epsilon=1.0, height=2, rng=77)
+    g = np.random.default_rng(8)
+    for step in range(1, 41):
+        n = int(g.integers(0, 6))
+        if n:
+            r = adm.post(f"/streams/{s['id']}/events", json={"batch_id": f"s{step}", "times": [time.time()] * n})
+            assert r.status_code == 200 and r.json()["accepted"] == n
+        assert adm.post(f"/streams/{s['id']}/close-step").json()["t"] == step
+        lib.append(n)
+        if step % 8 == 0:
+            q = [[max(1, step - 7), step], [step, step]]
+            got = [adm.get(f"/streams/{s['id']}/range", params={"start": a, "end": b}).json()["estimate"]
+                   for a, b in q]
+            assert got == [lib.query(a, b) for a, b in q]

@@ -495,7 +495,8 @@ def create_app(db: str, *, admin_token: str | None = None, migrate: bool = True)
     engine = make_engine(db)
     app = FastAPI(title="privpub collection service", version=privpub.__version__, docs_url=None, redoc_url=None,
                   description="Local-DP collection: devices perturb, an untrusted server collects, aggregates "
-                              "and publishes. See docs/service.md.")
+                              "and publishes; and real-time count streams published under event-level DP "
+                              "(/streams). See docs/service.md.")
     app.state.admin_token = admin_token if admin_token is not None else os.environ.get("PRIVPUB_ADMIN_TOKEN") or None
     app.state.store = Store(engine)
     app.state.ingestor = Ingestor(app.state.store)
