@@ -92,7 +92,10 @@ def test_budget_show_errors(tmp_path: Path) -> None:
 def test_seed_help_warns_against_publishing_the_seed(command: str) -> None:
     from typer.main import get_command
 
-    params = {p.name: p for p in get_command(app).commands[command].params}  # type: ignore[attr-defined]
+    cmd = get_command(app).commands[command]  # type: ignore[attr-defined]
+    if hasattr(cmd, "commands"):  # ``privpub stream`` is a group whose default command is ``publish``
+        cmd = cmd.commands["publish"]
+    params = {p.name: p for p in cmd.params}
     seed_help = params["seed"].help
     assert "never publish it" in seed_help and "omit it for an OS-seeded generator" in seed_help
     assert {"budget_file", "budget_total", "data_label", "force"} <= set(params)

@@ -223,8 +223,8 @@ def test_one_flag_vocabulary() -> None:
             cmd = cmd.commands[name]  # type: ignore[attr-defined]
         return {o for p in cmd.params for o in (*p.opts, *p.secondary_opts)}
 
-    for command in ("histogram", "synth", "spatial", "decision", "stream"):
-        assert {"-e", "--epsilon", "-o", "--output", "--seed", "--force"} <= opts(command), command
+    for command in ("histogram", "synth", "spatial", "decision", "stream publish"):
+        assert {"-e", "--epsilon", "-o", "--output", "--seed", "--force"} <= opts(*command.split()), command
     for part in ("histogram", "ldp_synth", "spatial", "decision", "stream", "all"):
         assert {"-o", "--out"} <= opts("reproduce", part), part
 

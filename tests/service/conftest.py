@@ -18,6 +18,7 @@ pytest.importorskip("fastapi")
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from service_helpers import ADMIN_TOKEN, BACKENDS, Server, fresh_database
+from stream_helpers import admin_client, stream_server
 
 
 @pytest.fixture(scope="module", params=BACKENDS)
@@ -42,4 +43,21 @@ def server(db_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Se
 @pytest.fixture(scope="module")
 def admin(server: Server) -> Iterator[httpx.Client]:
     with httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {ADMIN_TOKEN}"}, timeout=300) as c:
+        yield c
+
+
+@pytest.fixture(scope="module")
+def srv(db_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """A server with the streams' test-only check endpoint (``PRIVPUB_TEST_CHECKS=1``)."""
+    server = stream_server(db_url, tmp_path_factory.mktemp("log") / "server.log").start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="module")
+def adm(srv: Server) -> Iterator[httpx.Client]:
+    """An admin client of :func:`srv`."""
+    with admin_client(srv) as c:
         yield c

@@ -56,6 +56,18 @@ def fresh_database(backend: str, tmp_dir: Path) -> Iterator[str]:
             conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
 
 
+def chromium_or_skip() -> str:
+    """Debian's chromium (or ``PRIVPUB_CHROMIUM``); skip without it, fail in CI (``.ci/run`` installs it)."""
+    import shutil
+
+    path = os.environ.get("PRIVPUB_CHROMIUM") or shutil.which("chromium")
+    if path is None:
+        if os.environ.get("CI"):
+            pytest.fail("CI is set but Debian's chromium is not installed (.ci/run installs it)")
+        pytest.skip("Debian's chromium is not installed")
+    return path
+
+
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))

@@ -40,8 +40,11 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     try:
         with httpx.Client(base_url=srv.url, headers={"Authorization": f"Bearer {ADMIN_TOKEN}"}, timeout=60) as c:
             freq = create(c, name="f", kind="frequency", epsilon=1.0, categories=["a", "b", "c"], min_reports=1)
-            spat = create(c, name="s", kind="spatial", epsilon=1.0, bounds=[0, 0, 1, 1], method="ug", expected_participants=1000,
-                          min_reports=1)
+            spat = create(c, name="s", kind="spatial", epsilon=1.0, bounds=[0, 0, 1, 1], method="ug",
+                          expected_participants=1000, min_reports=1)
+            resp = c.post("/streams", json={"name": "s", "publisher": "RTP", "epsilon": 1.0, "window": 64})
+            assert resp.status_code == 201, resp.text
+            stream_id = resp.json()["id"]
         files = {
             "binary": tmp / "binary.yaml", "list": tmp / "list.yaml", "bad": tmp / "bad.yaml",
             "campaign": tmp / "campaign.yaml", "points": tmp / "points.csv", "empty": tmp / "empty.csv",
@@ -55,7 +58,10 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
         files["points"].write_text("x,y\n0.5,0.5\n2,2\nnan,0.1\n")
         files["empty"].write_text("")
         files["cats"].write_text("value\na\nb\nzzz\n")
-        yield {"url": srv.url, "freq": freq["id"], "spatial": spat["id"], "files": files, "tmp": tmp}
+        files["counts"] = tmp / "counts.txt"
+        files["counts"].write_text("1\n2\n0\n3\n")
+        yield {"url": srv.url, "freq": freq["id"], "spatial": spat["id"], "stream": stream_id, "files": files,
+               "tmp": tmp}
     finally:
         srv.stop()
 
@@ -114,6 +120,29 @@ def test_fuzz_participate(live: dict[str, Any], data: st.DataObject) -> None:
     if data.draw(st.booleans()):
         args += ["--batch-size", data.draw(st.sampled_from(["-1", "0", "2", "abc"]))]
     args += ["--rng-seed", "1"]
+    _run(args, live["url"])
+
+
+@FUZZ
+@given(data=st.data())
+def test_fuzz_stream_commands(live: dict[str, Any], data: st.DataObject) -> None:
+    ident = st.sampled_from([*NASTY, live["stream"]])
+    number = st.sampled_from(["-1", "0", "1", "2", "64", "1e400", "nan", "abc", "99999999999999999999"])
+    cmd = data.draw(st.sampled_from(["create", "produce", "query"]))
+    if cmd == "create":
+        args = ["stream", "create", "--name", data.draw(ident), "-e", data.draw(number), "-w", data.draw(number)]
+        if data.draw(st.booleans()):
+            args += ["-m", data.draw(st.sampled_from(["rtp", "hq_rtp", "bth", "bogus", ""]))]
+        if data.draw(st.booleans()):
+            args += ["--late", data.draw(st.sampled_from(["reject", "current", "later", ""]))]
+        if data.draw(st.booleans()):
+            args += ["--step-seconds", data.draw(number)]
+    elif cmd == "produce":
+        args = ["stream", "produce", data.draw(_path(live)), "--stream", data.draw(ident),
+                "--kind", data.draw(st.sampled_from(["counts", "times", "bogus"])),
+                "--batch-size", data.draw(st.sampled_from(["-1", "0", "2", "abc"]))]
+    else:
+        args = ["stream", "query", data.draw(ident), "--start", data.draw(number), "--end", data.draw(number)]
     _run(args, live["url"])
 
 

@@ -19,8 +19,13 @@ def test_schemathesis_finds_no_server_error(server, admin, tmp_path) -> None:
                min_reports=5)
     Gateway(server.url, c["id"], rng=0).submit_many(["a", "b", "c"] * 5)
     rel = admin.post(f"/campaigns/{c['id']}/releases").json()
+    stream = admin.post("/streams", json={"name": "fuzz", "publisher": "hq_rtp", "epsilon": 1.0, "window": 64})
+    assert stream.status_code == 201, stream.text
+    sid = stream.json()["id"]
+    assert admin.post(f"/streams/{sid}/counts", json={"counts": [1, 2, 3] * 10, "batch_id": "fuzz"}).status_code == 200
     config = tmp_path / "schemathesis.toml"
-    config.write_text(f'[parameters]\n"path.campaign_id" = "{c["id"]}"\n"path.release_id" = "{rel["id"]}"\n')
+    config.write_text(f'[parameters]\n"path.campaign_id" = "{c["id"]}"\n"path.release_id" = "{rel["id"]}"\n'
+                      f'"path.stream_id" = "{sid}"\n')
     exe = shutil.which("schemathesis") or shutil.which("st")
     cmd = [exe] if exe else [sys.executable, "-m", "schemathesis.cli"]
     proc = subprocess.run(

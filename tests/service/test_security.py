@@ -6,14 +6,12 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
-import os
 import secrets
-import shutil
 import tempfile
 
 import httpx
 import pytest
-from service_helpers import ADMIN_TOKEN, create
+from service_helpers import ADMIN_TOKEN, chromium_or_skip, create
 
 from privpub.client import Gateway
 
@@ -106,20 +104,12 @@ def test_request_size_limits(server, campaign) -> None:
     assert httpx.get(f"{server.url}/health").json()["status"] == "ok"
 
 
-def _chromium() -> str | None:
-    return os.environ.get("PRIVPUB_CHROMIUM") or shutil.which("chromium")
-
-
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-dev-shm-usage"]
 
 
 def test_dashboard_escapes_category_names_in_chromium(server, admin, campaign) -> None:
-    browser_path = _chromium()
-    if browser_path is None:
-        if os.environ.get("CI"):
-            pytest.fail("CI is set but Debian's chromium is not installed (.ci/run installs it)")
-        pytest.skip("Debian's chromium is not installed")
+    browser_path = chromium_or_skip()
     sync_api = pytest.importorskip("playwright.sync_api")
     admin.post(f"/campaigns/{campaign['id']}/releases")
     dialogs: list[str] = []

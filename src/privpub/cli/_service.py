@@ -50,7 +50,7 @@ def serve(
                                           help="Upgrade the database schema before starting.")] = True,
     log_level: Annotated[str, typer.Option("--log-level", help="debug, info, warning, error.")] = "info",
 ) -> None:
-    """Run the collection service (admin token: $PRIVPUB_ADMIN_TOKEN).
+    """Run the service: collection campaigns and real-time streams (admin token: $PRIVPUB_ADMIN_TOKEN).
 
     The default database is a SQLite file created on first start. Put the service behind a TLS
     proxy for anything but loopback (docs/service.md).

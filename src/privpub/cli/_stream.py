@@ -1,4 +1,5 @@
-"""CLI commands of privpub.stream: ``privpub stream`` and ``privpub reproduce stream``."""
+"""CLI commands of privpub.stream: ``privpub stream [publish]``, ``privpub stream create|produce|query``
+(a stream of a running service) and ``privpub reproduce stream``."""
 
 from __future__ import annotations
 
@@ -6,9 +7,11 @@ import math
 from pathlib import Path
 from typing import Annotated
 
+import click
 import numpy as np
 import pandas as pd
 import typer
+from typer.core import TyperGroup
 
 from privpub.cli._common import (
     SEED_HELP,
@@ -55,7 +58,8 @@ def check_stream_sizes(method: str, window: int, height: int | None, n_items: in
     check_allocation(n_items, 48, "the stream's series and answers", "the length of the input", unit="items")
 
 
-def _read_series(path: Path, column: str | None) -> np.ndarray:
+def _read_series(path: Path, column: str | None, *, timestamps: bool = False) -> np.ndarray:
+    """A numeric column (or .txt / .npy series); ``timestamps``: text times become Unix seconds."""
     suffix = path.suffix.lower()
     if suffix == ".npy" and column is None:
         from privpub._io import read_npy
@@ -81,6 +85,12 @@ def _read_series(path: Path, column: str | None) -> np.ndarray:
     if column not in frame.columns:
         raise ParameterError(f"--column must name a column of {str(path)!r} {list(frame.columns)}, got {column!r}")
     values = frame[column]
+    if timestamps and not pd.api.types.is_numeric_dtype(values):
+        try:
+            stamps = pd.to_datetime(values, utc=True)
+        except (ValueError, TypeError):
+            raise ParameterError(f"column {column!r} must hold Unix times or timestamps") from None
+        return (stamps - pd.Timestamp(0, tz="UTC")).dt.total_seconds().to_numpy()
     if not pd.api.types.is_numeric_dtype(values):
         raise ParameterError(f"column {column!r} must be numeric, got dtype {values.dtype}")
     return np.asarray(values.to_numpy())
@@ -105,10 +115,28 @@ def _read_queries(path: Path, window: int) -> pd.DataFrame:
     return q
 
 
-def register(app: typer.Typer, reproduce_app: typer.Typer) -> None:
-    """Add ``privpub stream`` and ``privpub reproduce stream``."""
+class _StreamGroup(TyperGroup):
+    """``privpub stream``: a group whose default command is ``publish`` (``privpub stream INPUT ...``
+    keeps working), beside the service commands ``create``, ``produce`` and ``query``."""
 
-    @app.command("stream")
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if args and args[0] not in self.commands and args[0] not in ("--help", "-h"):
+            args = ["publish", *args]
+        return super().parse_args(ctx, args)
+
+
+def register(app: typer.Typer, reproduce_app: typer.Typer) -> None:
+    """Add ``privpub stream`` (publish, create, produce, query) and ``privpub reproduce stream``."""
+    from privpub.cli._stream_service import register_service_commands
+
+    stream_app = typer.Typer(
+        cls=_StreamGroup, no_args_is_help=True,
+        help="Publish a count stream under event-level DP (`privpub stream INPUT ...` is `privpub stream "
+             "publish INPUT ...`), or create, feed and query a live stream of a running `privpub serve`.")
+    app.add_typer(stream_app, name="stream")
+    register_service_commands(stream_app)
+
+    @stream_app.command("publish")
     @handle_errors
     def stream(
         input: Annotated[Path, typer.Argument(help="Count series: CSV/Parquet (with --column), .txt or .npy.")],

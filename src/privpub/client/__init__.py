@@ -2,7 +2,8 @@
 
 A device perturbs its own value under epsilon-LDP with the library's client code and sends only
 the report; see :class:`Participant` (one device) and :class:`Gateway` (a relay or simulator
-that perturbs and uploads many participants' values in batches).
+that perturbs and uploads many participants' values in batches). A real-time stream's producer
+(a trusted source of raw counts or events; the service adds the noise) is :class:`StreamProducer`.
 
 Examples
 --------
@@ -23,13 +24,16 @@ from privpub.client._participant import (
     SubmissionError,
 )
 from privpub.client._perturb import cell_domain_size, frequency_oracle, locate_cells, perturb_values
+from privpub.client._producer import ProduceResult, StreamProducer
 
 __all__ = [
     "BatchResult",
     "Gateway",
     "OfflineError",
     "Participant",
+    "ProduceResult",
     "Receipt",
+    "StreamProducer",
     "SubmissionError",
     "b64encode",
     "cell_domain_size",

@@ -1,4 +1,4 @@
-"""The HTTP application (FastAPI): campaigns, reports, assignments, releases, dashboard, health.
+"""The HTTP application (FastAPI): campaigns, reports, assignments, releases, streams, dashboards, health.
 
 Resources are routers listed in :data:`ROUTERS`; another resource (e.g. streams) adds its router
 there and its tables in its own migration. Error bodies are ``{"error": {"field": ..., "message":
@@ -16,6 +16,7 @@ import io
 import logging
 import os
 import re
+import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -48,6 +49,7 @@ from privpub.service._store import (
     Unavailable,
     iso,
 )
+from privpub.service._streams import StreamError, StreamStore
 
 __all__ = ["ROUTERS", "create_app", "create_app_from_env"]
 
@@ -78,6 +80,11 @@ def _error(status: int, message: str, field: str | None = None, headers: dict[st
     return JSONResponse({"error": body}, status_code=status, headers=headers)
 
 
+def _is_batch_path(path: str) -> bool:
+    return path.endswith("/reports/batch") or (path.startswith("/streams/") and (
+        path.endswith("/events") or path.endswith("/counts") or path.endswith("/ranges")))
+
+
 class BodyLimit:
     """Refuse request bodies above the limit with 413, before they are read into memory."""
 
@@ -88,7 +95,7 @@ class BodyLimit:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        limit = MAX_BATCH_BODY if scope["path"].endswith("/reports/batch") else MAX_BODY
+        limit = MAX_BATCH_BODY if _is_batch_path(scope["path"]) else MAX_BODY
         length = dict(scope["headers"]).get(b"content-length")
         if length is not None and (not length.isdigit() or int(length) > limit):
             await _error(413, f"the request body exceeds the limit of {limit} bytes")(scope, receive, send)
@@ -342,6 +349,25 @@ async def submit_batch(request: Request, body: BatchIn, campaign_id: str = Campa
     return (await handle_batch(request.app, campaign_id, body))[1]
 
 
+async def read_body(receive: Receive, limit: int) -> bytes | None:
+    """A request's body (None if the client went away); ``ApiError(413)`` past ``limit`` bytes,
+    before the rest is read."""
+    chunks: list[bytes] = []
+    size = 0
+    more = True
+    while more:
+        msg = await receive()
+        if msg["type"] != "http.request":
+            return None
+        chunk = msg.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            raise ApiError(413, f"the request body exceeds the limit of {limit} bytes")
+        chunks.append(chunk)
+        more = msg.get("more_body", False)
+    return b"".join(chunks)
+
+
 _REPORT_PATH = re.compile(r"^/campaigns/([0-9a-f]{16})/reports(/batch)?$")
 
 
@@ -360,23 +386,15 @@ class ReportFastPath:
             await self.app(scope, receive, send)
             return
         batch = match.group(2) is not None
-        limit = MAX_BATCH_BODY if batch else MAX_BODY
-        chunks: list[bytes] = []
-        size = 0
-        more = True
-        while more:
-            msg = await receive()
-            if msg["type"] != "http.request":
-                return
-            chunk = msg.get("body", b"")
-            size += len(chunk)
-            if size > limit:
-                await _error(413, f"the request body exceeds the limit of {limit} bytes")(scope, receive, send)
-                return
-            chunks.append(chunk)
-            more = msg.get("more_body", False)
         try:
-            model = (BatchIn if batch else ReportIn).model_validate_json(b"".join(chunks))
+            raw = await read_body(receive, MAX_BATCH_BODY if batch else MAX_BODY)
+        except ApiError as exc:
+            await _error(exc.status, exc.message)(scope, receive, send)
+            return
+        if raw is None:
+            return
+        try:
+            model = (BatchIn if batch else ReportIn).model_validate_json(raw)
             handler = handle_batch if batch else handle_report
             status, body = await handler(self.fastapi_app, match.group(1), model)  # type: ignore[arg-type]
             response: Response = JSONResponse(body, status_code=status)
@@ -447,10 +465,16 @@ def _dashboard_router() -> APIRouter:
     return router
 
 
+def _streams_router() -> APIRouter:
+    from privpub.service._stream_api import router
+
+    return router
+
+
 #: the application's resources; a new resource appends its router here
 ROUTERS: list[Callable[[], APIRouter]] = [
     lambda: health_router, lambda: campaigns_router, lambda: reports_router, lambda: releases_router,
-    _dashboard_router,
+    _dashboard_router, _streams_router,
 ]
 
 
@@ -471,15 +495,22 @@ def create_app(db: str, *, admin_token: str | None = None, migrate: bool = True)
     engine = make_engine(db)
     app = FastAPI(title="privpub collection service", version=privpub.__version__, docs_url=None, redoc_url=None,
                   description="Local-DP collection: devices perturb, an untrusted server collects, aggregates "
-                              "and publishes. See docs/service.md.")
+                              "and publishes; and real-time count streams published under event-level DP "
+                              "(/streams). See docs/service.md.")
     app.state.admin_token = admin_token if admin_token is not None else os.environ.get("PRIVPUB_ADMIN_TOKEN") or None
     app.state.store = Store(engine)
     app.state.ingestor = Ingestor(app.state.store)
+    app.state.streams = StreamStore(engine, db)
     for make in ROUTERS:
         app.include_router(make())
 
+    @app.on_event("startup")
+    def _startup() -> None:
+        app.state.streams.start()
+
     @app.on_event("shutdown")
     def _shutdown() -> None:
+        app.state.streams.stop()
         app.state.ingestor.stop()
         engine.dispose()
 
@@ -498,6 +529,10 @@ def create_app(db: str, *, admin_token: str | None = None, migrate: bool = True)
     @app.exception_handler(SpecError)
     async def _spec(_: Request, exc: SpecError) -> JSONResponse:
         return _error(422, exc.message, exc.field)
+
+    @app.exception_handler(StreamError)
+    async def _stream_error(_: Request, exc: StreamError) -> JSONResponse:
+        return _error(exc.status, exc.message, exc.field)
 
     @app.exception_handler(NotFound)
     async def _nf(_: Request, exc: NotFound) -> JSONResponse:
@@ -518,6 +553,9 @@ def create_app(db: str, *, admin_token: str | None = None, migrate: bool = True)
 
     app.add_middleware(BodyLimit)
     app.add_middleware(ReportFastPath, fastapi_app=app)
+    from privpub.service._stream_api import StreamFastPath
+
+    app.add_middleware(StreamFastPath, fastapi_app=app)
     return app
 
 
@@ -526,6 +564,9 @@ def create_app_from_env() -> FastAPI:
     db = os.environ.get("PRIVPUB_DB")
     if not db:
         raise RuntimeError("PRIVPUB_DB is not set")
+    # hand the interpreter lock over sooner (default 5 ms): a range query answered on the event
+    # loop then waits less behind a thread parsing a large batch
+    sys.setswitchinterval(0.0005)
     return create_app(db, migrate=False)
 
 

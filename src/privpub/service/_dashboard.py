@@ -1,4 +1,5 @@
-"""Server-rendered dashboard per campaign (Jinja2 with autoescaping; inline SVG, no scripts).
+"""Server-rendered dashboards per campaign and per stream (Jinja2 with autoescaping; inline SVG, no
+scripts; a stream's page refreshes itself with ``<meta http-equiv="refresh">``).
 
 Shows the campaign's status, its reports over time, the latest release as a plot (bars for a
 frequency campaign, a heat map of the leaves for a spatial one, the synthetic records' marginals
@@ -12,7 +13,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
@@ -84,6 +85,46 @@ def dashboard(request: Request, campaign_id: str) -> HTMLResponse:
     timeline = [{"time": t["time"], "reports": t["reports"], "w": t["reports"] / top * 300} for t in times[-48:]]
     html = _env.get_template("dashboard.html").render(
         info=info, config=info.public_config(), status=status, release=release, plot=plot, timeline=timeline)
+    return HTMLResponse(html)
+
+
+def _series_plot(steps: list[int], est: list[float], std: list[float], width: int = 720,
+                 height: int = 260) -> dict[str, Any]:
+    left, bottom = 60, 26
+    lo = [e - 1.96 * s for e, s in zip(est, std)]
+    hi = [e + 1.96 * s for e, s in zip(est, std)]
+    ymin, ymax = min(min(lo), 0.0), max(max(hi), 1.0)
+    span = ymax - ymin
+    n = len(steps)
+
+    def x(i: int) -> float:
+        return left + (width - left - 4) * (i / max(n - 1, 1))
+
+    def y(v: float) -> float:
+        return 4 + (height - bottom - 4) * (1 - (v - ymin) / span)
+
+    line = " ".join(f"{x(i):.1f},{y(v):.1f}" for i, v in enumerate(est))
+    band = " ".join([f"{x(i):.1f},{y(v):.1f}" for i, v in enumerate(hi)]
+                    + [f"{x(i):.1f},{y(v):.1f}" for i, v in reversed(list(enumerate(lo)))])
+    return {"line": line, "band": band, "width": width, "height": height, "left": left, "zero": f"{y(0.0):.1f}",
+            "ymin": ymin, "ymax": ymax, "n": n, "first": steps[0], "last": steps[-1]}
+
+
+@router.get("/streams/{stream_id}/dashboard", response_class=HTMLResponse)
+def stream_dashboard(request: Request, stream_id: str,
+                     refresh: int = Query(5, ge=1, le=3600, description="seconds between refreshes"),
+                     points: int = Query(200, ge=2, le=2000, description="steps shown")) -> HTMLResponse:
+    """The stream's dashboard (HTML, refreshed by the browser): its noisy series with a 95% band."""
+    from privpub.service._stream_api import series_data
+
+    store = request.app.state.streams
+    try:
+        status = store.status(stream_id)
+    except NotFound:
+        return HTMLResponse(_env.get_template("missing.html").render(), status_code=404)
+    data = series_data(store, stream_id, points)
+    plot = _series_plot(data["steps"], data["estimates"], data["std"]) if data["steps"] else None
+    html = _env.get_template("stream.html").render(status=status, plot=plot, refresh=refresh)
     return HTMLResponse(html)
 
 

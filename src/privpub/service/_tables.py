@@ -3,7 +3,10 @@
 Times are integer Unix seconds. Report times are rounded down to the campaign's precision before
 they are stored; no device id, IP address or exact time is stored anywhere.
 
-Streams (issue 16) and other resources add their own tables in their own module and migration.
+Streams (issue 16, migration ``0003_streams``): ``streams`` holds each stream's declaration and its
+publisher's state (released noise over the window and, of the raw data, only the open nodes'
+partial sums and the open step's count), ``stream_batches`` the ids of the batches already
+counted (never their contents) and ``stream_queries`` the query log the HQ publishers learn from.
 """
 
 from __future__ import annotations
@@ -22,6 +25,9 @@ __all__ = [
     "releases",
     "report_buckets",
     "reports",
+    "stream_batches",
+    "stream_queries",
+    "streams",
 ]
 
 metadata = sa.MetaData()
@@ -137,4 +143,47 @@ budget_charges = sa.Table(
     sa.Column("data", sa.Text, nullable=False),
     sa.Column("status", sa.String(16), nullable=False),
     sa.Column("note", sa.Text, nullable=False),
+)
+
+# real-time streams (issue 16): one row per stream; ``state`` is the publisher's state (see
+# privpub.service._streams.pack_state), rewritten in the transaction that closes steps
+streams = sa.Table(
+    "streams", metadata,
+    sa.Column("id", sa.String(32), primary_key=True),
+    sa.Column("name", sa.String(200), nullable=False),
+    sa.Column("method", sa.String(16), nullable=False),
+    sa.Column("params", sa.JSON, nullable=False),
+    sa.Column("epsilon", sa.Float, nullable=False),
+    sa.Column("step_seconds", sa.Float, nullable=True),
+    sa.Column("origin", sa.Float, nullable=True),
+    sa.Column("late", sa.String(16), nullable=False),
+    sa.Column("horizon", sa.BigInteger, nullable=True),
+    sa.Column("session", sa.String(200), nullable=True),
+    sa.Column("producer_token_hash", sa.LargeBinary(32), nullable=False),
+    sa.Column("created_at", sa.BigInteger, nullable=False),
+    sa.Column("t", sa.BigInteger, nullable=False),
+    sa.Column("state", sa.LargeBinary, nullable=False),
+    sa.Column("open_count", sa.BigInteger, nullable=False),
+    sa.Column("open_since", sa.Float, nullable=False),
+    sa.Column("log_seq", sa.BigInteger, nullable=False),
+    sa.Column("true_total", sa.BigInteger, nullable=True),
+)
+
+stream_batches = sa.Table(
+    "stream_batches", metadata,
+    sa.Column("stream_id", sa.String(32), sa.ForeignKey("streams.id"), primary_key=True),
+    sa.Column("batch_id", sa.String(64), primary_key=True),
+    sa.Column("n_items", sa.BigInteger, nullable=False),
+    sa.Column("received", sa.BigInteger, nullable=False),
+)
+
+stream_queries = sa.Table(
+    "stream_queries", metadata,
+    sa.Column("seq", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("stream_id", sa.String(32), sa.ForeignKey("streams.id"), nullable=False),
+    sa.Column("asked_at", sa.Float, nullable=False),
+    sa.Column("t", sa.BigInteger, nullable=False),
+    sa.Column("range_start", sa.BigInteger, nullable=False),
+    sa.Column("range_end", sa.BigInteger, nullable=False),
+    sa.Index("ix_stream_queries_stream", "stream_id", "seq"),
 )

@@ -500,7 +500,7 @@ class StreamPublisher:
                 "noise": self.noise, "real": self.real, "max_item": self.max_item,
                 "memory_limit": self.memory_limit}
 
-    def state(self) -> dict[str, Any]:
+    def state(self, *, checkpoint: bool = True) -> dict[str, Any]:
         """Everything the stream needs to continue, for persistence (see :meth:`from_state`).
 
         The state holds the parameters, the released noise over the window (node values and
@@ -510,8 +510,15 @@ class StreamPublisher:
         and no pre-drawn noise: calling ``state()`` discards noise drawn ahead for nodes not yet
         released, so that a publisher restored with a generator in the same state as this one's
         continues exactly as this one does. Values are Python scalars, lists and numpy arrays.
+
+        With ``checkpoint=False`` the noise drawn ahead stays in place: this publisher continues
+        exactly as if ``state()`` had not been called (a service persisting its stream after
+        every step gives the same answers as the library on the same items and rng), and a
+        publisher restored from the state draws the noise of nodes not yet released anew from
+        its own ``rng`` (released nodes are in the state and are never redrawn).
         """
-        self._noise.checkpoint()
+        if checkpoint:
+            self._noise.checkpoint()
         return {"format": _STATE_FORMAT, "version": _STATE_VERSION, "method": self.method,
                 "params": self._params(), "t": self._t, "ledger": self._noise.record(), **self._get_state()}
 

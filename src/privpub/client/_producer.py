@@ -1,0 +1,166 @@
+"""The producer side of a real-time stream of ``privpub serve`` (issue 16, paper 004).
+
+A producer is a trusted data source (a web server's log shipper, a sensor gateway): it sends the
+raw per-step counts or the event times, and the service adds the noise. Every batch carries a
+fresh random batch id that is reused when the batch is resent after a failure, so the service
+counts it once whatever the network does.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import numpy as np
+from numpy.typing import ArrayLike
+
+from privpub.client._participant import _Http
+from privpub.errors import ParameterError
+
+__all__ = ["ProduceResult", "StreamProducer"]
+
+
+@dataclass(frozen=True)
+class ProduceResult:
+    """What a producer sent: batches, items (counts or events), batches the service had already
+    counted (resends), and ``t``, the steps released after the last batch."""
+
+    batches: int
+    items: int
+    duplicates: int
+    t: int
+
+
+class StreamProducer:
+    """Send counts or timed events to one stream of a ``privpub serve`` service.
+
+    Parameters
+    ----------
+    base_url : str
+        The service, e.g. ``"http://127.0.0.1:8000"``.
+    stream_id : str
+        The stream's id (``POST /streams`` returns it).
+    token : str
+        The stream's producer token (returned once when the stream was created) or the admin token.
+    batch_size : int
+        Items per request (at most 200,000).
+    timeout, retries, backoff, max_backoff : float, int, float, float
+        HTTP timeout, attempts after the first, and the exponential back-off between them.
+    client : httpx.Client, optional
+        A client to reuse (its headers are kept; the token is added per request).
+
+    Notes
+    -----
+    The counts and event times sent are raw data: use TLS for anything but loopback. Privacy is
+    added by the service (event level: neighbouring streams differ in one step's count by at most
+    the stream's ``sensitivity``).
+
+    Examples
+    --------
+    >>> p = StreamProducer("http://127.0.0.1:8000", "0123456789abcdef", token="t")
+    >>> p.stream_id
+    '0123456789abcdef'
+    """
+
+    def __init__(self, base_url: str, stream_id: str, *, token: str, batch_size: int = 10_000,
+                 timeout: float = 60.0, retries: int = 5, backoff: float = 0.2, max_backoff: float = 10.0,
+                 client: httpx.Client | None = None, sleep: Callable[[float], None] = time.sleep) -> None:
+        if not isinstance(batch_size, int) or not 1 <= batch_size <= 200_000:
+            raise ParameterError(f"batch_size must be an integer in [1, 200000], got {batch_size!r}")
+        if not token:
+            raise ParameterError("token must be the stream's producer token or the admin token")
+        self.stream_id = str(stream_id)
+        self.batch_size = batch_size
+        own = client if client is not None else httpx.Client(timeout=timeout)
+        own.headers["Authorization"] = f"Bearer {token}"
+        self._http = _Http(base_url, client=own, timeout=timeout, retries=retries, backoff=backoff,
+                           max_backoff=max_backoff, sleep=sleep)
+        self._sleep = sleep
+
+    def _post(self, what: str, body: dict[str, Any]) -> dict[str, Any]:
+        resp = self._http.request("POST", f"/streams/{self.stream_id}/{what}", json_body=body)
+        return resp.json()  # type: ignore[no-any-return]
+
+    def status(self) -> dict[str, Any]:
+        """The stream's public status (``GET /streams/{id}``)."""
+        return self._http.request("GET", f"/streams/{self.stream_id}").json()  # type: ignore[no-any-return]
+
+    def send_counts(self, counts: ArrayLike, *, rate: float | None = None) -> ProduceResult:
+        """Append per-step counts (streams without ``step_seconds``), ``batch_size`` per request.
+
+        ``rate`` (steps per second) paces the batches for demos; None sends as fast as possible.
+        """
+        arr = np.asarray(counts)
+        if arr.ndim != 1 or arr.size == 0:
+            raise ParameterError(f"counts must be a non-empty 1-d array, got shape {arr.shape}")
+        if arr.dtype.kind not in "iuf":
+            raise ParameterError(f"counts must be numbers, got dtype {arr.dtype}")
+        return self._send("counts", arr, rate)
+
+    def send_events(self, times: ArrayLike, *, rate: float | None = None) -> ProduceResult:
+        """Send event times (Unix seconds), ``batch_size`` per request; ``rate`` in events per second."""
+        arr = np.asarray(times, dtype=np.float64)
+        if arr.ndim != 1 or arr.size == 0:
+            raise ParameterError(f"times must be a non-empty 1-d array, got shape {arr.shape}")
+        if not np.all(np.isfinite(arr)):
+            raise ParameterError("times must be finite Unix times (every event needs a time)")
+        return self._send("events", arr, rate)
+
+    def _send(self, what: str, arr: np.ndarray, rate: float | None) -> ProduceResult:
+        if rate is not None and not (rate > 0 and np.isfinite(rate)):
+            raise ParameterError(f"rate must be > 0 or None, got {rate!r}")
+        key = "counts" if what == "counts" else "times"
+        batches = dups = 0
+        t = 0
+        start = time.monotonic()
+        for a in range(0, arr.shape[0], self.batch_size):
+            chunk = arr[a : a + self.batch_size]
+            out = self._post(what, {key: chunk.tolist(), "batch_id": uuid.uuid4().hex})
+            batches += 1
+            dups += bool(out.get("duplicate"))
+            t = int(out.get("t", t))
+            if rate is not None:
+                wait = start + (a + chunk.shape[0]) / rate - time.monotonic()
+                if wait > 0:
+                    self._sleep(wait)
+        return ProduceResult(batches=batches, items=int(arr.shape[0]), duplicates=dups, t=t)
+
+    def replay_times(self, times: ArrayLike, *, speed: float = 1.0, batch_seconds: float = 0.5) -> ProduceResult:
+        """Replay recorded event times as live events: each event is stamped with the moment it is
+        sent, keeping the recorded gaps divided by ``speed`` (``speed=60``: an hour in a minute).
+        Events are sent every ``batch_seconds`` (or ``batch_size`` events, whichever comes first)."""
+        rec = np.sort(np.asarray(times, dtype=np.float64))
+        if rec.ndim != 1 or rec.size == 0 or not np.all(np.isfinite(rec)):
+            raise ParameterError("times must be a non-empty 1-d array of finite times")
+        if not speed > 0:
+            raise ParameterError(f"speed must be > 0, got {speed!r}")
+        offsets = (rec - rec[0]) / speed
+        t0 = time.time()
+        batches = dups = 0
+        t = 0
+        i = 0
+        while i < offsets.shape[0]:
+            now = time.time() - t0
+            k = min(int(np.searchsorted(offsets, now, side="right")), i + self.batch_size)
+            if k == i:  # nothing due yet
+                self._sleep(min(offsets[i] - now, batch_seconds))
+                continue
+            out = self._post("events", {"times": [t0 + now] * (k - i), "batch_id": uuid.uuid4().hex})
+            batches += 1
+            dups += bool(out.get("duplicate"))
+            t = int(out.get("t", t))
+            i = k
+            if i < offsets.shape[0] and offsets[min(i + self.batch_size, offsets.shape[0]) - 1] > now + batch_seconds:
+                self._sleep(batch_seconds)  # gather the next batch
+        return ProduceResult(batches=batches, items=int(rec.shape[0]), duplicates=dups, t=t)
+
+    def close_step(self) -> int:
+        """Close the open step now (streams without ``step_seconds``); returns ``t``."""
+        return int(self._post("close-step", {})["t"])
+
+    def close(self) -> None:
+        self._http.client.close()

@@ -1,0 +1,341 @@
+"""HTTP endpoints of the real-time streams (issue 16): ``/streams`` and its sub-resources.
+
+Operators create streams with the admin token; producers post counts or timed events with the
+stream's producer token (returned once at creation) or the admin token; anyone may ask range
+queries and read the status and the dashboard (released values are public). See docs/service.md.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import logging
+import re
+from typing import Annotated, Any, Literal
+from urllib.parse import parse_qs
+
+import anyio
+import numpy as np
+from fastapi import APIRouter, Depends, Path, Query, Request
+from fastapi.responses import JSONResponse, Response
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from privpub.service._streams import MAX_WINDOW, StreamError, StreamStore
+
+__all__ = ["CountsIn", "EventsIn", "RangesIn", "StreamFastPath", "StreamIn", "router"]
+
+log = logging.getLogger("privpub.service")
+
+#: items (counts or events) per request, and ranges per batch query
+MAX_ITEMS = 200_000
+MAX_RANGES = 50_000
+
+StreamId = Path(pattern=r"^[0-9a-f]{16}$", description="the stream's id")
+_BATCH = r"^[A-Za-z0-9._:-]{1,64}$"
+Finite = Annotated[float, Field(allow_inf_nan=False)]
+#: a step index (far beyond any stream, inside int64)
+Step = Annotated[int, Field(ge=-(2**62), le=2**62)]
+
+
+class StreamIn(BaseModel):
+    """A stream as an operator declares it. ``publisher`` is a name of ``privpub.stream.PUBLISHERS``
+    (``"rtp"``, ``"hq_rtp"``, ``"rtp_mm"``, ``"hq_rtpmm"``, ``"bt"``, ``"bth"``; class names such as
+    ``"HQRTP"`` also work); ``window``, ``sensitivity``, ``height``, ``noise``, ``real``,
+    ``max_item`` and ``history`` are that publisher's constructor parameters."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(min_length=1, max_length=200)
+    publisher: str = Field(min_length=1, max_length=32)
+    epsilon: float = Field(gt=0, le=40, allow_inf_nan=False,
+                           description="event-level epsilon of the whole stream, spent once")
+    window: int = Field(ge=1, le=MAX_WINDOW, description="sliding window W: ranges inside the last W steps")
+    sensitivity: float = Field(default=1.0, gt=0, allow_inf_nan=False,
+                               description="what one individual may contribute to one step's count "
+                                           "(neighbouring streams differ by at most this in one step)")
+    height: int | None = Field(default=None, ge=1, le=62)
+    noise: Literal["discrete", "laplace"] = "discrete"
+    real: bool = False
+    max_item: float | None = Field(default=None, gt=0, allow_inf_nan=False,
+                                   description="largest count of one step; larger counts are refused")
+    history: list[int] | None = Field(default=None, max_length=10_000,
+                                      description="HQ publishers: public past query lengths")
+    step_seconds: float | None = Field(default=None, gt=0, le=366 * 86400, allow_inf_nan=False,
+                                       description="step length: the service's clock closes steps; "
+                                                   "omitted: steps close by POST counts or close-step")
+    origin: float | None = Field(default=None, ge=0, allow_inf_nan=False,
+                                 description="Unix time where step 1 starts (default: now, aligned to the step)")
+    horizon: int | None = Field(default=None, ge=1, le=2**52, description="last step of the stream")
+    late: Literal["reject", "current"] = Field(
+        default="reject", description="events of a closed step: rejected (default) or counted in the open step")
+    session: str | None = Field(default=None, min_length=1, max_length=200,
+                                description="budget session (in this database) charged with epsilon")
+    rng: int | None = Field(default=None, ge=0, le=2**63 - 1,
+                            description="seed for reproducible tests; never stored; leave unset in production")
+
+
+class CountsIn(BaseModel):
+    """Per-step counts from a producer that aggregates itself (one count per step, in order)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    counts: list[Finite] = Field(min_length=1, max_length=MAX_ITEMS)
+    batch_id: str = Field(pattern=_BATCH, description="idempotency key: a resent batch is not counted again")
+
+
+class EventsIn(BaseModel):
+    """Timed events (each counts 1 in the step its time falls in): ``time`` or ``times``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    batch_id: str = Field(pattern=_BATCH, description="idempotency key: a resent batch is not counted again")
+    time: Finite | None = Field(default=None, ge=0, description="Unix time of one event")
+    times: list[Finite] | None = Field(default=None, min_length=1, max_length=MAX_ITEMS,
+                                       description="Unix times of many events")
+
+
+class RangesIn(BaseModel):
+    """Many range queries at once: ``[[start, end], ...]`` (steps from 1, both ends inclusive)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    ranges: list[tuple[Step, Step]] = Field(min_length=1, max_length=MAX_RANGES)
+    log: bool = Field(default=True, description="record the ranges in the query log (HQ publishers learn)")
+
+
+router = APIRouter(prefix="/streams", tags=["streams"])
+_bearer = HTTPBearer(auto_error=False, description="the admin token or the stream's producer token")
+_BEARER = Depends(_bearer)
+
+
+def _streams(request: Request) -> StreamStore:
+    return request.app.state.streams  # type: ignore[no-any-return]
+
+
+def _admin_dep() -> Any:
+    from privpub.service._app import require_admin
+
+    return Depends(require_admin)
+
+
+def check_producer(app: Any, stream_id: str, token: str | None) -> None:
+    """Ingestion: the stream's producer token or the admin token (constant-time comparisons)."""
+    from privpub.service._app import ApiError
+
+    if token is None:
+        raise ApiError(401, "posting to a stream needs its producer token (or the admin token): "
+                            "Authorization: Bearer <token>", headers={"WWW-Authenticate": "Bearer"})
+    admin = app.state.admin_token
+    given = hashlib.sha256(token.encode("utf-8")).digest()
+    if admin and hmac.compare_digest(given, hashlib.sha256(admin.encode("utf-8")).digest()):
+        return
+    if not app.state.streams.authorised(stream_id, token):
+        raise ApiError(403, "the token is not this stream's producer token nor the admin token")
+
+
+def require_producer(request: Request, stream_id: str = StreamId,
+                     cred: HTTPAuthorizationCredentials | None = _BEARER) -> None:
+    """Ingestion: the stream's producer token or the admin token (constant-time comparisons)."""
+    ok = cred is not None and cred.scheme.lower() == "bearer"
+    check_producer(request.app, stream_id, cred.credentials if ok and cred is not None else None)
+
+
+_PRODUCER = [Depends(require_producer)]
+
+
+@router.post("", status_code=201, dependencies=[_admin_dep()])
+def create_stream(request: Request, body: StreamIn) -> dict[str, Any]:
+    """Create a stream (admin). Returns its id, its status and its producer token (shown once)."""
+    info, token = _streams(request).create(body.model_dump())
+    return {**_streams(request).status(info.id), "producer_token": token}
+
+
+@router.get("", dependencies=[_admin_dep()])
+def list_streams(request: Request) -> dict[str, Any]:
+    """Every stream (admin)."""
+    return {"streams": _streams(request).list()}
+
+
+@router.get("/{stream_id}")
+def stream_status(request: Request, stream_id: str = StreamId) -> dict[str, Any]:
+    """Public status: declaration, privacy in words and ``t``, the number of steps released."""
+    return _streams(request).status(stream_id)
+
+
+def do_counts(store: StreamStore, stream_id: str, body: CountsIn) -> dict[str, Any]:
+    return store.add_counts(stream_id, np.asarray(body.counts, dtype=np.float64), body.batch_id)
+
+
+def do_events(store: StreamStore, stream_id: str, body: EventsIn) -> dict[str, Any]:
+    if (body.time is None) == (body.times is None):
+        raise StreamError(422, "every event needs a time: send 'time' (one event) or 'times' (a batch)", "times")
+    times = np.asarray([body.time] if body.time is not None else body.times, dtype=np.float64)
+    if (times < 0).any():
+        i = int(np.argmax(times < 0))
+        raise StreamError(422, "must be a Unix time >= 0", f"times[{i}]")
+    return store.add_events(stream_id, times, body.batch_id)
+
+
+@router.post("/{stream_id}/counts", dependencies=_PRODUCER)
+def post_counts(request: Request, body: CountsIn, stream_id: str = StreamId) -> dict[str, Any]:
+    """Append per-step counts (streams without ``step_seconds``); a resent ``batch_id`` is not counted again.
+
+    (Served by :class:`StreamFastPath`; this route documents it in the OpenAPI schema.)
+    """
+    return do_counts(_streams(request), stream_id, body)
+
+
+@router.post("/{stream_id}/events", dependencies=_PRODUCER)
+def post_events(request: Request, body: EventsIn, stream_id: str = StreamId) -> dict[str, Any]:
+    """Count timed events (one or a batch) in their steps; late events follow the stream's ``late`` policy.
+
+    (Served by :class:`StreamFastPath`; this route documents it in the OpenAPI schema.)
+    """
+    return do_events(_streams(request), stream_id, body)
+
+
+@router.post("/{stream_id}/close-step", dependencies=_PRODUCER)
+def close_step(request: Request, stream_id: str = StreamId) -> dict[str, Any]:
+    """Close the open step now and release it (streams without ``step_seconds``)."""
+    return _streams(request).close_step(stream_id)
+
+
+@router.get("/{stream_id}/range")
+def range_query(request: Request, stream_id: str = StreamId,
+                start: int = Query(..., ge=-(2**62), le=2**62, description="first step (from 1)"),
+                end: int = Query(..., ge=-(2**62), le=2**62, description="last step (inclusive)")) -> dict[str, Any]:
+    """Noisy count of steps ``start..end`` from released noisy nodes only (as ``publisher.query``).
+
+    (Served by :class:`StreamFastPath`; this route documents it in the OpenAPI schema.)
+    """
+    return answer_range(_streams(request), stream_id, start, end)
+
+
+def answer_range(store: StreamStore, stream_id: str, start: int, end: int) -> dict[str, Any]:
+    out, t, var = store.answer(stream_id, np.array([start], dtype=np.int64), np.array([end], dtype=np.int64),
+                               variance=True)
+    assert var is not None
+    return {"estimate": out[0].item(), "start": start, "end": end, "t": t, "std": var[0] ** 0.5}
+
+
+@router.post("/{stream_id}/ranges")
+def range_queries(request: Request, body: RangesIn, stream_id: str = StreamId) -> dict[str, Any]:
+    """Many range queries at once (same answers as one ``/range`` each)."""
+    q = np.asarray(body.ranges, dtype=np.int64).reshape(-1, 2)
+    out, t, _ = _streams(request).answer(stream_id, q[:, 0], q[:, 1], record=body.log)
+    return {"estimates": out.tolist(), "t": t}
+
+
+@router.get("/{stream_id}/series")
+def series(request: Request, stream_id: str = StreamId,
+           points: int = Query(200, ge=1, le=2000, description="last steps to return")) -> dict[str, Any]:
+    """The noisy per-step counts of the last ``points`` released steps with their standard
+    deviations (not logged as queries)."""
+    return series_data(_streams(request), stream_id, points)
+
+
+def series_data(store: StreamStore, stream_id: str, points: int) -> dict[str, Any]:
+    """Unit-range answers and their standard deviations over the last ``points`` steps (not logged)."""
+    t = store.status(stream_id)["t"]
+    window = int(store.info(stream_id).params["window"])
+    first = max(1, t - min(points, window) + 1)
+    steps = np.arange(first, t + 1, dtype=np.int64)
+    if steps.shape[0] == 0:
+        return {"t": t, "steps": [], "estimates": [], "std": []}
+    out, t2, var = store.answer(stream_id, steps, steps, record=False, variance=True)
+    assert var is not None
+    return {"t": t2, "steps": steps.tolist(), "estimates": out.tolist(), "std": [v**0.5 for v in var]}
+
+
+@router.get("/{stream_id}/log", dependencies=[_admin_dep()])
+def operator_log(request: Request, stream_id: str = StreamId,
+                 limit: int = Query(1000, ge=1, le=100_000)) -> dict[str, Any]:
+    """The query log, the tree heights chosen and the ledger (admin)."""
+    return _streams(request).operator_view(stream_id, limit)
+
+
+@router.get("/{stream_id}/check", dependencies=[_admin_dep()], include_in_schema=False)
+def check(request: Request, stream_id: str = StreamId) -> dict[str, Any]:
+    """Non-private totals for the load tests (404 unless the service runs with PRIVPUB_TEST_CHECKS=1)."""
+    return _streams(request).check(stream_id)
+
+
+_FAST = re.compile(r"^/streams/([0-9a-f]{16})/(range|events|counts)$")
+
+
+def _int_param(qs: dict[str, list[str]], name: str) -> int:
+    vals = qs.get(name)
+    if not vals:
+        raise StreamError(422, "Field required", name)
+    try:
+        value = int(vals[0])
+    except ValueError:
+        raise StreamError(422, "Input should be a valid integer, unable to parse string as an integer", name) from None
+    if abs(value) > 2**62:
+        raise StreamError(422, f"Input should be between -2**62 and 2**62, got {vals[0][:30]}", name)
+    return value
+
+
+class StreamFastPath:
+    """Serve ``GET /streams/{id}/range`` and ``POST /streams/{id}/events|counts`` without the
+    framework's routing and dependency machinery (the hot paths of the streams): same models, same
+    handlers, same error bodies as the documented routes. A range query is answered on the event
+    loop from the worker's in-memory publisher (a few microseconds; it never waits for a writer,
+    whose commit it would otherwise wait on: then it moves to the thread pool); a batch's JSON is
+    parsed and stored in the thread pool, so large batches do not hold the event loop."""
+
+    def __init__(self, app: ASGIApp, fastapi_app: Any) -> None:
+        self.app = app
+        self.fastapi_app = fastapi_app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        match = _FAST.match(scope.get("path", "")) if scope["type"] == "http" else None
+        if match is None:
+            await self.app(scope, receive, send)
+            return
+        from privpub.service._app import MAX_BATCH_BODY, ApiError, _error, _validation_error, read_body
+        from privpub.service._store import NotFound
+
+        sid, what = match.group(1), match.group(2)
+        method = scope["method"]
+        if (what == "range") != (method == "GET") or method not in ("GET", "POST"):
+            await self.app(scope, receive, send)
+            return
+        store: StreamStore = self.fastapi_app.state.streams
+        try:
+            if what == "range":
+                qs = parse_qs(scope.get("query_string", b"").decode("latin-1"))
+                start, end = _int_param(qs, "start"), _int_param(qs, "end")
+                body = store.try_answer_one(sid, start, end)
+                if body is None:  # a writer holds the stream: wait for it in the thread pool
+                    body = await anyio.to_thread.run_sync(answer_range, store, sid, start, end)
+                response: Response = JSONResponse(body)
+            else:
+                raw = await read_body(receive, MAX_BATCH_BODY)
+                if raw is None:
+                    return
+                auth = dict(scope["headers"]).get(b"authorization", b"").decode("latin-1")
+                scheme, _, token = auth.partition(" ")
+                tok = token.strip() if scheme.lower() == "bearer" and token.strip() else None
+
+                def handle() -> dict[str, Any]:
+                    check_producer(self.fastapi_app, sid, tok)
+                    if what == "events":
+                        return do_events(store, sid, EventsIn.model_validate_json(raw))
+                    return do_counts(store, sid, CountsIn.model_validate_json(raw))
+
+                response = JSONResponse(await anyio.to_thread.run_sync(handle))
+        except ValidationError as exc:
+            response = _validation_error(exc.errors(include_input=False))
+        except StreamError as exc:
+            response = _error(exc.status, exc.message, exc.field)
+        except ApiError as exc:
+            response = _error(exc.status, exc.message, exc.field, exc.headers)
+        except NotFound as exc:
+            response = _error(404, str(exc), "stream_id")
+        except Exception as exc:
+            log.error("internal error on a stream request: %s", type(exc).__name__)
+            response = _error(500, "internal error")
+        await response(scope, receive, send)

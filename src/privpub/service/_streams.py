@@ -1,0 +1,700 @@
+"""Real-time streams in the service (issue 16, paper 004): storage, ingestion, step closing, queries.
+
+Each stream is a :mod:`privpub.stream` publisher kept in memory by every worker that serves it,
+with its state in the ``streams`` row (the database is the authority). The rules:
+
+* **Noise is durable before anything derived from it is returned.** Steps are closed (items fed
+  to the publisher, nodes released) inside a database transaction that also writes the
+  publisher's new state; queries see the new nodes only after that transaction has committed
+  (they wait on the stream's lock). If the commit fails, the in-memory publisher is discarded
+  and reloaded from the database: noise of nodes that were never returned is drawn again, noise
+  of a node already returned never is.
+* **A restart never redraws a released node.** A publisher is restored with
+  :meth:`~privpub.stream._base.StreamPublisher.from_state` from the stored state, which holds
+  every released node over the window; later nodes get noise from fresh OS entropy (a seed given
+  at creation is never stored: it would let a reader of the database remove the noise).
+* **Data minimisation.** The database keeps, of the raw data, only the open nodes' partial sums
+  (inside the state), the open step's count and the ids of the batches already counted, never a
+  per-step history or a batch's contents. The state is confidential; the service never returns it.
+* **Idempotent ingestion.** A batch id is stored with the change it made, in one transaction;
+  a resent batch id is acknowledged and not counted again.
+
+Several workers may serve one stream: writers serialise on the stream's row (PostgreSQL ``SELECT
+... FOR UPDATE``, SQLite ``BEGIN IMMEDIATE``), and a worker whose publisher is behind the row
+(``t`` differs) reloads it before answering or writing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import io
+import json
+import logging
+import math
+import os
+import secrets
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import sqlalchemy as sa
+from numpy.typing import NDArray
+from sqlalchemy.engine import Connection, Engine
+
+from privpub.core import Session
+from privpub.errors import BudgetExceededError, PrivpubError
+from privpub.service._db import write_tx
+from privpub.service._store import NotFound
+from privpub.service._tables import stream_batches, stream_queries, streams
+from privpub.stream import PUBLISHERS
+from privpub.stream._base import StreamPublisher
+
+__all__ = ["StreamError", "StreamInfo", "StreamStore", "pack_state", "publisher_key", "unpack_state"]
+
+log = logging.getLogger("privpub.service")
+
+#: largest window a service stream may declare (the state is rewritten when steps close)
+MAX_WINDOW = 1 << 20
+#: events in the future by more than this (seconds, server clock) are refused
+FUTURE_SKEW = 2.0
+#: the background clock's period (seconds)
+TICK = 0.2
+#: environment variable enabling the non-private check endpoint (tests only)
+CHECKS_ENV = "PRIVPUB_TEST_CHECKS"
+
+_ALIASES = {"binarytree": "bt", "binary": "bt", "honaker": "bth"}
+
+
+class StreamError(Exception):
+    """A request the stream refuses (-> 4xx naming ``field``)."""
+
+    def __init__(self, status: int, message: str, field: str | None = None) -> None:
+        super().__init__(message)
+        self.status, self.message, self.field = status, message, field
+
+
+def publisher_key(name: str) -> str | None:
+    """The :data:`privpub.stream.PUBLISHERS` key of ``name`` ("HQRTP", "hq_rtp", "HQ_RTP" ...)."""
+    norm = str(name).lower().replace("_", "").replace("-", "").replace(" ", "")
+    table = {k.replace("_", ""): k for k in PUBLISHERS}
+    table.update(_ALIASES)
+    return table.get(norm)
+
+
+# ---------------------------------------------------------------------------------------------
+# state serialisation: JSON for the structure, .npy members for the arrays (no pickle)
+# ---------------------------------------------------------------------------------------------
+def pack_state(state: dict[str, Any]) -> bytes:
+    """Serialise a publisher state (JSON + NumPy arrays, no pickle) for the ``state`` column."""
+    arrays: dict[str, NDArray[Any]] = {}
+
+    def walk(v: Any) -> Any:
+        if isinstance(v, np.ndarray):
+            key = f"a{len(arrays)}"
+            arrays[key] = v
+            return {"__array__": key}
+        if isinstance(v, dict):
+            return {str(k): walk(x) for k, x in v.items()}
+        if isinstance(v, list | tuple):
+            return [walk(x) for x in v]
+        if isinstance(v, np.generic):
+            return v.item()
+        return v
+
+    doc = json.dumps(walk(state)).encode("utf-8")
+    buf = io.BytesIO()
+    np.savez(buf, __json__=np.frombuffer(doc, dtype=np.uint8), **arrays)
+    return buf.getvalue()
+
+
+def unpack_state(blob: bytes) -> dict[str, Any]:
+    """Inverse of :func:`pack_state`."""
+    with np.load(io.BytesIO(blob), allow_pickle=False) as npz:
+        arrays = {k: npz[k] for k in npz.files}
+    doc = json.loads(arrays.pop("__json__").tobytes().decode("utf-8"))
+
+    def walk(v: Any) -> Any:
+        if isinstance(v, dict):
+            if set(v) == {"__array__"}:
+                return arrays[v["__array__"]]
+            return {k: walk(x) for k, x in v.items()}
+        if isinstance(v, list):
+            return [walk(x) for x in v]
+        return v
+
+    return walk(doc)  # type: ignore[no-any-return]
+
+
+def _hash(token: str) -> bytes:
+    return hashlib.sha256(token.encode("utf-8")).digest()
+
+
+# ---------------------------------------------------------------------------------------------
+# in-memory streams
+# ---------------------------------------------------------------------------------------------
+@dataclass
+class StreamInfo:
+    """A stream's immutable declaration."""
+
+    id: str
+    name: str
+    method: str
+    params: dict[str, Any]
+    epsilon: float
+    step_seconds: float | None
+    origin: float | None
+    late: str
+    horizon: int | None
+    session: str | None
+    created_at: int
+    token_hash: bytes
+
+    @property
+    def sensitivity(self) -> float:
+        return float(self.params.get("sensitivity", 1.0))
+
+    def privacy_words(self) -> str:
+        sens = self.sensitivity
+        unit = "one event" if sens == 1 else f"{sens:g} events"
+        step = f"{self.step_seconds:g}-second step" if self.step_seconds else "step"
+        return (f"Event-level differential privacy with epsilon = {self.epsilon:g} for the whole stream: "
+                f"neighbouring streams differ in the count of one {step} by at most {sens:g} ({unit}). "
+                f"Whatever one individual contributes to a single {step}, up to {sens:g}, is protected; "
+                "an individual present in many steps is protected per step, not as a whole "
+                "(event level, not user level).")
+
+    def public(self) -> dict[str, Any]:
+        return {"id": self.id, "name": self.name, "publisher": self.method, "epsilon": self.epsilon,
+                "params": self.params, "step_seconds": self.step_seconds, "origin": self.origin,
+                "late": self.late, "horizon": self.horizon, "session": self.session,
+                "created_at": self.created_at, "neighbouring": self.privacy_words()}
+
+
+@dataclass
+class Live:
+    """A worker's copy of one stream: the publisher and the row fields it matches."""
+
+    info: StreamInfo
+    pub: StreamPublisher
+    t: int
+    open_count: int
+    open_since: float
+    log_seq: int
+    visible: int = -1  # steps whose nodes are committed: what queries may use (t while a write commits)
+    lock: threading.RLock = field(default_factory=threading.RLock)
+    pending: list[tuple[float, int, int, int]] = field(default_factory=list)
+    plock: threading.Lock = field(default_factory=threading.Lock)
+
+
+def _info(row: Any) -> StreamInfo:
+    return StreamInfo(id=row.id, name=row.name, method=row.method, params=dict(row.params), epsilon=float(row.epsilon),
+                      step_seconds=None if row.step_seconds is None else float(row.step_seconds),
+                      origin=None if row.origin is None else float(row.origin), late=row.late,
+                      horizon=None if row.horizon is None else int(row.horizon), session=row.session,
+                      created_at=int(row.created_at), token_hash=bytes(row.producer_token_hash))
+
+
+class StreamStore:
+    """The streams of one worker process over the service's database (see the module doc)."""
+
+    def __init__(self, engine: Engine, url: str) -> None:
+        self.engine = engine
+        self.url = url
+        self.checks = os.environ.get(CHECKS_ENV) == "1"
+        self._live: dict[str, Live] = {}
+        self._guard = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    # -- lifecycle ------------------------------------------------------------------------------
+    def start(self) -> None:
+        """Start the service clock (closes due steps, flushes the query log)."""
+        self._thread = threading.Thread(target=self._run, name="privpub-stream-clock", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(10)
+        for live in list(self._live.values()):
+            try:
+                self._flush_queries(live)
+            except Exception:  # pragma: no cover - shutting down
+                pass
+
+    def _run(self) -> None:
+        while not self._stop.wait(TICK):
+            try:
+                self.tick()
+            except Exception as exc:  # pragma: no cover - logged, retried on the next tick
+                log.warning("stream clock: %s", type(exc).__name__)
+
+    def tick(self, now: float | None = None) -> None:
+        """Close the steps whose end has passed (clocked streams), catch up with steps another
+        worker released, and flush the query logs."""
+        now = time.time() if now is None else now
+        with self.engine.connect() as conn:
+            rows = conn.execute(sa.select(streams.c.id, streams.c.t, streams.c.step_seconds, streams.c.origin,
+                                          streams.c.horizon)).all()
+        for r in rows:
+            t_db = int(r._mapping["t"])
+            if r.step_seconds is not None:
+                due = self._clock_steps(float(r.origin), float(r.step_seconds), now, r.horizon)
+                if due > t_db:
+                    self._write(r.id, lambda conn, live, now=now: self._advance(conn, live, now))
+                    continue
+            live = self._live.get(r.id)
+            if live is not None and live.t < t_db:
+                self._current(r.id)
+        for live in list(self._live.values()):
+            if live.pending:
+                self._flush_queries(live)
+
+    @staticmethod
+    def _clock_steps(origin: float, step: float, now: float, horizon: int | None) -> int:
+        """Steps whose end is at or before ``now``."""
+        n = max(0, math.floor((now - origin) / step))
+        return n if horizon is None else min(n, int(horizon))
+
+    # -- creation -------------------------------------------------------------------------------
+    def create(self, body: dict[str, Any]) -> tuple[StreamInfo, str]:
+        """Create a stream (validated publisher, budget charged); returns it and its producer token."""
+        key = publisher_key(body["publisher"])
+        if key is None:
+            raise StreamError(422, f"must be one of {sorted(PUBLISHERS)} (or their class names), "
+                                   f"got {body['publisher']!r}", "publisher")
+        cls = PUBLISHERS[key]
+        params: dict[str, Any] = {"window": body["window"]}
+        for name in ("sensitivity", "height", "noise", "real", "max_item"):
+            if body.get(name) is not None:
+                params[name] = body[name]
+        adaptive = key.startswith("hq_")
+        if body.get("history"):
+            if not adaptive:
+                raise StreamError(422, f"history is only used by the adaptive (HQ) publishers, not {key}", "history")
+            params["history"] = list(body["history"])
+        if params["window"] > MAX_WINDOW:
+            raise StreamError(422, f"must be at most {MAX_WINDOW} in the service, got {params['window']}", "window")
+        session = None
+        if body.get("session") is not None:
+            from privpub.service._sessions import DatabaseSessionStore
+
+            try:
+                session = Session(store=DatabaseSessionStore(self.url, name=body["session"], migrate=False))
+            except PrivpubError as exc:
+                raise StreamError(422, str(exc), "session") from None
+        # the seed (tests, reproducibility) is used once and never stored
+        rng = body.get("rng")
+        try:
+            # validates every parameter first; then reserves epsilon in the session (refused: nothing made)
+            pub = cls(**params, epsilon=body["epsilon"], rng=rng, session=session)
+        except BudgetExceededError as exc:
+            raise StreamError(409, f"the budget session cannot pay for this stream: {exc}", "session") from None
+        except PrivpubError as exc:
+            msg = str(exc)
+            first = msg.split(" ", 1)[0]
+            fld = first if first in {*params, "epsilon", "history"} else None
+            raise StreamError(422, msg, fld) from None
+        finally:
+            if session is not None:
+                session.store.close()  # type: ignore[attr-defined]
+        sid = secrets.token_hex(8)
+        token = secrets.token_urlsafe(24)
+        now = time.time()
+        step = body.get("step_seconds")
+        origin = body.get("origin")
+        if step is not None and origin is None:
+            origin = math.floor(now / step) * step  # steps aligned on the clock
+        stored = {k: v for k, v in params.items() if k != "history"}
+        if adaptive:
+            stored["history_length"] = len(params.get("history", ()))
+        info = StreamInfo(id=sid, name=body["name"], method=key, params=stored, epsilon=float(pub.epsilon),
+                          step_seconds=step, origin=origin, late=body.get("late", "reject"),
+                          horizon=body.get("horizon"), session=body.get("session"), created_at=int(now),
+                          token_hash=_hash(token))
+        open_since = origin if step is not None else now
+        with write_tx(self.engine) as conn:
+            conn.execute(sa.insert(streams).values(
+                id=sid, name=info.name, method=key, params=stored, epsilon=info.epsilon, step_seconds=step,
+                origin=origin, late=info.late, horizon=info.horizon, session=info.session,
+                producer_token_hash=info.token_hash, created_at=info.created_at, t=0,
+                state=pack_state(pub.state(checkpoint=False)), open_count=0, open_since=open_since, log_seq=0,
+                true_total=0 if self.checks else None))
+        with self._guard:
+            self._live[sid] = Live(info=info, pub=pub, t=0, open_count=0, open_since=open_since, log_seq=0,
+                                   visible=0)
+        log.info("stream %s created (%s)", sid, key)
+        return info, token
+
+    # -- loading --------------------------------------------------------------------------------
+    def _load(self, conn: Connection, sid: str) -> Live:
+        row = conn.execute(sa.select(streams).where(streams.c.id == sid)).first()
+        if row is None:
+            raise NotFound(f"no stream {sid}")
+        state = unpack_state(bytes(row.state))
+        pub = StreamPublisher.from_state(state, rng=None)  # fresh entropy for nodes not yet released
+        t = int(row._mapping["t"])
+        return Live(info=_info(row), pub=pub, t=t, open_count=int(row.open_count),
+                    open_since=float(row.open_since), log_seq=int(row.log_seq), visible=t)
+
+    def live(self, sid: str) -> Live:
+        live = self._live.get(sid)
+        if live is None:
+            with self._guard:
+                live = self._live.get(sid)
+                if live is None:
+                    with self.engine.connect() as conn:
+                        live = self._load(conn, sid)
+                    self._live[sid] = live
+        return live
+
+    def _refresh(self, conn: Connection, live: Live) -> None:
+        """Replace the worker's publisher by the stored one (same lock object)."""
+        fresh = self._load(conn, live.info.id)
+        with live.lock:
+            live.pub, live.t, live.open_count = fresh.pub, fresh.t, fresh.open_count
+            live.open_since, live.log_seq, live.visible = fresh.open_since, fresh.log_seq, fresh.t
+
+    def info(self, sid: str) -> StreamInfo:
+        return self.live(sid).info
+
+    def authorised(self, sid: str, token: str) -> bool:
+        """Whether ``token`` is this stream's producer token (constant-time)."""
+        return hmac.compare_digest(_hash(token), self.info(sid).token_hash)
+
+    def list(self) -> list[dict[str, Any]]:
+        with self.engine.connect() as conn:
+            rows = conn.execute(sa.select(streams.c.id, streams.c.name, streams.c.method, streams.c.epsilon,
+                                          streams.c.t).order_by(streams.c.created_at)).all()
+        return [{"id": r.id, "name": r.name, "publisher": r.method, "epsilon": r.epsilon,
+                 "t": int(r._mapping["t"])} for r in rows]
+
+    # -- writing --------------------------------------------------------------------------------
+    def _write(self, sid: str, fn: Any) -> Any:
+        """Run ``fn(conn, live)`` in a write transaction holding the stream's row.
+
+        Writers serialise on the row (``FOR UPDATE`` / ``BEGIN IMMEDIATE``). Steps closed in the
+        transaction become visible to queries (``live.visible``) only after it has committed;
+        meanwhile queries go on answering from the nodes already committed, which the new steps
+        do not change.
+        """
+        live = self.live(sid)
+        taken: list[tuple[float, int, int, int]] = []
+        try:
+            with write_tx(self.engine) as conn:
+                row = conn.execute(sa.select(streams.c.t, streams.c.open_count, streams.c.open_since,
+                                             streams.c.log_seq).where(streams.c.id == sid)
+                                   .with_for_update()).one()
+                if int(row._mapping["t"]) != live.t:
+                    self._refresh(conn, live)
+                live.open_count, live.open_since = int(row.open_count), float(row.open_since)
+                live.log_seq = int(row.log_seq)
+                taken = self._flush_pending(conn, live)
+                out = fn(conn, live)
+            live.visible = live.t  # committed: the new nodes may be used
+            return out
+        except StreamError:  # refused before anything changed (the transaction rolled back)
+            with live.plock:  # the logged queries were not written: keep them for the next flush
+                live.pending[:0] = taken
+            raise
+        except BaseException:
+            # the transaction did not commit: forget the worker's copy (reloaded on next use)
+            with self._guard:
+                self._live.pop(sid, None)
+            raise
+
+    def _seen(self, conn: Connection, sid: str, batch_id: str) -> bool:
+        return conn.execute(sa.select(stream_batches.c.n_items).where(
+            stream_batches.c.stream_id == sid, stream_batches.c.batch_id == batch_id)).first() is not None
+
+    def _mark(self, conn: Connection, sid: str, batch_id: str, items: int) -> None:
+        conn.execute(sa.insert(stream_batches).values(stream_id=sid, batch_id=batch_id, n_items=items,
+                                                      received=int(time.time())))
+
+    def _close_steps(self, conn: Connection, live: Live, counts: NDArray[Any], open_count: int,
+                     open_since: float, added: int) -> None:
+        """Release ``counts`` as the next steps and persist everything in ``conn``'s transaction."""
+        pub = live.pub
+        predictor = getattr(pub, "predictor", None)
+        log_seq = live.log_seq
+        lengths: list[int] = []
+        if counts.shape[0] and predictor is not None:
+            c = stream_queries.c
+            rows = conn.execute(sa.select(c.seq, c.range_start, c.range_end).where(
+                c.stream_id == live.info.id, c.seq > log_seq).order_by(c.seq)).all()
+            if rows:
+                lengths = [int(r.range_end) - int(r.range_start) + 1 for r in rows]
+                log_seq = int(rows[-1].seq)
+        values: dict[str, Any] = {"open_count": open_count, "open_since": open_since, "log_seq": log_seq}
+        if counts.shape[0]:
+            with live.lock:  # no query reads the publisher while it changes
+                if predictor is not None and lengths:
+                    predictor.update_many(lengths)
+                pub.extend(counts)
+                state = pub.state(checkpoint=False)
+            values["state"] = pack_state(state)
+        values["t"] = pub.t
+        if self.checks and added:
+            values["true_total"] = sa.func.coalesce(streams.c.true_total, 0) + added
+        conn.execute(sa.update(streams).where(streams.c.id == live.info.id).values(**values))
+        live.t, live.open_count, live.open_since, live.log_seq = pub.t, open_count, open_since, log_seq
+
+    def _advance(self, conn: Connection, live: Live, now: float) -> int:
+        """Clocked streams: close every step whose end has passed (the open step's count first)."""
+        info = live.info
+        assert info.step_seconds is not None and info.origin is not None
+        due = self._clock_steps(info.origin, info.step_seconds, now, info.horizon)
+        n = due - live.t
+        if n <= 0:
+            return 0
+        counts = np.zeros(n, dtype=np.int64)
+        counts[0] = live.open_count
+        self._close_steps(conn, live, counts, 0, info.origin + due * info.step_seconds, 0)
+        return n
+
+    def add_counts(self, sid: str, counts: NDArray[Any], batch_id: str) -> dict[str, Any]:
+        """Append per-step counts (streams without ``step_seconds``)."""
+        info = self.info(sid)
+        if info.step_seconds is not None:
+            raise StreamError(409, "this stream's steps close by its clock (step_seconds); post events", "counts")
+        pub = self.live(sid).pub
+        try:
+            items = pub._check_items(counts)
+        except PrivpubError as exc:
+            raise StreamError(422, str(exc).replace("items", "counts", 1), "counts") from None
+
+        def apply(conn: Connection, live: Live) -> dict[str, Any]:
+            if self._seen(conn, sid, batch_id):
+                return {"batch_id": batch_id, "duplicate": True, "t": live.t}
+            if live.open_count:
+                raise StreamError(409, "the open step holds events: close it (POST /streams/{id}/close-step) "
+                                       "before appending counts", "counts")
+            if info.horizon is not None and live.t + items.shape[0] > info.horizon:
+                raise StreamError(409, f"the stream ends at step {info.horizon} (horizon); {live.t} steps are "
+                                       f"released, {items.shape[0]} more do not fit", "counts")
+            added = int(items.sum()) if self.checks and items.dtype.kind == "i" else 0
+            self._close_steps(conn, live, items, 0, time.time(), added)
+            self._mark(conn, sid, batch_id, int(items.shape[0]))
+            return {"batch_id": batch_id, "duplicate": False, "t": live.t}
+
+        return self._write(sid, apply)  # type: ignore[no-any-return]
+
+    def add_events(self, sid: str, times: NDArray[np.float64], batch_id: str) -> dict[str, Any]:
+        """Count timed events in their steps (see the late-event policy)."""
+        info = self.info(sid)
+
+        def apply(conn: Connection, live: Live) -> dict[str, Any]:
+            if self._seen(conn, sid, batch_id):
+                return {"batch_id": batch_id, "duplicate": True, "t": live.t, "accepted": 0}
+            now = time.time()
+            n = int(times.shape[0])
+            future = times > now + FUTURE_SKEW
+            if info.step_seconds is not None and info.origin is not None:
+                due_now = self._clock_steps(info.origin, info.step_seconds, now, None)
+                future |= np.floor((times - info.origin) / info.step_seconds) + 1 > due_now + 1
+            if future.any():
+                i = int(np.argmax(future))
+                raise StreamError(422, f"is in the future ({times[i] - now:.3g} s after the service's clock)",
+                                  f"times[{i}]")
+            if info.horizon is not None and live.t >= info.horizon:
+                raise StreamError(409, f"the stream ended at step {info.horizon} (horizon)", "times")
+            if info.step_seconds is None:
+                late = times < live.open_since
+                if late.any() and info.late == "reject":
+                    i = int(np.argmax(late))
+                    raise StreamError(422, "is before the open step (its step is closed and released); this "
+                                           "stream rejects late events (late='reject')", f"times[{i}]")
+                self._close_steps(conn, live, np.zeros(0, dtype=np.int64), live.open_count + n, live.open_since, n)
+                self._mark(conn, sid, batch_id, n)
+                return {"batch_id": batch_id, "duplicate": False, "t": live.t, "accepted": n}
+            assert info.origin is not None
+            L = info.step_seconds
+            due = self._clock_steps(info.origin, L, now, info.horizon)
+            steps = np.floor((times - info.origin) / L).astype(np.int64) + 1  # 1-based step of each event
+            if info.horizon is not None and (steps > info.horizon).any():
+                i = int(np.argmax(steps > info.horizon))
+                raise StreamError(409, f"is after the stream's last step ({info.horizon}, horizon)", f"times[{i}]")
+            late = steps <= live.t
+            if late.any():
+                if info.late == "reject":
+                    i = int(np.argmax(late))
+                    if steps[i] < 1:
+                        raise StreamError(422, f"is before the stream's first step (origin {info.origin:.3f}, "
+                                               "Unix seconds)", f"times[{i}]")
+                    raise StreamError(422, f"falls in step {int(steps[i])}, which is closed and released "
+                                           f"(t={live.t}); this stream rejects late events (late='reject')",
+                                      f"times[{i}]")
+                steps = np.maximum(steps, live.t + 1)
+            # steps t+1 .. last: close those before the newest (and any due by the clock)
+            last = int(max(int(steps.max()), min(due + 1, info.horizon or due + 1), live.t + 1))
+            per = np.bincount(steps - (live.t + 1), minlength=last - live.t).astype(np.int64)
+            per[0] += live.open_count
+            close = per[:-1]
+            self._close_steps(conn, live, close, int(per[-1]), info.origin + (last - 1) * L, n)
+            self._mark(conn, sid, batch_id, n)
+            return {"batch_id": batch_id, "duplicate": False, "t": live.t, "accepted": n}
+
+        return self._write(sid, apply)  # type: ignore[no-any-return]
+
+    def close_step(self, sid: str) -> dict[str, Any]:
+        """Close the open step now (streams without ``step_seconds``)."""
+        info = self.info(sid)
+        if info.step_seconds is not None:
+            raise StreamError(409, "this stream's steps close by its clock (step_seconds)")
+
+        def apply(conn: Connection, live: Live) -> dict[str, Any]:
+            if info.horizon is not None and live.t >= info.horizon:
+                raise StreamError(409, f"the stream ended at step {info.horizon} (horizon)")
+            self._close_steps(conn, live, np.array([live.open_count], dtype=np.int64), 0, time.time(), 0)
+            return {"t": live.t}
+
+        return self._write(sid, apply)  # type: ignore[no-any-return]
+
+    # -- query log ------------------------------------------------------------------------------
+    def _flush_pending(self, conn: Connection, live: Live) -> list[tuple[float, int, int, int]]:
+        """Write the worker's buffered query log in ``conn``'s transaction; returns what it took."""
+        with live.plock:
+            pending, live.pending = live.pending, []
+        if pending:
+            conn.execute(sa.insert(stream_queries), [
+                {"stream_id": live.info.id, "asked_at": a, "t": t, "range_start": lo, "range_end": hi}
+                for a, t, lo, hi in pending])
+        return pending
+
+    def _flush_queries(self, live: Live) -> None:
+        if not live.pending:
+            return
+        taken: list[tuple[float, int, int, int]] = []
+        try:
+            with write_tx(self.engine) as conn:
+                taken = self._flush_pending(conn, live)
+        except Exception:
+            with live.plock:
+                live.pending[:0] = taken
+            raise
+
+    # -- reading --------------------------------------------------------------------------------
+    def _current(self, sid: str) -> Live:
+        """The worker's copy, reloaded if another worker released steps since."""
+        live = self.live(sid)
+        with self.engine.connect() as conn:
+            t = conn.execute(sa.select(streams.c.t).where(streams.c.id == sid)).scalar_one_or_none()
+            if t is None:
+                raise NotFound(f"no stream {sid}")
+            if int(t) > live.t:
+                with live.lock:
+                    if int(t) > live.t:
+                        self._refresh(conn, live)
+        return live
+
+    @staticmethod
+    def _range_error(lo: int, hi: int, t: int, W: int, field: str | None) -> StreamError:
+        if lo > hi:
+            why, fld = f"the range is reversed (start={lo} > end={hi})", "start"
+        elif hi > t:
+            why, fld = f"end={hi} is in the future: {t} steps are released", "end"
+        elif lo < 1:
+            why, fld = "start must be >= 1 (steps are numbered from 1)", "start"
+        else:
+            why, fld = (f"start={lo} is before the window: steps {max(1, t - W + 1)}..{t} can be asked "
+                        f"(window={W})"), "start"
+        return StreamError(422, why, field or fld)
+
+    def _log(self, live: Live, t: int, lo: list[int], hi: list[int]) -> None:
+        now = time.time()
+        with live.plock:
+            live.pending.extend((now, t, a, b) for a, b in zip(lo, hi))
+
+    def try_answer_one(self, sid: str, lo: int, hi: int) -> dict[str, Any] | None:
+        """One range from the worker's copy without waiting (the event loop's fast path), or None
+        when the copy is busy (a writer commits), absent, or behind the range asked."""
+        live = self._live.get(sid)
+        if live is None or not live.lock.acquire(blocking=False):
+            return None
+        try:
+            pub = live.pub
+            t, W = live.visible, pub.window
+            if hi > t and lo <= hi:
+                return None  # maybe released by another worker: the slow path checks the database
+            if not (1 <= lo <= hi <= t and lo > pub.t - W):
+                raise self._range_error(lo, hi, t, W, None)
+            est = pub._answer_at(np.array([lo]), np.array([hi]), np.array([t]))[0].item()
+            std = float(pub.answer_variance(lo, hi)) ** 0.5  # type: ignore[attr-defined]
+        finally:
+            live.lock.release()
+        self._log(live, t, [lo], [hi])
+        return {"estimate": est, "start": lo, "end": hi, "t": t, "std": std}
+
+    def answer(self, sid: str, lo: NDArray[np.int64], hi: NDArray[np.int64], *, record: bool = True,
+               variance: bool = False) -> tuple[NDArray[Any], int, list[float] | None]:
+        """Noisy answers to ranges ``[lo, hi]`` from released nodes; logged unless ``record=False``."""
+        live = self.live(sid)
+        if hi.shape[0] and int(hi.max()) > live.t:
+            live = self._current(sid)  # another worker may have released these steps
+        with live.lock:
+            pub = live.pub
+            t, W = live.visible, pub.window
+            bad = ~((lo >= 1) & (lo > pub.t - W) & (lo <= hi) & (hi <= t))
+            if bad.any():
+                i = int(np.flatnonzero(bad)[0])
+                raise self._range_error(int(lo[i]), int(hi[i]), t, W, None if lo.shape[0] == 1 else f"ranges[{i}]")
+            # answers as of the committed time (the library's ``query`` at that time)
+            out = pub._answer_at(lo, hi, np.full(lo.shape, t, dtype=np.int64))
+            var = None
+            if variance:
+                var = [float(pub.answer_variance(int(a), int(b))) for a, b in zip(lo.tolist(), hi.tolist())]  # type: ignore[attr-defined]
+        if record:
+            self._log(live, t, lo.tolist(), hi.tolist())
+        return out, t, var
+
+    def status(self, sid: str) -> dict[str, Any]:
+        live = self._current(sid)
+        info = live.info
+        with live.lock:
+            t, W = live.visible, live.pub.window
+        out = {**info.public(), "t": t, "window": W, "answerable": [max(1, t - W + 1), t] if t else None}
+        if info.step_seconds is not None and info.origin is not None:
+            out["open_step"] = {"step": t + 1, "starts": info.origin + t * info.step_seconds,
+                                "ends": info.origin + (t + 1) * info.step_seconds}
+        return out
+
+    def operator_view(self, sid: str, limit: int = 1000) -> dict[str, Any]:
+        """The query log, the chosen tree heights and the ledger (admin)."""
+        live = self._current(sid)
+        self._flush_queries(live)
+        c = stream_queries.c
+        with self.engine.connect() as conn:
+            rows = conn.execute(sa.select(c.seq, c.asked_at, c.t, c.range_start, c.range_end)
+                                .where(c.stream_id == sid).order_by(c.seq.desc()).limit(limit)).all()
+            n = conn.execute(sa.select(sa.func.count()).select_from(stream_queries)
+                             .where(c.stream_id == sid)).scalar_one()
+        with live.lock:
+            pub = live.pub
+            trees = [{"start": s, "height": k} for s, k in pub.trees]
+            predictor = getattr(pub, "predictor", None)
+            ledger = [e.as_dict() for e in pub.ledger]
+            total = pub.ledger.total
+        return {"id": sid, "t": live.visible, "queries_logged": int(n),
+                "queries": [{"seq": r.seq, "asked_at": r.asked_at, "t": int(r._mapping["t"]), "start": int(r.range_start),
+                             "end": int(r.range_end), "length": int(r.range_end) - int(r.range_start) + 1}
+                            for r in reversed(rows)],
+                "queries_learned_up_to": live.log_seq,
+                "predicted_length": None if predictor is None or predictor.value is None else float(predictor.value),
+                "trees": trees, "ledger": ledger, "ledger_total": total}
+
+    def check(self, sid: str) -> dict[str, Any]:
+        """Non-private totals for tests (only with ``PRIVPUB_TEST_CHECKS=1``)."""
+        if not self.checks:
+            raise NotFound("not found")
+        with self.engine.connect() as conn:
+            row = conn.execute(sa.select(streams.c.true_total, streams.c.open_count, streams.c.t)
+                               .where(streams.c.id == sid)).first()
+            if row is None:
+                raise NotFound(f"no stream {sid}")
+            nb = conn.execute(sa.select(sa.func.count(), sa.func.coalesce(sa.func.sum(stream_batches.c.n_items), 0))
+                              .where(stream_batches.c.stream_id == sid)).one()
+        return {"true_total": None if row.true_total is None else int(row.true_total),
+                "open_count": int(row.open_count), "t": int(row._mapping["t"]), "batches": int(nb[0]), "items": int(nb[1])}

@@ -1,0 +1,48 @@
+"""Helpers of the stream service tests: a server with the test-only check endpoint, stream calls."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+from service_helpers import ADMIN_TOKEN, Server
+
+CHECKS = {"PRIVPUB_TEST_CHECKS": "1"}
+
+
+def stream_server(db_url: str, log: Path) -> Server:
+    return Server(db_url, log, env=CHECKS)
+
+
+def admin_client(server: Server) -> httpx.Client:
+    return httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {ADMIN_TOKEN}"}, timeout=300)
+
+
+def create_stream(admin: httpx.Client, **spec: Any) -> dict[str, Any]:
+    body = {"name": "test stream", **spec}
+    resp = admin.post("/streams", json=body)
+    assert resp.status_code == 201, resp.text
+    return resp.json()  # type: ignore[no-any-return]
+
+
+def post_counts(client: httpx.Client, sid: str, counts: Any, batch_id: str | None = None) -> dict[str, Any]:
+    resp = client.post(f"/streams/{sid}/counts", json={"counts": np.asarray(counts).tolist(),
+                                                       "batch_id": batch_id or uuid.uuid4().hex})
+    assert resp.status_code == 200, resp.text
+    return resp.json()  # type: ignore[no-any-return]
+
+
+def ranges(client: httpx.Client, sid: str, q: Any, log: bool = True) -> np.ndarray:
+    resp = client.post(f"/streams/{sid}/ranges", json={"ranges": np.asarray(q).tolist(), "log": log})
+    assert resp.status_code == 200, resp.text
+    return np.asarray(resp.json()["estimates"])
+
+
+def all_ranges(t: int, window: int, stride: int = 1) -> np.ndarray:
+    """Every unit range and every prefix-like range ending at each step of the window."""
+    lo = max(1, t - window + 1)
+    steps = np.arange(lo, t + 1, stride, dtype=np.int64)
+    return np.concatenate([np.stack([steps, steps], 1), np.stack([np.full_like(steps, lo), steps], 1)])

@@ -1,0 +1,91 @@
+"""``privpub.client.StreamProducer`` and ``privpub stream produce|create|query`` against a real server."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import httpx
+import numpy as np
+import pandas as pd
+import pytest
+from service_helpers import ADMIN_TOKEN, Server
+from stream_helpers import create_stream, ranges
+from typer.testing import CliRunner
+
+from privpub.cli import app
+from privpub.client import StreamProducer, SubmissionError
+from privpub.errors import ParameterError
+from privpub.stream import make_publisher
+
+runner = CliRunner()
+
+
+
+
+def test_producer_sends_counts_in_batches(srv: Server, adm: httpx.Client) -> None:
+    s = create_stream(adm, publisher="rtp", epsilon=1.0, window=256, rng=4)
+    counts = np.random.default_rng(0).integers(0, 9, size=1000)
+    p = StreamProducer(srv.url, s["id"], token=s["producer_token"], batch_size=300)
+    res = p.send_counts(counts)
+    assert (res.batches, res.items, res.duplicates, res.t) == (4, 1000, 0, 1000)
+    lib = make_publisher("rtp", window=256, epsilon=1.0, rng=4)
+    for a in range(0, 1000, 300):  # same batches as the producer: same answers
+        lib.extend(counts[a : a + 300])
+    q = np.array([[800, 1000], [999, 999], [745, 745]])
+    assert np.array_equal(ranges(adm, s["id"], q, log=False), lib.answer(q, record=False))
+    assert adm.get(f"/streams/{s['id']}/check").json()["true_total"] == int(counts.sum())
+    with pytest.raises(SubmissionError) as exc:
+        p.send_counts([1, -1])
+    assert exc.value.status == 422 and exc.value.field == "counts"
+    with pytest.raises(ParameterError, match="batch_size"):
+        StreamProducer(srv.url, s["id"], token="x", batch_size=0)
+    p.close()
+
+
+def test_producer_events_and_replay(srv: Server, adm: httpx.Client) -> None:
+    s = create_stream(adm, publisher="rtp", epsilon=1.0, window=64, step_seconds=3600)
+    p = StreamProducer(srv.url, s["id"], token=s["producer_token"], batch_size=50)
+    now = time.time()
+    assert p.send_events(np.full(120, now)).batches == 3
+    res = p.replay_times(np.linspace(0, 0.6, 30), speed=2.0, batch_seconds=0.1)
+    assert res.items == 30 and res.batches >= 2
+    assert adm.get(f"/streams/{s['id']}/check").json()["open_count"] == 150
+    with pytest.raises(ParameterError, match="finite"):
+        p.send_events([now, float("nan")])
+
+
+def test_cli_create_produce_query(srv: Server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PRIVPUB_ADMIN_TOKEN", ADMIN_TOKEN)
+    monkeypatch.setenv("PRIVPUB_URL", srv.url)
+    made = runner.invoke(app, ["stream", "create", "--name", "demo", "-e", "1", "-w", "128", "-m", "HQRTP"])
+    assert made.exit_code == 0, made.output
+    info = json.loads(made.output)
+    counts = tmp_path / "counts.csv"
+    pd.DataFrame({"minute": range(200), "requests": np.arange(200) % 17}).to_csv(counts, index=False)
+    out = runner.invoke(app, ["stream", "produce", str(counts), "--stream", info["id"], "-c", "requests",
+                              "--batch-size", "64", "--token", info["producer_token"]])
+    assert out.exit_code == 0, out.output
+    assert "sent 200 counts in 4 batches" in out.output and "released 200 steps" in out.output
+    q = runner.invoke(app, ["stream", "query", info["id"], "--start", "101", "--end", "200"])
+    assert q.exit_code == 0, q.output
+    assert isinstance(json.loads(q.output)["estimate"], int)
+    # event times as ISO timestamps (a clocked stream), sent with their own times
+    clocked = json.loads(runner.invoke(app, ["stream", "create", "--name", "ev", "-e", "1", "-w", "16",
+                                             "--step-seconds", "3600", "-m", "rtp"]).output)
+    times = tmp_path / "times.csv"
+    stamp = pd.Timestamp.now(tz="UTC").isoformat()
+    pd.DataFrame({"time": [stamp] * 5}).to_csv(times, index=False)
+    ev = runner.invoke(app, ["stream", "produce", str(times), "--stream", clocked["id"], "--kind", "times"])
+    assert ev.exit_code == 0, ev.output
+    assert "sent 5 times" in ev.output
+    # errors: one line, exit code 2, the option named
+    bad = runner.invoke(app, ["stream", "produce", str(counts), "--stream", info["id"], "--kind", "nope"])
+    assert bad.exit_code == 2 and "--kind" in bad.output
+    nocol = runner.invoke(app, ["stream", "produce", str(counts), "--stream", info["id"]])
+    assert nocol.exit_code == 2 and "--column" in nocol.output
+    refused = runner.invoke(app, ["stream", "query", info["id"], "--start", "5", "--end", "1"])
+    assert refused.exit_code == 2 and "reversed" in refused.output
+    # the library command is still ``privpub stream INPUT``
+    assert runner.invoke(app, ["stream", "--help"]).exit_code == 0
