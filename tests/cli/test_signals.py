@@ -18,7 +18,10 @@ SRC = Path(__file__).resolve().parents[2] / "src"
 #: runs ``privpub synth`` through the console entry point, with the CSV writer slowed down so the
 #: signal arrives while the output is half written
 DRIVER = textwrap.dedent("""
-    import sys, time
+    import signal, sys, time
+    # a user at a terminal: SIGINT raises KeyboardInterrupt even when this test runs under a shell's
+    # background job, whose children inherit SIGINT ignored
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     import privpub._io as io
     original = io._write_csv
 
