@@ -10,7 +10,7 @@ publishing task: :mod:`privpub.histogram`, :mod:`privpub.ldp_synth`, :mod:`privp
 
 from __future__ import annotations
 
-from privpub.core._session import Session
+from privpub.core import Session
 from privpub.errors import (
     BudgetExceededError,
     DataNotFoundError,

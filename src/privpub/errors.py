@@ -14,7 +14,8 @@ the matching built-in so that ``except ValueError`` keeps working::
     PrivacyWarning (UserWarning)         a call leaks information or returns a non-private result
 
 Messages name the argument, the rule and the offending value, e.g.
-``"epsilon must be finite and > 0, got -1.0"``.
+``"epsilon must be finite and > 0, got -1.0"``; the ``param`` attribute names the argument as
+data (``"epsilon"``), so that outer layers can render it without parsing the message.
 """
 
 from __future__ import annotations
@@ -31,7 +32,22 @@ __all__ = [
 
 
 class PrivpubError(Exception):
-    """Base class of every error raised by privpub."""
+    """Base class of every error raised by privpub.
+
+    ``param`` names the parameter (argument, field, option) the error is about, when there is
+    one: the CLI renders it as its flag and the service as the JSON field, from this attribute,
+    never by reading the message.
+
+    Examples
+    --------
+    >>> err = ParameterError("epsilon must be finite and > 0, got -1", param="epsilon")
+    >>> err.param, str(err)
+    ('epsilon', 'epsilon must be finite and > 0, got -1')
+    """
+
+    def __init__(self, *args: object, param: str | None = None) -> None:
+        super().__init__(*args)
+        self.param = param
 
 
 class ParameterError(PrivpubError, ValueError):

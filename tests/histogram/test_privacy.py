@@ -20,10 +20,10 @@ from privpub.histogram import (
     LaplaceHistogram,
     ahp_structure,
     hphp_structure,
+    noise_vector,
     publish_groups,
     rank_structure,
 )
-from privpub.histogram._publishers import _draw
 
 D = np.array([6, 5, 0])
 D_PRIME = np.array([5, 5, 0])
@@ -76,7 +76,7 @@ def _partitions(
 ) -> dict[str, int]:
     """Draw the structure noise with the publishers' own sampler; evaluate each distinct y once."""
     gen = np.random.default_rng(seed)
-    y = data[None, :] + _draw(runs * data.size, eps_noise, "discrete", gen).reshape(runs, data.size)
+    y = data[None, :] + noise_vector(runs * data.size, eps_noise, "discrete", gen).reshape(runs, data.size)
     uniq, inverse = np.unique(y, axis=0, return_inverse=True)
     keys = np.array([_partition_key(*structure(row)) for row in uniq])
     labels, counts = np.unique(keys[inverse.ravel()], return_counts=True)
@@ -130,12 +130,12 @@ def _releases(name: str, data: np.ndarray, noise_factor: float, runs: int, seed:
     """
     gen = np.random.default_rng(seed)
     n = data.size
-    y = data[None, :] + _draw(runs * n, noise_factor * EPS1, "discrete", gen).reshape(runs, n)
+    y = data[None, :] + noise_vector(runs * n, noise_factor * EPS1, "discrete", gen).reshape(runs, n)
     uniq, inverse = np.unique(y, axis=0, return_inverse=True)
     inverse = inverse.ravel()
     structures = [STRUCTURES[name](row) for row in uniq]
     n_groups = np.array([b.size - 1 for _, b in structures])[inverse]
-    z = _draw(runs * n, noise_factor * EPS2, "discrete", gen).reshape(runs, n)
+    z = noise_vector(runs * n, noise_factor * EPS2, "discrete", gen).reshape(runs, n)
     z = np.where(np.arange(n)[None, :] < n_groups[:, None], z, 0)  # one draw per group
     combos, combo_inverse = np.unique(np.column_stack([inverse, z]), axis=0, return_inverse=True)
     keys = []
@@ -165,7 +165,7 @@ def test_publishers_use_the_tested_structure_functions() -> None:
     h = np.array([4, 0, 9, 9, 1, 30, 0, 2])
     for pub, fn in ((HPHP(split=RHO), STRUCTURES["hphp"]), (AHP(ratio=RHO), STRUCTURES["ahp"])):
         rel = pub.publish(h, epsilon=EPS, rng=np.random.default_rng(5))
-        y = h + _draw(h.size, EPS1, "discrete", np.random.default_rng(5))
+        y = h + noise_vector(h.size, EPS1, "discrete", np.random.default_rng(5))
         order, bounds = fn(y)
         np.testing.assert_array_equal(rel.order, order)
         np.testing.assert_array_equal(rel.boundaries, bounds)

@@ -8,8 +8,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from privpub.audit._case import AuditCase
 from privpub.audit._exact import exact_epsilon, output_probabilities
-from privpub.audit._suite import AuditCase
 from privpub.core import (
     discrete_laplace,
     exponential_mechanism,

@@ -14,8 +14,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from privpub.audit._case import AuditCase
 from privpub.audit._exact import exact_epsilon, output_probabilities
-from privpub.audit._suite import AuditCase
 
 __all__ = ["PART_BUILDERS"]
 
@@ -26,8 +26,7 @@ Mech = Callable[..., Any]
 # histogram: HPHP's two noisy releases (structure noise on the counts, noise on group sums)
 # ---------------------------------------------------------------------------------------------
 def histogram_cases() -> list[AuditCase]:
-    from privpub.histogram import HPHP, LaplaceHistogram, publish_groups
-    from privpub.histogram._publishers import _draw
+    from privpub.histogram import HPHP, LaplaceHistogram, noise_vector, publish_groups
 
     h = np.array([0, 0, 3, 5])
     h_nb = np.array([0, 0, 3, 6])  # add one record to bin 3
@@ -38,12 +37,12 @@ def histogram_cases() -> list[AuditCase]:
     def structure(eps: float, noise: str) -> Mech:
         def mech(counts: Any, rng: np.random.Generator, n: int) -> Any:
             c = np.asarray(counts)
-            return c + _draw(n * c.size, eps, noise, rng).reshape(n, c.size)
+            return c + noise_vector(n * c.size, eps, noise, rng).reshape(n, c.size)
         return mech
 
     def group_sums(eps: float, noise: str) -> Mech:
         def mech(counts: Any, rng: np.random.Generator, n: int) -> Any:
-            z = _draw(n * (bounds.size - 1), eps, noise, rng).reshape(n, bounds.size - 1)
+            z = noise_vector(n * (bounds.size - 1), eps, noise, rng).reshape(n, bounds.size - 1)
             return np.array([publish_groups(counts, order, bounds, row) for row in z])
         return mech
 
@@ -69,7 +68,7 @@ def histogram_cases() -> list[AuditCase]:
         ]
     # AHP's whole release is not audited end to end: its clustering averages the change away, so
     # even its epsilon-doubled control stays below the declared epsilon at any feasible number of
-    # trials (a weak control); its two noise steps are the same `_draw` calls audited above.
+    # trials (a weak control); its two noise steps are the same `noise_vector` calls audited above.
     # the releases as a user gets them (fast tier): trials chosen so that the epsilon-doubled
     # control is flagged at the fast tier too
     for name, pub, trials in (("HPHP", hphp, 4_000),
@@ -146,8 +145,7 @@ def stream_cases() -> list[AuditCase]:
 # ---------------------------------------------------------------------------------------------
 def spatial_cases() -> list[AuditCase]:
     from privpub.ldp import OUE
-    from privpub.spatial._collect import client_reports
-    from privpub.spatial._kernels import grid_edges, interval_index
+    from privpub.spatial.protocol import client_reports, grid_edges, interval_index
 
     edges = grid_edges(0.0, 1.0, 4)
 
@@ -209,8 +207,7 @@ def decision_cases() -> list[AuditCase]:
         sparse_noisy_counts,
     )
     from privpub.decision import MAXGDDP, DiffGen
-    from privpub.decision._maxgddp import candidates, score_candidates
-    from privpub.decision._model import Cut, encode_frame
+    from privpub.decision.model import Cut, candidates, encode_frame, score_candidates
 
     schema = Schema([CategoricalAttribute("a", ["x", "y"]), CategoricalAttribute("b", ["u", "v"]),
                      CategoricalAttribute("c", ["r", "s"]), NumericAttribute("n", 0, 7)],

@@ -190,7 +190,7 @@ def register(app: typer.Typer, reproduce_app: typer.Typer) -> None:
     ) -> None:
         """Reproduce paper 003 (MAXGDDP vs DiffGen): Figs. 3-6 on Iris, Adult and Census-Income."""
         from privpub.experiments import decision as exp
-        from privpub.experiments._common import default_out_dir
+        from privpub.experiments import default_out_dir
 
         if reps is not None and not 1 <= reps <= MAX_REPS:
             raise ParameterError(f"--reps must be in [1, {MAX_REPS}], got {reps}")

@@ -18,7 +18,7 @@ import typer
 
 from privpub._io import neutralise_frame
 from privpub.cli._common import check_out_dir, handle_errors
-from privpub.experiments._common import DemoRow
+from privpub.experiments import DemoRow
 
 #: parts whose experiments module provides ``demo(rng) -> list[DemoRow]``, in display order
 DEMO_PARTS = ("core", "histogram", "ldp_synth", "spatial", "decision", "stream")
@@ -102,8 +102,7 @@ def _plot_part(rows: list[DemoRow], path: Path) -> Path:
 
 def write_demo_report(run: DemoRun, out_dir: Path | str, *, seed: int = 0, ledgers: bool = True) -> Path:
     """Write each part's rows (``<out>/<part>/demo.csv``), a plot, ledgers and ``report.html``."""
-    from privpub.experiments._common import write_ledgers
-    from privpub.experiments._report import PartSection, build_report
+    from privpub.experiments import PartSection, build_report, write_ledgers
     from privpub.experiments.all import representative_ledgers
 
     out = Path(out_dir)

@@ -374,8 +374,8 @@ def register(app: typer.Typer, reproduce_app: typer.Typer) -> None:
 
         Includes the paper's leaky HPHP and the Optimal reference, both labelled NON-private.
         """
+        from privpub.experiments import default_out_dir
         from privpub.experiments import histogram as exp
-        from privpub.experiments._common import default_out_dir
 
         if trials is not None and not 1 <= trials <= MAX_TRIALS:
             raise ParameterError(f"--trials must be in [1, {MAX_TRIALS}], got {trials}")

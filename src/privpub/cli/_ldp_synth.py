@@ -71,7 +71,7 @@ def _synth_schema(table: TableInput, columns: str | None) -> Schema:
 
 def _check_model(schema: Schema, epsilon: float | None, flip_prob: float | None, degree: int | None) -> int:
     """Check epsilon / f and the degree against the number of attributes; return the degree."""
-    from privpub.ldp_synth._client import resolve_flip_prob
+    from privpub.ldp_synth import resolve_flip_prob
 
     d = len(schema)
     problems = Checks()
@@ -102,8 +102,7 @@ def choose_method(method: str, sizes: tuple[int, ...], n_users: int, epsilon: fl
     reference core the fast linear estimator is used instead. Returns the method and a note for
     the user (empty when the method was given explicitly).
     """
-    from privpub.ldp_synth._client import resolve_flip_prob
-    from privpub.ldp_synth._store import EM_RATE, METHODS, em_work_bound
+    from privpub.ldp_synth import EM_RATE, METHODS, em_work_bound, resolve_flip_prob
 
     if method not in ("auto", *METHODS):
         raise ParameterError(f"--method must be one of {['auto', *METHODS]}, got {method!r}")
@@ -182,7 +181,7 @@ def register(app: typer.Typer, reproduce_app: typer.Typer) -> None:
                        required=True, what="the attributes' categories")
         schema = checks(_synth_schema, table, columns) if table is not None else None
         k = checks(_check_model, schema, epsilon, flip_prob, degree) if schema is not None else None
-        from privpub.ldp_synth._store import METHODS
+        from privpub.ldp_synth import METHODS
 
         if method not in ("auto", *METHODS):
             checks.add(f"--method must be one of {['auto', *METHODS]}, got {method!r}")
@@ -240,8 +239,8 @@ def register(app: typer.Typer, reproduce_app: typer.Typer) -> None:
         seed: int = typer.Option(0, "--seed", help="Base random seed."),
     ) -> None:
         """Reproduce paper 000's Figs. 5-7, 9 and 10 on NLTCS and Adult (CSV, PNG, markdown)."""
+        from privpub.experiments import default_out_dir
         from privpub.experiments import ldp_synth as exp
-        from privpub.experiments._common import default_out_dir
 
         summary = exp.reproduce(check_out_dir(out or default_out_dir("ldp_synth")), quick=quick, data_dir=data_dir,
                                 rng=seed)

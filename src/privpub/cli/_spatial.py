@@ -153,8 +153,8 @@ def register(app: typer.Typer, reproduce_app: typer.Typer) -> None:
         seed: Annotated[int, typer.Option("--seed", help="Random seed.")] = 0,
     ) -> None:
         """Reproduce paper 002 (KDG-HT, with HDG and AHEAD beside it): Fig. 4-5 (RE), Fig. 6 (NE), Table 2."""
+        from privpub.experiments import default_out_dir
         from privpub.experiments import spatial as exp
-        from privpub.experiments._common import default_out_dir
 
         if n_points is not None and n_points < 1:
             raise ParameterError(f"--n-points must be >= 1, got {n_points}")

@@ -31,8 +31,9 @@ from privpub.cli._common import (
     read_table,
     write_table,
 )
+from privpub.cli._series import read_series
 from privpub.core import check_allocation, check_epsilon
-from privpub.errors import DataNotFoundError, ParameterError
+from privpub.errors import ParameterError
 
 _METHODS = "hq_rtp|rtp|rtp_mm|hq_rtpmm|bt|bth"
 #: output formats of the answers / noisy series
@@ -44,7 +45,7 @@ DEFAULT_BYTES_PER_NODE = 96
 
 def check_stream_sizes(method: str, window: int, height: int | None, n_items: int) -> None:
     """Refuse a window or tree height whose trees would not fit in memory (before building them)."""
-    from privpub.stream._kernels import max_height
+    from privpub.stream import max_height
 
     if window < 1:
         raise ParameterError(f"--window must be >= 1, got {window}")
@@ -56,44 +57,6 @@ def check_stream_sizes(method: str, window: int, height: int | None, n_items: in
     check_allocation(nodes, BYTES_PER_NODE.get(method, DEFAULT_BYTES_PER_NODE),
                      f"the stream's trees (height {k})", option, unit="nodes")
     check_allocation(n_items, 48, "the stream's series and answers", "the length of the input", unit="items")
-
-
-def _read_series(path: Path, column: str | None, *, timestamps: bool = False) -> np.ndarray:
-    """A numeric column (or .txt / .npy series); ``timestamps``: text times become Unix seconds."""
-    suffix = path.suffix.lower()
-    if suffix == ".npy" and column is None:
-        from privpub._io import read_npy
-
-        arr = read_npy(path)
-        if arr.dtype.names is None:
-            return np.asarray(arr)
-    if suffix == ".txt":
-        from privpub.stream import load_counts
-
-        if not path.is_file():
-            raise DataNotFoundError(f"input file {str(path)!r} does not exist or is not a file")
-        try:
-            return load_counts(path)
-        except (ValueError, OSError, UnicodeDecodeError) as exc:
-            raise ParameterError(f"could not read {str(path)!r} as a count series (one number per line): "
-                                 f"{' '.join(str(exc).split())[:200]}") from exc
-    frame = read_table(path)
-    if column is None:
-        if frame.shape[1] != 1:
-            raise ParameterError(f"--column is required: {str(path)!r} has columns {list(frame.columns)}")
-        column = str(frame.columns[0])
-    if column not in frame.columns:
-        raise ParameterError(f"--column must name a column of {str(path)!r} {list(frame.columns)}, got {column!r}")
-    values = frame[column]
-    if timestamps and not pd.api.types.is_numeric_dtype(values):
-        try:
-            stamps = pd.to_datetime(values, utc=True)
-        except (ValueError, TypeError):
-            raise ParameterError(f"column {column!r} must hold Unix times or timestamps") from None
-        return (stamps - pd.Timestamp(0, tz="UTC")).dt.total_seconds().to_numpy()
-    if not pd.api.types.is_numeric_dtype(values):
-        raise ParameterError(f"column {column!r} must be numeric, got dtype {values.dtype}")
-    return np.asarray(values.to_numpy())
 
 
 def _read_queries(path: Path, window: int) -> pd.DataFrame:
@@ -166,8 +129,7 @@ def register(app: typer.Typer, reproduce_app: typer.Typer) -> None:
     ) -> None:
         """Publish a count stream under event-level DP: noisy answers to range queries, or (without
         --queries) the noisy per-step counts and prefix sums."""
-        from privpub.stream import PUBLISHERS, make_publisher
-        from privpub.stream._base import NOISE_KINDS
+        from privpub.stream import NOISE_KINDS, PUBLISHERS, make_publisher
 
         checks = Checks()
         checks(check_epsilon, epsilon, "--epsilon")
@@ -188,7 +150,7 @@ def register(app: typer.Typer, reproduce_app: typer.Typer) -> None:
         if height is not None:
             kw["height"] = height
         pub = make_publisher(method, **kw, **extra)
-        data = _read_series(input, column)
+        data = read_series(input, column)
         check_stream_sizes(method, window, height, len(data))
         if q is not None:
             n = len(data)
@@ -231,7 +193,7 @@ def register(app: typer.Typer, reproduce_app: typer.Typer) -> None:
         seed: Annotated[int, typer.Option("--seed", help="Root seed.")] = 0,
     ) -> None:
         """Reproduce Figs 6-12 of the stream paper (RTP, HQ_RTP, RTP_MM, HQ_RTPMM, BT, BT_H)."""
-        from privpub.experiments._common import default_out_dir
+        from privpub.experiments import default_out_dir
         from privpub.experiments.stream import reproduce
 
         path = reproduce(check_out_dir(out_dir or default_out_dir("stream"), "--out"), quick=quick,

@@ -11,8 +11,8 @@ import numpy as np
 import typer
 
 from privpub.cli._common import handle_errors
+from privpub.cli._series import read_series
 from privpub.cli._service import _URL, ServiceUnreachableError, _check, _client, _id, _need_extra
-from privpub.cli._stream import _read_series
 from privpub.errors import ParameterError
 
 _TOKEN = typer.Option("--token", envvar="PRIVPUB_PRODUCER_TOKEN",
@@ -103,7 +103,7 @@ def register_service_commands(stream_app: typer.Typer) -> None:
         tok = token or os.environ.get("PRIVPUB_ADMIN_TOKEN")
         if not tok:
             raise ParameterError("--token (or $PRIVPUB_PRODUCER_TOKEN / $PRIVPUB_ADMIN_TOKEN) is needed")
-        data = _read_series(input, column, timestamps=kind == "times")
+        data = read_series(input, column, timestamps=kind == "times")
         if np.isnan(data).any():
             raise ParameterError(f"{input.name} has missing values (row {int(np.flatnonzero(np.isnan(data))[0])}): "
                                  "every count and every event needs a value")

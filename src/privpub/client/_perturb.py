@@ -21,8 +21,7 @@ from privpub.core import RNGLike, Schema, as_generator, check_bounds_2d
 from privpub.errors import DomainError, ParameterError
 from privpub.ldp import GRR, OLH, OUE, SUE, FrequencyOracle
 from privpub.ldp_synth import perturb_codes
-from privpub.spatial._collect import check_points
-from privpub.spatial._kernels import grid_edges, interval_index, leaf_lookup, locate_in_leaves
+from privpub.spatial.protocol import check_points, grid_edges, interval_index, leaf_lookup, locate_in_leaves
 
 __all__ = ["cell_domain_size", "frequency_oracle", "locate_cells", "perturb_values"]
 

@@ -21,6 +21,14 @@ from privpub.core._mechanisms import (
     report_noisy_max,
 )
 from privpub.core._memory import MEMORY_BUDGET_ENV, check_allocation, format_bytes, memory_budget
+from privpub.core._plugins import (
+    FrameBackend,
+    frame_backend,
+    register_frame_backend,
+    register_session_store,
+    require_operation,
+    session_store_factory,
+)
 from privpub.core._publisher import Publisher, Release, describe_data, readonly
 from privpub.core._ranges import exponential_mechanism_ranges
 from privpub.core._rng import RNGLike, as_generator, secure_generator, spawn
@@ -31,9 +39,11 @@ from privpub.core._session import (
     Session,
     SessionCharge,
     SessionStore,
+    refuse_unaffordable,
+    session_timestamp,
 )
 from privpub.core._sparse import DENSE_CELL_LIMIT, sparse_noisy_counts, sparse_release_probability
-from privpub.core._tree_noise import TreeNoise, TreePlan
+from privpub.core._tree_noise import MAX_TREE_HEIGHT, TreeNoise, TreePlan
 from privpub.core._validation import (
     check_array,
     check_bounds_2d,
@@ -54,7 +64,9 @@ __all__ = [
     "DENSE_CELL_LIMIT",
     "FLOAT_EXACT_LIMIT",
     "FileSessionStore",
+    "FrameBackend",
     "LedgerEntry",
+    "MAX_TREE_HEIGHT",
     "MEMORY_BUDGET_ENV",
     "MemorySessionStore",
     "NumericAttribute",
@@ -92,6 +104,7 @@ __all__ = [
     "exponential_mechanism_probabilities",
     "exponential_mechanism_ranges",
     "format_bytes",
+    "frame_backend",
     "infer_schema",
     "isotonic_regression",
     "laplace",
@@ -100,8 +113,14 @@ __all__ = [
     "memory_budget",
     "rational_scale",
     "readonly",
+    "refuse_unaffordable",
+    "register_frame_backend",
+    "register_session_store",
     "report_noisy_max",
+    "require_operation",
     "secure_generator",
+    "session_store_factory",
+    "session_timestamp",
     "sparse_noisy_counts",
     "sparse_release_probability",
     "spawn",

@@ -40,16 +40,19 @@ from pathlib import Path
 from typing import Any
 
 from privpub.core._budget import BUDGET_RTOL
+from privpub.core._plugins import session_store_factory
 from privpub.core._validation import check_epsilon
 from privpub.errors import BudgetExceededError, ParameterError
 
-__all__ = ["FileSessionStore", "MemorySessionStore", "Reservation", "Session", "SessionCharge", "SessionStore"]
+__all__ = ["FileSessionStore", "MemorySessionStore", "Reservation", "Session", "SessionCharge", "SessionStore",
+           "refuse_unaffordable", "session_timestamp"]
 
 _FORMAT = "privpub-session"
 _VERSION = 1
 
 
-def _now() -> str:
+def session_timestamp() -> str:
+    """The time stamp a store writes on a charge (UTC, seconds, ISO 8601)."""
     return datetime.now(UTC).replace(microsecond=0).isoformat()
 
 
@@ -82,7 +85,12 @@ def _spent(charges: list[SessionCharge]) -> float:
     return math.fsum(c.epsilon for c in charges if c.counts)
 
 
-def _refuse(total: float, charges: list[SessionCharge], epsilon: float, method: str) -> None:
+def refuse_unaffordable(total: float, charges: list[SessionCharge], epsilon: float, method: str) -> None:
+    """Raise :class:`~privpub.errors.BudgetExceededError` unless ``charges`` leave room for ``epsilon``.
+
+    Every :class:`SessionStore` calls this inside its atomic check-and-append, so that all stores
+    refuse by the same rule and with the same message.
+    """
     spent = _spent(charges)
     if spent + epsilon > total * (1.0 + BUDGET_RTOL):
         raise BudgetExceededError(
@@ -119,8 +127,8 @@ class MemorySessionStore(SessionStore):
 
     def reserve(self, epsilon: float, *, method: str, data: str) -> SessionCharge:
         with self._lock:
-            _refuse(self.total_epsilon, self._charges, epsilon, method)
-            c = SessionCharge(uuid.uuid4().hex, _now(), method, epsilon, data, "reserved")
+            refuse_unaffordable(self.total_epsilon, self._charges, epsilon, method)
+            c = SessionCharge(uuid.uuid4().hex, session_timestamp(), method, epsilon, data, "reserved")
             self._charges.append(c)
             return c
 
@@ -189,7 +197,7 @@ class FileSessionStore(SessionStore):
                     )
                 self.total_epsilon = check_epsilon(total_epsilon, "total_epsilon")
                 _atomic_write_json(self.path, {"format": _FORMAT, "version": _VERSION,
-                                               "total_epsilon": self.total_epsilon, "created": _now(),
+                                               "total_epsilon": self.total_epsilon, "created": session_timestamp(),
                                                "charges": []})
 
     def _read(self) -> dict[str, Any]:
@@ -214,8 +222,8 @@ class FileSessionStore(SessionStore):
     def reserve(self, epsilon: float, *, method: str, data: str) -> SessionCharge:
         with _locked(self.path):
             payload = self._read()
-            _refuse(payload["total_epsilon"], payload["charges"], epsilon, method)
-            c = SessionCharge(uuid.uuid4().hex, _now(), method, epsilon, data, "reserved")
+            refuse_unaffordable(payload["total_epsilon"], payload["charges"], epsilon, method)
+            c = SessionCharge(uuid.uuid4().hex, session_timestamp(), method, epsilon, data, "reserved")
             payload["charges"].append(c)
             self._write(payload)
             return c
@@ -300,14 +308,14 @@ class Session:
     def open(cls, path: str | os.PathLike[str], *, total_epsilon: float | None = None) -> Session:
         """A session kept in the JSON file ``path`` (created with ``total_epsilon`` if missing).
 
-        Database URLs (``sqlite:///...``, ``postgresql+psycopg://...``) open the service's store
-        and need the ``privpub[service]`` extra.
+        Database URLs (``sqlite:///...``, ``postgresql+psycopg://...``) open the store registered
+        for their scheme (:func:`privpub.core.register_session_store`; the service's database
+        store, which needs the ``privpub[service]`` extra).
         """
         text = os.fspath(path)
         if "://" in text:
-            from privpub.service import database_session_store
-
-            return cls(total_epsilon, store=database_session_store(text, total_epsilon=total_epsilon))
+            factory = session_store_factory(text)
+            return cls(total_epsilon, store=factory(text, total_epsilon))
         return cls(total_epsilon, store=FileSessionStore(text, total_epsilon))
 
     def on(self, data_label: str) -> Session:

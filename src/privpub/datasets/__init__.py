@@ -44,8 +44,12 @@ from privpub.datasets._registry import (
     list_datasets,
     load,
 )
+from privpub.datasets._schemas import ADULT_COLUMNS
+from privpub.datasets._taxonomies import ADULT_TAXONOMIES
 
 __all__ = [
+    "ADULT_COLUMNS",
+    "ADULT_TAXONOMIES",
     "BayesNetSample",
     "CountsDataset",
     "DATA_ENV",

@@ -25,8 +25,7 @@ from typing import Any, Protocol
 import numpy as np
 from numpy.typing import NDArray
 
-from privpub.core import Schema
-from privpub.core._frames import is_spark_frame
+from privpub.core import Schema, frame_backend, require_operation
 from privpub.decision._kernels import class_counts_by_value
 from privpub.decision._model import Attr, Cut, cell_ids, cut_partition_ids, encode_frame
 
@@ -123,10 +122,10 @@ def open_counts(attrs: tuple[Attr, ...], schema: Schema, data: Any) -> DecisionC
     raise the same :class:`~privpub.errors.DomainError` on bad data, before anything is drawn.
     """
     k = len(schema.classes or ())
-    if is_spark_frame(data):
-        from privpub.spark._decision import SparkDecisionCounts
-
-        return SparkDecisionCounts(attrs, schema, data)
+    backend = frame_backend(data)
+    if backend is not None:  # e.g. a Spark DataFrame: aggregated where it lives (privpub.spark)
+        counts: DecisionCounts = require_operation(backend, "decision_counts")(attrs, schema, data)
+        return counts
     fine, y = encode_frame(attrs, schema, data, with_class=True)
     assert y is not None
     return InMemoryCounts(fine, y, k)

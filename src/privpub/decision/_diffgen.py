@@ -17,6 +17,7 @@ from numpy.typing import NDArray
 
 from privpub.core import (
     Publisher,
+    RNGLike,
     Schema,
     Session,
     accounting,
@@ -26,7 +27,6 @@ from privpub.core import (
     exponential_mechanism,
     exponential_mechanism_ranges,
 )
-from privpub.core._rng import RNGLike
 from privpub.decision._aggregate import open_counts
 from privpub.decision._kernels import (
     MIN_LEVEL_EPSILON,

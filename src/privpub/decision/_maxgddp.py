@@ -17,6 +17,7 @@ from numpy.typing import NDArray
 
 from privpub.core import (
     Publisher,
+    RNGLike,
     Schema,
     Session,
     accounting,
@@ -25,7 +26,6 @@ from privpub.core import (
     describe_data,
     report_noisy_max,
 )
-from privpub.core._rng import RNGLike
 from privpub.decision._aggregate import DecisionCounts, InMemoryCounts, open_counts
 from privpub.decision._kernels import candidate_max_scores, level_budgets
 from privpub.decision._model import (

@@ -10,8 +10,7 @@ import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
 
-from privpub.core import BudgetLedger, Release, Schema, as_generator, sparse_noisy_counts
-from privpub.core._rng import RNGLike
+from privpub.core import BudgetLedger, Release, RNGLike, Schema, as_generator, sparse_noisy_counts
 from privpub.decision._aggregate import DecisionCounts
 from privpub.decision._kernels import expected_noise_rows
 from privpub.decision._model import Attr, Cut, Specialization, encode_frame

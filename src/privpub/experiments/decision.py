@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from privpub.core import Schema
-from privpub.datasets._taxonomies import ADULT_TAXONOMIES
+from privpub.datasets import ADULT_TAXONOMIES
 from privpub.decision import MAXGDDP, DiffGen
 from privpub.experiments._common import (
     Claim,

@@ -21,7 +21,7 @@ import pandas as pd
 from numpy.typing import NDArray
 
 from privpub.core import CategoricalAttribute, RNGLike, Schema, as_generator
-from privpub.datasets._schemas import ADULT_COLUMNS
+from privpub.datasets import ADULT_COLUMNS
 from privpub.errors import DataNotFoundError, DomainError
 from privpub.experiments._common import (
     Claim,
@@ -44,11 +44,11 @@ from privpub.ldp_synth import (
     i_sum,
     marginal_errors,
     perturb_codes,
+    report_ledger,
     sample_independent,
     sample_synthetic,
     svm_accuracy,
 )
-from privpub.ldp_synth._synthesizer import report_ledger
 
 __all__ = ["TabularCodes", "demo", "load_adult_codes", "load_nltcs_codes", "reproduce"]
 

@@ -36,6 +36,7 @@ from privpub.spatial import (
     GTR,
     HDG,
     KDGHT,
+    SIZE_CLASSES,
     ExactRangeCounter,
     RapporGrid,
     UniformGrid,
@@ -43,7 +44,6 @@ from privpub.spatial import (
     random_queries,
     synthetic_checkin,
 )
-from privpub.spatial._data import SIZE_CLASSES
 
 __all__ = [
     "CALIBRATION_DATASETS",

@@ -140,7 +140,7 @@ def _stable_id(name: str) -> int:
 
 def analytic_mse(method: str, length: int, window: int, epsilon: float = 1.0) -> float:
     """Model expected MSE of a length-L query (uniform offset; spec §3, §5, §6.1); BT_H offline."""
-    from privpub.stream import _kernels as K
+    import privpub.stream as K
 
     kmax = K.max_height(window)
     L = int(length)

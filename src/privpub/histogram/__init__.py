@@ -40,6 +40,7 @@ from privpub.histogram._publishers import (
     counts_from_records,
     hphp_structure,
     noise_variance,
+    noise_vector,
     rank_structure,
 )
 
@@ -62,6 +63,7 @@ __all__ = [
     "kld",
     "lnmse",
     "noise_variance",
+    "noise_vector",
     "partition_cost",
     "publish_groups",
     "rank_structure",

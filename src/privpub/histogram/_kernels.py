@@ -18,7 +18,7 @@ from types import ModuleType
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from privpub.core._mechanisms import add_int_noise
+from privpub.core import add_int_noise
 from privpub.errors import ParameterError
 
 __all__ = [

@@ -55,6 +55,7 @@ __all__ = [
     "counts_from_records",
     "hphp_structure",
     "noise_variance",
+    "noise_vector",
     "rank_structure",
 ]
 
@@ -98,10 +99,11 @@ def noise_variance(epsilon: float, noise: str = "discrete") -> float:
     return 2.0 * p / (1.0 - p) ** 2
 
 
-def _draw(size: int, epsilon: float, noise: str, gen: np.random.Generator, note: str = "") -> NDArray[Any]:
+def noise_vector(size: int, epsilon: float, noise: str, gen: np.random.Generator, note: str = "") -> NDArray[Any]:
     """Noise for a vector of ``size`` values of L1 sensitivity 1 (int64 discrete or float Laplace).
 
-    The mechanism charges the active accountant ``epsilon`` as it draws.
+    Every noisy vector HPHP, AHP and the Laplace histogram release is drawn here (the auditor
+    audits this function). The mechanism charges the active accountant ``epsilon`` as it draws.
     """
     if noise == "discrete":
         return discrete_laplace_noise(size, epsilon=epsilon, sensitivity=1, rng=gen, note=note)
@@ -479,7 +481,7 @@ class HPHP(Publisher):
                 )
                 k = bounds.size - 1
                 with acc.step("publish"):
-                    z = _draw(k, eps2, self.noise, gen,
+                    z = noise_vector(k, eps2, self.noise, gen,
                               note=f"one draw per group sum; {k} disjoint groups (L1 sensitivity 1)")
                 out = publish_groups(counts, order, bounds, z)
                 return _release(counts=out, order=order, boundaries=bounds, ledger=acc.seal(), epsilon=eps,
@@ -494,7 +496,7 @@ class HPHP(Publisher):
                                     nonneg_inference=self.nonneg_inference, grouping=self.grouping)
             k = bounds.size - 1
             with acc.step("publish"):
-                z = _draw(k, eps2, self.noise, gen,
+                z = noise_vector(k, eps2, self.noise, gen,
                           note=f"one draw per group sum; {k} disjoint groups (L1 sensitivity 1)")
             if self.variant == "unattributed":
                 ranks = np.arange(n, dtype=np.int64)
@@ -566,7 +568,7 @@ class AHP(Publisher):
             order, bounds = ahp_structure(y, epsilon1=eps1, epsilon2=eps2, eta=self.eta, noise=self.noise)
             k = bounds.size - 1
             with acc.step("publish"):
-                z = _draw(k, eps2, self.noise, gen,
+                z = noise_vector(k, eps2, self.noise, gen,
                           note=f"one draw per cluster sum; {k} disjoint clusters (L1 sensitivity 1)")
             out = publish_groups(counts, order, bounds, z)
             params = {**asdict(self), "epsilon1": eps1, "epsilon2": eps2}
@@ -685,7 +687,7 @@ class OptimalGrouping(Publisher):
                                  method=self.grouping)
             k = bounds.size - 1
             with acc.step("publish"):
-                z = _draw(k, eps2, self.noise, gen,
+                z = noise_vector(k, eps2, self.noise, gen,
                           note=f"one draw per group sum; {k} disjoint groups (L1 sensitivity 1)")
             out = publish_groups(counts, perm, bounds, z)
             params = {**asdict(self), "epsilon1": eps1, "epsilon2": eps2}

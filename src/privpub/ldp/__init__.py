@@ -16,22 +16,26 @@ Examples
 
 from __future__ import annotations
 
-from privpub.ldp._base import FrequencyOracle
+from privpub.ldp._base import MAX_LOCAL_EPSILON, N_THREADS, FrequencyOracle, run_chunks
 from privpub.ldp._grr import GRR
-from privpub.ldp._olh import OLH
+from privpub.ldp._olh import OLH, OLH_PRIME
 from privpub.ldp._postprocess import clip_renormalise, isotonic_regression, norm_sub
 from privpub.ldp._unary import OUE, SUE, UnaryEncoding, sue_epsilon, sue_flip_probability
 
 __all__ = [
     "FrequencyOracle",
     "GRR",
+    "MAX_LOCAL_EPSILON",
+    "N_THREADS",
     "OLH",
+    "OLH_PRIME",
     "OUE",
     "SUE",
     "UnaryEncoding",
     "clip_renormalise",
     "isotonic_regression",
     "norm_sub",
+    "run_chunks",
     "sue_epsilon",
     "sue_flip_probability",
 ]

@@ -9,16 +9,25 @@ from fractions import Fraction
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from privpub.core import Accountant, RNGLike, as_generator, check_array, check_positive_int
-from privpub.core._frames import is_spark_frame
+from privpub.core import (
+    Accountant,
+    RNGLike,
+    as_generator,
+    check_array,
+    check_positive_int,
+    frame_backend,
+    require_operation,
+)
 from privpub.errors import DomainError, ParameterError
 from privpub.ldp._base import N_THREADS, Dyadic, FrequencyOracle, flip_probability, run_chunks
 from privpub.ldp._grr import randomised_response
 
-__all__ = ["OLH"]
+__all__ = ["OLH", "OLH_PRIME"]
 
 #: the Mersenne prime 2**31 - 1 of the universal hash family ((a x + b) mod P) mod g
 _PRIME = (1 << 31) - 1
+#: the Mersenne prime of OLH's universal hash family ((a x + b) mod P) mod g, public for backends
+OLH_PRIME = _PRIME
 #: cost of one pre-image element of the enumerating aggregator, in values of the scanning one
 _ENUMERATE_COST = 4
 #: cost of a user's modular inverse (enumerating aggregator), in values of the scanning one
@@ -160,10 +169,10 @@ class OLH(FrequencyOracle):
         """
         from privpub.ldp import _kernels
 
-        if is_spark_frame(reports):
-            from privpub.spark._ldp import aggregate_reports
-
-            return aggregate_reports(self, reports, epsilon=epsilon)
+        backend = frame_backend(reports)
+        if backend is not None:  # e.g. a Spark DataFrame: counted where it lives (privpub.spark)
+            counts: NDArray[np.int64] = require_operation(backend, "ldp_aggregate")(self, reports, epsilon=epsilon)
+            return counts
 
         r = check_array(reports, "reports", ndim=2)
         if r.shape[1] != 3 or r.dtype.kind not in "iu":
@@ -191,8 +200,7 @@ class OLH(FrequencyOracle):
         return partial.sum(axis=0)
 
     def n_reports(self, reports: ArrayLike) -> int:
-        if is_spark_frame(reports):
-            from privpub.spark._ldp import n_reports
-
-            return n_reports(reports)
+        backend = frame_backend(reports)
+        if backend is not None:
+            return int(require_operation(backend, "ldp_n_reports")(reports))
         return int(np.asarray(reports).shape[0])

@@ -12,8 +12,15 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from privpub.core import Accountant, RNGLike, as_generator, check_epsilon, check_probability
-from privpub.core._frames import is_spark_frame
+from privpub.core import (
+    Accountant,
+    RNGLike,
+    as_generator,
+    check_epsilon,
+    check_probability,
+    frame_backend,
+    require_operation,
+)
 from privpub.errors import DomainError, ParameterError
 from privpub.ldp._base import (
     Dyadic,
@@ -251,10 +258,10 @@ class UnaryEncoding(FrequencyOracle):
         of packed rows are ignored. A ``pyspark.sql.DataFrame`` with a binary column ``report``
         of packed rows is counted in Spark (``privpub[spark]``, :mod:`privpub.spark`).
         """
-        if is_spark_frame(reports):
-            from privpub.spark._ldp import aggregate_reports
-
-            return aggregate_reports(self, reports, epsilon=epsilon)
+        backend = frame_backend(reports)
+        if backend is not None:  # e.g. a Spark DataFrame: counted where it lives (privpub.spark)
+            counts: NDArray[np.int64] = require_operation(backend, "ldp_aggregate")(self, reports, epsilon=epsilon)
+            return counts
         try:
             r = np.asarray(reports)
         except (TypeError, ValueError) as exc:
@@ -298,10 +305,9 @@ class UnaryEncoding(FrequencyOracle):
         return partial.sum(axis=0)[: self.domain_size]
 
     def n_reports(self, reports: ArrayLike) -> int:
-        if is_spark_frame(reports):
-            from privpub.spark._ldp import n_reports
-
-            return n_reports(reports)
+        backend = frame_backend(reports)
+        if backend is not None:
+            return int(require_operation(backend, "ldp_n_reports")(reports))
         return int(np.asarray(reports).shape[0])
 
 

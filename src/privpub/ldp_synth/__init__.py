@@ -24,14 +24,28 @@ from privpub.ldp_synth._client import (
     epsilon_from_f,
     f_from_epsilon,
     perturb_codes,
+    resolve_flip_prob,
     simulate_clients,
 )
 from privpub.ldp_synth._evaluation import EmpiricalJoints, edge_accuracy, i_sum, marginal_errors, svm_accuracy
 from privpub.ldp_synth._network import build_network, conditional_tables, edges, sample_synthetic
-from privpub.ldp_synth._store import METHODS, JointEstimate, ReportStore, estimate_joint
-from privpub.ldp_synth._synthesizer import LDPBayesRelease, LDPBayesSynthesizer, sample_independent
+from privpub.ldp_synth._store import (
+    EM_RATE,
+    METHODS,
+    JointEstimate,
+    ReportStore,
+    em_work_bound,
+    estimate_joint,
+)
+from privpub.ldp_synth._synthesizer import (
+    LDPBayesRelease,
+    LDPBayesSynthesizer,
+    report_ledger,
+    sample_independent,
+)
 
 __all__ = [
+    "EM_RATE",
     "EmpiricalJoints",
     "JointEstimate",
     "LDPBayesRelease",
@@ -43,6 +57,7 @@ __all__ = [
     "conditional_tables",
     "edge_accuracy",
     "edges",
+    "em_work_bound",
     "encode",
     "epsilon_from_f",
     "estimate_joint",
@@ -50,6 +65,8 @@ __all__ = [
     "i_sum",
     "marginal_errors",
     "perturb_codes",
+    "report_ledger",
+    "resolve_flip_prob",
     "sample_independent",
     "sample_synthetic",
     "simulate_clients",

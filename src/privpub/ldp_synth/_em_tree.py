@@ -36,7 +36,7 @@ import numpy as np
 from numpy.typing import NDArray
 from threadpoolctl import threadpool_limits
 
-from privpub.ldp._base import N_THREADS, run_chunks
+from privpub.ldp import N_THREADS, run_chunks
 
 __all__ = ["EMBatch", "em_tree_batch"]
 

@@ -25,8 +25,7 @@ from privpub.client._codec import decode_payloads, payload_width
 from privpub.client._perturb import frequency_oracle
 from privpub.core import Accountant, BudgetLedger, Schema
 from privpub.errors import PrivpubError
-from privpub.ldp import GRR, OLH, OUE, norm_sub
-from privpub.ldp._base import MAX_LOCAL_EPSILON
+from privpub.ldp import GRR, MAX_LOCAL_EPSILON, OLH, OUE, norm_sub
 from privpub.ldp_synth import LDPBayesSynthesizer, f_from_epsilon
 
 __all__ = ["Group", "Kind", "ReportError", "SpecError", "make_kind"]

@@ -14,8 +14,14 @@ import uuid
 
 import sqlalchemy as sa
 
-from privpub.core import SessionCharge, SessionStore, check_epsilon
-from privpub.core._session import _now, _refuse
+from privpub.core import (
+    SessionCharge,
+    SessionStore,
+    check_epsilon,
+    refuse_unaffordable,
+    register_session_store,
+    session_timestamp,
+)
 from privpub.errors import ParameterError
 from privpub.service._db import make_engine, upgrade, write_tx
 from privpub.service._tables import budget_charges, budget_sessions
@@ -46,7 +52,7 @@ class DatabaseSessionStore(SessionStore):
                     )
                 self.total_epsilon = check_epsilon(total_epsilon, "total_epsilon")
                 conn.execute(sa.insert(budget_sessions).values(name=self.name, total_epsilon=self.total_epsilon,
-                                                               created=_now()))
+                                                               created=session_timestamp()))
             else:
                 stored = float(row[0])
                 if total_epsilon is not None and not math.isclose(check_epsilon(total_epsilon, "total_epsilon"),
@@ -69,8 +75,8 @@ class DatabaseSessionStore(SessionStore):
             # the row lock (PostgreSQL) / the write lock (SQLite BEGIN IMMEDIATE) serialises reservers
             conn.execute(sa.select(budget_sessions.c.name).where(budget_sessions.c.name == self.name)
                          .with_for_update()).one()
-            _refuse(self.total_epsilon, self._charges(conn), eps, method)
-            charge = SessionCharge(uuid.uuid4().hex, _now(), str(method), eps, str(data), "reserved")
+            refuse_unaffordable(self.total_epsilon, self._charges(conn), eps, method)
+            charge = SessionCharge(uuid.uuid4().hex, session_timestamp(), str(method), eps, str(data), "reserved")
             conn.execute(sa.insert(budget_charges).values(
                 id=charge.id, session_name=self.name, time=charge.time, method=charge.method,
                 epsilon=charge.epsilon, data=charge.data, status=charge.status, note=""))
@@ -118,3 +124,7 @@ def database_session_store(url: str, total_epsilon: float | None = None, *, name
     0.75
     """
     return DatabaseSessionStore(url, total_epsilon, name=name)
+
+
+# Session.open("sqlite:///...") / ("postgresql+psycopg://...") in privpub.core finds this store here
+register_session_store(("sqlite", "postgresql"), database_session_store)

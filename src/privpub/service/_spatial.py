@@ -37,7 +37,7 @@ from privpub.errors import PrivpubError
 from privpub.ldp import OUE, norm_sub
 from privpub.service._kinds import Group, Kind, ReleaseInput, SpecError
 from privpub.spatial import kdg_intervals, ug_granularity
-from privpub.spatial._kernels import (
+from privpub.spatial.protocol import (
     ci_combine,
     grid_edges,
     kd_partition,

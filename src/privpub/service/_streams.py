@@ -49,8 +49,7 @@ from privpub.errors import BudgetExceededError, PrivpubError
 from privpub.service._db import write_tx
 from privpub.service._store import NotFound
 from privpub.service._tables import stream_batches, stream_queries, streams
-from privpub.stream import PUBLISHERS
-from privpub.stream._base import StreamPublisher
+from privpub.stream import PUBLISHERS, StreamPublisher
 
 __all__ = ["StreamError", "StreamInfo", "StreamStore", "pack_state", "publisher_key", "unpack_state"]
 

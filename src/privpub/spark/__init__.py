@@ -20,9 +20,10 @@ extra). Spark holds the raw data: differential privacy protects the *output*; se
 
 from __future__ import annotations
 
-from privpub.core._frames import is_spark_frame
+from privpub.spark._backend import SparkBackend
+from privpub.spark._detect import is_spark_frame
 from privpub.spark._frame import local_session
 from privpub.spark._histogram import counts
 from privpub.spark._stream import StreamSink, step_counts
 
-__all__ = ["StreamSink", "counts", "is_spark_frame", "local_session", "step_counts"]
+__all__ = ["SparkBackend", "StreamSink", "counts", "is_spark_frame", "local_session", "step_counts"]

@@ -21,8 +21,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from privpub.core import Schema
-from privpub.decision._aggregate import LevelTable, partition_attributes
-from privpub.decision._model import Attr, Cut
+from privpub.decision.model import Attr, Cut, LevelTable, partition_attributes
 from privpub.errors import DomainError
 from privpub.spark._frame import (
     categorical_stats_exprs,

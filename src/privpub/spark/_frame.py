@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from numpy.typing import NDArray
 
-from privpub.core._domain import CategoricalAttribute, NumericAttribute
-from privpub.core._frames import is_spark_frame
+from privpub.core import CategoricalAttribute, NumericAttribute
 from privpub.errors import DomainError, ParameterError
+from privpub.spark._detect import is_spark_frame
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import Column, DataFrame, SparkSession

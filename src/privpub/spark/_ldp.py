@@ -89,7 +89,7 @@ def aggregate_reports(oracle: Any, reports: Any, *, epsilon: float | None = None
     nulls, out-of-range OLH fields raise :class:`~privpub.errors.DomainError`), then counted (one
     job). Exact int64.
     """
-    from privpub.ldp import OLH, UnaryEncoding
+    from privpub.ldp import OLH, OLH_PRIME, UnaryEncoding
 
     F = require_pyspark()
     frame = check_frame(reports, "reports")
@@ -113,22 +113,20 @@ def aggregate_reports(oracle: Any, reports: Any, *, epsilon: float | None = None
         if len(cols) != 3:
             raise ParameterError(f"columns must name the three OLH fields (a, b, y), got {cols!r}")
         check_columns(frame, cols, "reports")
-        from privpub.ldp._olh import _PRIME
-
         g = oracle.buckets(epsilon)
         a, b, y = (F.col(c).cast("long") for c in cols)
         nulls = a.isNull() | b.isNull() | y.isNull()
         stats = frame.agg(
             F.sum(F.when(nulls, 1).otherwise(0)).alias("nulls"),
             F.sum(F.when(~nulls & ((y < 0) | (y >= g)), 1).otherwise(0)).alias("bucket"),
-            F.sum(F.when(~nulls & ((a < 1) | (a >= _PRIME) | (b < 0) | (b >= _PRIME)), 1).otherwise(0)).alias("hash"),
+            F.sum(F.when(~nulls & ((a < 1) | (a >= OLH_PRIME) | (b < 0) | (b >= OLH_PRIME)), 1).otherwise(0)).alias("hash"),
         ).collect()[0]
         if stats["nulls"]:
             raise DomainError(f"{stats['nulls']} OLH reports have missing fields")
         if stats["bucket"]:
             raise DomainError(f"OLH report buckets must lie in [0, {g - 1}]")
         if stats["hash"]:
-            raise DomainError(f"OLH report hashes (a, b) must lie in [1, {_PRIME - 1}] x [0, {_PRIME - 1}]")
+            raise DomainError(f"OLH report hashes (a, b) must lie in [1, {OLH_PRIME - 1}] x [0, {OLH_PRIME - 1}]")
         return _partial_counts(frame.select(a.alias("a"), b.alias("b"), y.alias("y")), _olh_counter(oracle, epsilon), d)
     raise ParameterError(f"Spark report tables are supported for OUE, SUE and OLH, not {type(oracle).__name__}")
 

@@ -18,7 +18,7 @@ from numpy.typing import NDArray
 from privpub.core import check_positive_int
 from privpub.errors import DomainError, ParameterError
 from privpub.spark._frame import check_columns, check_frame, collect_arrays, require_pyspark
-from privpub.stream._steps import time_grid
+from privpub.stream import time_grid
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import Column, DataFrame

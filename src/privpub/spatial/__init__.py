@@ -35,6 +35,7 @@ from privpub.spatial._baselines import (
 )
 from privpub.spatial._collect import Role
 from privpub.spatial._data import (
+    SIZE_CLASSES,
     ExactRangeCounter,
     grid_to_points,
     random_queries,
@@ -57,6 +58,7 @@ __all__ = [
     "PUBLISHERS",
     "RapporGrid",
     "Role",
+    "SIZE_CLASSES",
     "SpatialRelease",
     "TreeLevel",
     "UniformGrid",

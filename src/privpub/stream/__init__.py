@@ -16,6 +16,7 @@ The publishers are stateful: ``pub = HQRTP(window=W, epsilon=1.0, rng=0)``, then
 from __future__ import annotations
 
 from privpub.datasets import load_counts
+from privpub.stream._base import NOISE_KINDS, StreamPublisher
 from privpub.stream._binary import BT, BTH
 from privpub.stream._fenwick import HQRTP, HQRTPMM, RTP, RTPMM
 from privpub.stream._kernels import (
@@ -28,16 +29,19 @@ from privpub.stream._kernels import (
     expected_error_mm_at,
     expected_nodes,
     expected_nodes_bt,
+    max_height,
     mm_budgets,
     optimal_height,
     optimal_height_bt,
     optimal_height_bth,
     optimal_height_mm,
+    optimal_height_mm_scalar,
+    optimal_height_scalar,
     paper_eq16,
 )
 from privpub.stream._predictors import EWMA, SMA
 from privpub.stream._registry import PUBLISHERS, make_publisher
-from privpub.stream._steps import step_counts
+from privpub.stream._steps import step_counts, time_grid
 
 __all__ = [
     "BT",
@@ -45,10 +49,12 @@ __all__ = [
     "EWMA",
     "HQRTP",
     "HQRTPMM",
+    "NOISE_KINDS",
     "PUBLISHERS",
     "RTP",
     "RTPMM",
     "SMA",
+    "StreamPublisher",
     "brute_force_nodes",
     "decompose",
     "expected_error",
@@ -60,11 +66,15 @@ __all__ = [
     "expected_nodes_bt",
     "load_counts",
     "make_publisher",
+    "max_height",
     "mm_budgets",
     "optimal_height",
     "optimal_height_bt",
     "optimal_height_bth",
     "optimal_height_mm",
+    "optimal_height_mm_scalar",
+    "optimal_height_scalar",
     "paper_eq16",
     "step_counts",
+    "time_grid",
 ]

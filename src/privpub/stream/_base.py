@@ -35,8 +35,8 @@ from privpub.core import (
     check_array,
     check_epsilon,
     check_positive_int,
+    check_real,
 )
-from privpub.core._validation import check_real
 from privpub.errors import DomainError, ParameterError
 
 __all__ = ["StreamPublisher"]
@@ -217,6 +217,14 @@ class StreamPublisher:
 
     method: ClassVar[str] = ""
     _structure: ClassVar[str] = "fenwick"
+    #: every concrete publisher by its ``method`` (filled as subclasses are defined; :meth:`from_state`)
+    _by_method: ClassVar[dict[str, type[StreamPublisher]]] = {}
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        name = cls.__dict__.get("method")
+        if isinstance(name, str) and name:
+            StreamPublisher._by_method.setdefault(name, cls)
     _T = 0  # items per tree of the open tree
     _u = 0  # items received by the open tree
 
@@ -530,13 +538,11 @@ class StreamPublisher:
         publisher's ledger continues the saved one; no session is charged again (the epsilon
         was reserved when the stream was created).
         """
-        from privpub.stream._registry import PUBLISHERS
-
         if not isinstance(state, dict) or state.get("format") != _STATE_FORMAT:
             raise ParameterError("state must be a dict made by a stream publisher's state()")
         if state.get("version") != _STATE_VERSION:
             raise ParameterError(f"state version {state.get('version')!r} is not supported (expected {_STATE_VERSION})")
-        target = PUBLISHERS.get(str(state.get("method")))
+        target = StreamPublisher._by_method.get(str(state.get("method")))
         if target is None or (cls is not StreamPublisher and not issubclass(target, cls)):
             raise ParameterError(f"state of method {state.get('method')!r} cannot restore a {cls.__name__}")
         pub = target._restoring(dict(state["params"]), rng, state)

@@ -17,8 +17,7 @@ from typing import Any, ClassVar
 import numpy as np
 from numpy.typing import NDArray
 
-from privpub.core import RNGLike, Session, check_positive_int
-from privpub.core._tree_noise import MAX_TREE_HEIGHT
+from privpub.core import MAX_TREE_HEIGHT, RNGLike, Session, check_positive_int
 from privpub.errors import DomainError, ParameterError
 from privpub.stream import _kernels as K
 from privpub.stream._base import _CHUNK, COMMON_PARAMS, INT_NP_LIMIT, NEIGHBOURS, StreamPublisher

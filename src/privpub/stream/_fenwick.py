@@ -21,8 +21,7 @@ from typing import Any, ClassVar
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from privpub.core import RNGLike, Session, TreePlan, check_positive_int
-from privpub.core._tree_noise import MAX_TREE_HEIGHT
+from privpub.core import MAX_TREE_HEIGHT, RNGLike, Session, TreePlan, check_positive_int
 from privpub.errors import DomainError, ParameterError
 from privpub.stream import _kernels as K
 from privpub.stream._base import (
