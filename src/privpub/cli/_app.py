@@ -3,14 +3,61 @@
 from __future__ import annotations
 
 import importlib
+import re
 import sys
+from collections.abc import Sequence
+from typing import Any
 
 import typer
+from typer.core import TyperGroup
 
 import privpub
+from privpub.cli._common import ClickException
+
+#: click's Abort as this Typer raises it (the click package's, or Typer's vendored copy)
+_CLICK_ABORTS = tuple(c for c in (getattr(importlib.import_module(ClickException.__module__), "Abort", None),)
+                      if c is not None)
+
+
+def usage_error_line(exc: Any) -> str:
+    """A click/Typer usage error (a bad value, a missing or unknown option) as the CLI's one ``error:`` line.
+
+    Examples
+    --------
+    >>> import typer
+    >>> usage_error_line(typer.BadParameter("Input should be a valid integer, unable to parse string as an integer",
+    ...                                     param_hint="'--seed'"))
+    'error: invalid value for --seed: must be a valid integer'
+    """
+    message = " ".join(exc.format_message().split()).rstrip(".")
+    message = re.sub(r"'(-[\w-]+)'", r"\1", message[:1].lower() + message[1:])  # '--epsilon' -> --epsilon
+    message = re.sub(r"Input should be (a valid \w+)(, unable to parse string as an? \w+)?", r"must be \1", message)
+    ctx = getattr(exc, "ctx", None)
+    hint = f" (see {ctx.command_path} --help)" if ctx is not None else ""
+    return f"error: {message}{hint}"
+
+
+class _RootGroup(TyperGroup):
+    """The ``privpub`` group: a usage error is one ``error:`` line (exit 2), as every other mistake."""
+
+    def main(self, args: Sequence[str] | None = None, prog_name: str | None = None,
+             complete_var: str | None = None, standalone_mode: bool = True, **extra: Any) -> Any:
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        try:
+            rv = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        except ClickException as exc:
+            if type(exc).__name__ != "NoArgsIsHelpError":  # the help was printed already
+                typer.echo(usage_error_line(exc), err=True)
+            sys.exit(exc.exit_code)  # type: ignore[attr-defined]
+        except (typer.Abort, *_CLICK_ABORTS):
+            typer.echo("aborted", err=True)
+            sys.exit(1)
+        sys.exit(rv if isinstance(rv, int) and not isinstance(rv, bool) else 0)
 
 app = typer.Typer(
     name="privpub",
+    cls=_RootGroup,
     help="Publish histograms, synthetic data, spatial data, decision tables and streams under "
     "differential privacy.",
     no_args_is_help=True,

@@ -32,7 +32,6 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
-import click
 import pandas as pd
 import typer
 
@@ -66,6 +65,10 @@ __all__ = [
 ]
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+#: click's exception classes as this Typer raises them (Typer >= 0.22 vendors its own copy of click,
+#: older ones use the click package): taken from Typer's own ``BadParameter``
+ClickException: type[Exception] = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
 
 #: exit code of a command that failed with a privpub error (bad input, missing data, budget)
 ERROR_EXIT_CODE = 2
@@ -263,7 +266,7 @@ def handle_errors(func: F) -> F:
         nonlocal flags
         try:
             return func(*args, **kwargs)
-        except (typer.Exit, typer.Abort, click.exceptions.ClickException):
+        except (typer.Exit, typer.Abort, ClickException):
             raise
         except PrivpubError as exc:
             if flags is None:

@@ -12,7 +12,7 @@ from typing import Annotated, Any
 import numpy as np
 import typer
 
-from privpub.cli._common import ForceOption, handle_errors
+from privpub.cli._common import ForceOption, _one_line, handle_errors
 from privpub.errors import DataNotFoundError, ParameterError, PrivpubError
 
 db_app = typer.Typer(help="The service's database: schema upgrades (Alembic).", no_args_is_help=True)
@@ -22,6 +22,21 @@ campaign_app = typer.Typer(help="Create and manage collection campaigns on a run
 _DB = typer.Option("--db", help="Database: a SQLite file path or URL (sqlite:///x.db, postgresql+psycopg://...).")
 _LOG_LEVELS = ("critical", "error", "warning", "info", "debug", "trace")
 _URL = typer.Option("--url", envvar="PRIVPUB_URL", help="The service's base URL (default $PRIVPUB_URL).")
+
+#: environment variables of the two tokens, named in 401/403 errors
+ADMIN_TOKEN_ENV = "PRIVPUB_ADMIN_TOKEN"
+PRODUCER_TOKEN_ENV = "PRIVPUB_PRODUCER_TOKEN"
+#: seconds between two attempts to connect to a service that is not (yet) listening
+_CONNECT_RETRY_PAUSE = 0.25
+#: default of --connect-timeout: a missing service is reported at once, a starting one needs more
+DEFAULT_CONNECT_TIMEOUT = 2.0
+
+_CONNECT = typer.Option(
+    "--connect-timeout", envvar="PRIVPUB_CONNECT_TIMEOUT", metavar="SECONDS",
+    help="How long to keep trying to connect to a service that does not answer, in seconds (default 2; "
+         "also $PRIVPUB_CONNECT_TIMEOUT). Give more (e.g. 60) right after starting `privpub serve`.")
+_CAMPAIGN_ID = typer.Argument(help="The campaign's id (16 hexadecimal digits, printed by `privpub campaign create`).",
+                              show_default=False)
 
 
 def register(app: typer.Typer, reproduce_app: typer.Typer) -> None:
@@ -109,23 +124,52 @@ def base_url(url: str | None) -> str:
     return base
 
 
-class _Client:
-    """An admin client whose network failures are one-line privpub errors naming --url."""
+def check_connect_timeout(seconds: float) -> float:
+    """``--connect-timeout`` checked: finite, >= 0 and at most a day."""
+    import math
 
-    def __init__(self, client: Any, base: str) -> None:
+    if not (math.isfinite(seconds) and 0 <= seconds <= 86_400):
+        raise ParameterError(f"--connect-timeout must be in 0..86400 seconds, got {seconds}")
+    return seconds
+
+
+class _Client:
+    """An admin client whose failures are one-line privpub errors naming --url, the field or the token.
+
+    A connection that is refused or not answered is retried until ``connect_timeout`` seconds have
+    passed (nothing was sent, so a retry is safe); any other network failure ends the command.
+    """
+
+    def __init__(self, client: Any, base: str, connect_timeout: float, token_env: str = ADMIN_TOKEN_ENV) -> None:
         self._client = client
         self._base = base
+        self._connect_timeout = connect_timeout
+        self._token_env = token_env
 
-    def _do(self, method: str, path: str, **kwargs: Any) -> Any:
+    def _do(self, method: str, path: str, *, timeout: float = 600.0, **kwargs: Any) -> Any:
+        import time
+
         import httpx
 
-        try:
-            resp = self._client.request(method, path, **kwargs)
-        except httpx.HTTPError as exc:
-            raise ServiceUnreachableError(
-                f"could not reach the service at {self._base} (--url / $PRIVPUB_URL): {type(exc).__name__}: {exc}"
-            ) from None
-        return _check(resp)
+        deadline = time.monotonic() + self._connect_timeout
+        while True:
+            remaining = deadline - time.monotonic()
+            try:
+                resp = self._client.request(method, path, timeout=httpx.Timeout(
+                    timeout, connect=min(max(remaining, 0.05), timeout)), **kwargs)
+            except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
+                if time.monotonic() + _CONNECT_RETRY_PAUSE < deadline:
+                    time.sleep(_CONNECT_RETRY_PAUSE)
+                    continue
+                raise ServiceUnreachableError(
+                    f"could not reach the service at {self._base} within {self._connect_timeout:g} s "
+                    f"({type(exc).__name__}: {_one_line(str(exc)) or 'no answer'}); is `privpub serve` running "
+                    "there? Check --url / $PRIVPUB_URL, or wait longer with --connect-timeout") from None
+            except httpx.HTTPError as exc:
+                raise ServiceUnreachableError(
+                    f"the service at {self._base} (--url / $PRIVPUB_URL) failed: {type(exc).__name__}: "
+                    f"{_one_line(str(exc))}") from None
+            return check_response(resp, self._token_env)
 
     def get(self, path: str, **kwargs: Any) -> Any:
         return self._do("GET", path, **kwargs)
@@ -138,6 +182,12 @@ class ServiceUnreachableError(PrivpubError):
     """The service at --url could not be reached."""
 
 
+class ServiceError(ParameterError):
+    """The service refused a request (4xx/5xx), in the CLI's one error format."""
+
+
+
+
 def _json(resp: Any) -> Any:
     try:
         return resp.json()
@@ -146,26 +196,93 @@ def _json(resp: Any) -> Any:
                                       "a body that is not JSON; is --url a privpub service?") from None
 
 
-def _client(url: str | None) -> tuple[Any, str]:
+def _client(url: str | None, connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
+            token: str | None = None, token_env: str = ADMIN_TOKEN_ENV) -> tuple[_Client, str]:
     import httpx
 
     base = base_url(url)
-    token = os.environ.get("PRIVPUB_ADMIN_TOKEN")
+    check_connect_timeout(connect_timeout)
+    token = token if token is not None else os.environ.get(ADMIN_TOKEN_ENV)
     headers = {"Authorization": f"Bearer {token}"} if token else {}
-    # a service that is still starting: retry the connection for about 15 seconds
-    transport = httpx.HTTPTransport(retries=6)
-    return _Client(httpx.Client(base_url=base, headers=headers, timeout=600.0, transport=transport), base), base
+    client = httpx.Client(base_url=base, headers=headers, timeout=600.0)
+    return _Client(client, base, connect_timeout, token_env), base
+
+
+def service_error_message(status: int, message: str, field: str | None = None,
+                          errors: list[dict[str, Any]] | None = None, token_env: str = ADMIN_TOKEN_ENV) -> str:
+    """The CLI's one wording of a service error: what was wrong, naming the field or the token variable.
+
+    Examples
+    --------
+    >>> service_error_message(404, "campaign 'abc' not found")
+    "the service refused the request (404): campaign 'abc' not found"
+    >>> service_error_message(422, "must be > 0", "epsilon")
+    'the service refused the request (422): epsilon: must be > 0'
+    >>> service_error_message(403, "the admin token is not valid")
+    'the service refused the request (403): the admin token is not valid; set PRIVPUB_ADMIN_TOKEN to the token the service was started with'
+    """
+    items = [(e.get("field"), str(e.get("message", ""))) for e in errors or [] if isinstance(e, dict)]
+    if not items:
+        items = [(field, message)]
+    text = "; ".join(f"{f}: {_plain(m)}" if f else _plain(m) for f, m in items)
+    if status in (401, 403) and token_env not in text:
+        if token_env == PRODUCER_TOKEN_ENV:
+            text += (f"; set {PRODUCER_TOKEN_ENV} (or --token) to the stream's producer token, or "
+                     f"{ADMIN_TOKEN_ENV} to the admin token")
+        elif not field:  # an enrollment token or assignment names its own field
+            text += f"; set {ADMIN_TOKEN_ENV} to the token the service was started with"
+    return f"the service refused the request ({status}): {text}"
+
+
+def _plain(message: str) -> str:
+    """A pydantic message without its regular expression (``should match pattern '^[0-9a-f]{16}$'``)."""
+    import re
+
+    return re.sub(r"[Ss]tring should match pattern '[^']*'", "has the wrong format", _one_line(message))
+
+
+def check_response(resp: Any, token_env: str = ADMIN_TOKEN_ENV) -> Any:
+    """``resp`` if it succeeded, else a :class:`ServiceError` in the CLI's one format."""
+    if resp.status_code < 400:
+        return resp
+    try:
+        body = resp.json()
+        err = body.get("error", {}) if isinstance(body, dict) else {}
+        message, field, errors = str(err.get("message", resp.text[:300])), err.get("field"), err.get("errors")
+    except ValueError:
+        message, field, errors = _one_line(resp.text)[:300] or "no details", None, None
+    raise ServiceError(service_error_message(resp.status_code, message, field, errors, token_env))
+
+
+def submission_errors(token_env: str = ADMIN_TOKEN_ENV) -> Any:
+    """A context manager: the client SDK's refusals and give-ups in the CLI's one format."""
+    import contextlib
+
+    from privpub.client import OfflineError, SubmissionError
+
+    @contextlib.contextmanager
+    def manager() -> Any:
+        try:
+            yield
+        except SubmissionError as exc:
+            raise ServiceError(service_error_message(exc.status, exc.message, exc.field,
+                                                     token_env=token_env)) from None
+        except OfflineError as exc:
+            raise ServiceUnreachableError(f"the service stopped answering: {exc}") from None
+
+    return manager()
 
 
 def _check(resp: Any) -> Any:
-    if resp.status_code >= 400:
-        try:
-            err = resp.json().get("error", {})
-            msg = err.get("message", resp.text) + (f" (field {err['field']!r})" if err.get("field") else "")
-        except ValueError:
-            msg = resp.text
-        raise ParameterError(f"the service answered {resp.status_code}: {msg}")
-    return resp
+    return check_response(resp)
+
+
+def connect(url: str | None, connect_timeout: float = DEFAULT_CONNECT_TIMEOUT, token: str | None = None,
+            token_env: str = ADMIN_TOKEN_ENV) -> tuple[_Client, str]:
+    """A client of a service that answers ``GET /health``, waiting up to ``connect_timeout`` seconds for it."""
+    client, base = _client(url, connect_timeout, token, token_env)
+    client.get("/health", timeout=10.0)
+    return client, base
 
 
 @campaign_app.command("create")
@@ -173,6 +290,7 @@ def _check(resp: Any) -> Any:
 def campaign_create(
     spec: Annotated[Path, typer.Argument(help="Campaign declaration (YAML or JSON).")],
     url: Annotated[str | None, _URL] = None,
+    connect_timeout: Annotated[float, _CONNECT] = DEFAULT_CONNECT_TIMEOUT,
 ) -> None:
     """Create a campaign from a YAML/JSON declaration; prints its public configuration (JSON)."""
     _need_extra()
@@ -190,33 +308,37 @@ def campaign_create(
     if not isinstance(body, dict):
         raise ParameterError(f"campaign file {str(spec)!r} must hold a mapping (name, kind, epsilon, ...), "
                              f"got {type(body).__name__}")
-    client, _ = _client(url)
+    client, _ = _client(url, connect_timeout)
     typer.echo(json.dumps(_json(client.post("/campaigns", json=body)), indent=2))
 
 
 @campaign_app.command("status")
 @handle_errors
-def campaign_status(campaign_id: str, url: Annotated[str | None, _URL] = None) -> None:
+def campaign_status(campaign_id: Annotated[str, _CAMPAIGN_ID], url: Annotated[str | None, _URL] = None,
+                    connect_timeout: Annotated[float, _CONNECT] = DEFAULT_CONNECT_TIMEOUT) -> None:
     """A campaign's status (JSON)."""
-    client, _ = _client(url)
-    typer.echo(json.dumps(_json(client.get(f"/campaigns/{_id(campaign_id)}/status")), indent=2))
+    ident = _id(campaign_id)
+    client, _ = _client(url, connect_timeout)
+    typer.echo(json.dumps(_json(client.get(f"/campaigns/{ident}/status")), indent=2))
 
 
 @campaign_app.command("release")
 @handle_errors
 def campaign_release(
-    campaign_id: str,
+    campaign_id: Annotated[str, _CAMPAIGN_ID],
     url: Annotated[str | None, _URL] = None,
     output: Annotated[Path | None, typer.Option("--output", "-o", help="Write the release (.json) here.")] = None,
     force: ForceOption = False,
+    connect_timeout: Annotated[float, _CONNECT] = DEFAULT_CONNECT_TIMEOUT,
 ) -> None:
     """Publish a release from the stored reports (admin); prints a summary."""
     from privpub._io import check_output, write_json
 
     if output is not None:  # checked before the release spends budget
         check_output(output, force=force, supported=("json",))
-    client, _ = _client(url)
-    rel = _json(client.post(f"/campaigns/{_id(campaign_id)}/releases"))
+    ident = _id(campaign_id)
+    client, _ = _client(url, connect_timeout)
+    rel = _json(client.post(f"/campaigns/{ident}/releases"))
     if output is not None:
         write_json(rel, output, force=force)
     summary = {k: rel[k] for k in ("id", "n_reports", "epsilon", "ledger_total")}
@@ -227,31 +349,40 @@ def campaign_release(
 
 @campaign_app.command("tokens")
 @handle_errors
-def campaign_tokens(campaign_id: str, count: Annotated[int, typer.Option("--count")] = 1,
-                    url: Annotated[str | None, _URL] = None) -> None:
+def campaign_tokens(campaign_id: Annotated[str, _CAMPAIGN_ID],
+                    count: Annotated[int, typer.Option("--count", help="How many tokens (1..100000).")] = 1,
+                    url: Annotated[str | None, _URL] = None,
+                    connect_timeout: Annotated[float, _CONNECT] = DEFAULT_CONNECT_TIMEOUT) -> None:
     """Create one-time enrollment tokens (admin); one per line."""
     if not 1 <= count <= 100_000:
         raise ParameterError(f"--count must be in 1..100000, got {count}")
-    client, _ = _client(url)
-    for t in _json(client.post(f"/campaigns/{_id(campaign_id)}/tokens", json={"count": count}))["tokens"]:
+    ident = _id(campaign_id)
+    client, _ = _client(url, connect_timeout)
+    for t in _json(client.post(f"/campaigns/{ident}/tokens", json={"count": count}))["tokens"]:
         typer.echo(t)
 
 
 @campaign_app.command("close")
 @handle_errors
-def campaign_close(campaign_id: str, url: Annotated[str | None, _URL] = None) -> None:
+def campaign_close(campaign_id: Annotated[str, _CAMPAIGN_ID], url: Annotated[str | None, _URL] = None,
+                   connect_timeout: Annotated[float, _CONNECT] = DEFAULT_CONNECT_TIMEOUT) -> None:
     """Stop accepting reports (admin)."""
-    client, _ = _client(url)
-    client.post(f"/campaigns/{_id(campaign_id)}/close")
+    ident = _id(campaign_id)
+    client, _ = _client(url, connect_timeout)
+    client.post(f"/campaigns/{ident}/close")
     typer.echo(f"campaign {campaign_id} closed")
 
 
-def _id(campaign_id: str) -> str:
-    from urllib.parse import quote
+def _id(ident: str, what: str = "campaign") -> str:
+    """A campaign's or stream's id, checked before anything is sent (16 hexadecimal digits)."""
+    import re
 
-    if not campaign_id.strip():
-        raise ParameterError("the campaign id must not be empty")
-    return quote(campaign_id, safe="")
+    if not ident.strip():
+        raise ParameterError(f"the {what} id must not be empty")
+    if not re.fullmatch(r"[0-9a-f]{16}", ident):
+        raise ParameterError(f"the {what} id must be 16 hexadecimal digits (as `privpub {what} create` printed), "
+                             f"got {ident!r}")
+    return ident
 
 
 def simulate_values(config: dict[str, Any], n: int, rng: np.random.Generator) -> Any:
@@ -296,6 +427,7 @@ def participate(
                                                                      "(reproducible simulations only).")] = None,
     batch_size: Annotated[int, typer.Option("--batch-size", help="Reports per upload (gateway mode).")] = 1000,
     token: Annotated[str | None, typer.Option("--token", help="Enrollment token (with --value).")] = None,
+    connect_timeout: Annotated[float, _CONNECT] = DEFAULT_CONNECT_TIMEOUT,
 ) -> None:
     """Take part in a campaign: perturb locally, upload the reports, print the receipt(s).
 
@@ -313,12 +445,19 @@ def participate(
         raise ParameterError("--campaign must not be empty")
     if values is not None and not values.is_file():
         raise DataNotFoundError(f"--values file {str(values)!r} does not exist or is not a file")
+    campaign = _id(campaign)
     _need_extra()
+    connect(url, connect_timeout)  # an unreachable service fails here, within --connect-timeout
+    with submission_errors():
+        _participate(base, campaign, value, values, simulate, seed, rng_seed, batch_size, token)
+
+
+def _participate(base: str, campaign: str, value: str | None, values: Path | None, simulate: int | None,
+                 seed: int | None, rng_seed: int | None, batch_size: int, token: str | None) -> None:
     from privpub.cli._common import read_table
     from privpub.client import Gateway, Participant
 
     rng: Any = "secure" if rng_seed is None else rng_seed
-    campaign = _id(campaign)
     if value is not None:
         p = Participant(base, campaign, token=token, rng=rng)
         kind = p.config()["kind"]

@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
-import click
 import numpy as np
 import pandas as pd
 import typer
@@ -82,7 +81,7 @@ class _StreamGroup(TyperGroup):
     """``privpub stream``: a group whose default command is ``publish`` (``privpub stream INPUT ...``
     keeps working), beside the service commands ``create``, ``produce`` and ``query``."""
 
-    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
         if args and args[0] not in self.commands and args[0] not in ("--help", "-h"):
             args = ["publish", *args]
         return super().parse_args(ctx, args)

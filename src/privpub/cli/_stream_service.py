@@ -1,8 +1,13 @@
-"""``privpub stream create|produce|query``: live streams of a running ``privpub serve`` (issue 16)."""
+"""``privpub stream create|produce|query``: live streams of a running ``privpub serve`` (issue 16).
+
+Every argument is checked before the service is contacted; a service that does not answer is
+reported within ``--connect-timeout`` seconds (default 2).
+"""
 
 from __future__ import annotations
 
 import json
+import math
 import os
 from pathlib import Path
 from typing import Annotated, Any
@@ -10,29 +15,48 @@ from typing import Annotated, Any
 import numpy as np
 import typer
 
-from privpub.cli._common import handle_errors
+from privpub.cli._common import Checks, handle_errors
 from privpub.cli._series import read_series
-from privpub.cli._service import _URL, ServiceUnreachableError, _check, _client, _id, _need_extra
+from privpub.cli._service import (
+    _CONNECT,
+    _URL,
+    ADMIN_TOKEN_ENV,
+    DEFAULT_CONNECT_TIMEOUT,
+    PRODUCER_TOKEN_ENV,
+    _id,
+    _need_extra,
+    base_url,
+    check_connect_timeout,
+    connect,
+    submission_errors,
+)
 from privpub.errors import ParameterError
 
-_TOKEN = typer.Option("--token", envvar="PRIVPUB_PRODUCER_TOKEN",
+_TOKEN = typer.Option("--token", envvar=PRODUCER_TOKEN_ENV,
                       help="The stream's producer token (default $PRIVPUB_PRODUCER_TOKEN, else $PRIVPUB_ADMIN_TOKEN).")
+_METHOD_HELP = "Stream publisher: hq_rtp (default), rtp, rtp_mm, hq_rtpmm, bt or bth (as privpub stream publish)."
+#: most items of one request (the service's and the producer's limit)
+MAX_BATCH = 200_000
+#: with --speed, a request carries about this many seconds of steps
+PACE_SECONDS = 0.1
 
 
-def _connect(url: str | None, wait: float = 60.0) -> tuple[Any, str]:
-    """A client of the service, after waiting (up to ``wait`` seconds) for a service that is starting."""
-    import time
+def paced_batch_size(batch_size: int, speed: float | None) -> int:
+    """Items per request: ``batch_size``, or with ``--speed`` about a tenth of a second's worth.
 
-    client, base = _client(url)
-    deadline = time.monotonic() + wait
-    while True:
-        try:
-            client.get("/health", timeout=5.0)
-            return client, base
-        except ServiceUnreachableError as exc:
-            if time.monotonic() > deadline:
-                raise ServiceUnreachableError(f"{exc}; is `privpub serve` running there?") from None
-            time.sleep(0.25)
+    Examples
+    --------
+    >>> paced_batch_size(10_000, None), paced_batch_size(10_000, 2000.0), paced_batch_size(10_000, 1.0)
+    (10000, 200, 1)
+    """
+    if speed is None:
+        return batch_size
+    return max(1, min(batch_size, math.ceil(speed * PACE_SECONDS)))
+
+
+def _check_common(checks: Checks, url: str | None, connect_timeout: float) -> None:
+    checks(base_url, url)
+    checks(check_connect_timeout, connect_timeout)
 
 
 def register_service_commands(stream_app: typer.Typer) -> None:
@@ -42,82 +66,105 @@ def register_service_commands(stream_app: typer.Typer) -> None:
         name: Annotated[str, typer.Option("--name", help="The stream's name.")],
         epsilon: Annotated[float, typer.Option("--epsilon", "-e", help="Event-level epsilon of the whole stream.")],
         window: Annotated[int, typer.Option("--window", "-w", help="Sliding window W (steps).")],
-        publisher: Annotated[str, typer.Option("--publisher", "-m",
-                                               help="hq_rtp|rtp|rtp_mm|hq_rtpmm|bt|bth.")] = "hq_rtp",
+        method: Annotated[str, typer.Option("--method", "-m", help=_METHOD_HELP)] = "hq_rtp",
+        publisher: Annotated[str | None, typer.Option(
+            "--publisher", hidden=True, help="Deprecated name of --method.")] = None,
         step_seconds: Annotated[float | None, typer.Option(
-            "--step-seconds", help="Step length: the service's clock closes steps (events). Omitted: "
-                                   "one step per posted count.")] = None,
+            "--step-seconds", help="Step length: the service's clock closes steps (events). Omitted: one step "
+                                   "per posted count.")] = None,
         sensitivity: Annotated[float, typer.Option(
             "--sensitivity", help="What one individual may contribute to one step's count.")] = 1.0,
         late: Annotated[str, typer.Option("--late", help="Late events: reject or current.")] = "reject",
         session: Annotated[str | None, typer.Option("--session", help="Budget session (service database).")] = None,
         url: Annotated[str | None, _URL] = None,
+        connect_timeout: Annotated[float, _CONNECT] = DEFAULT_CONNECT_TIMEOUT,
     ) -> None:
-        """Create a stream on a running service (admin token: $PRIVPUB_ADMIN_TOKEN); prints its status
-        and its producer token (shown once) as JSON."""
-        import math
-
+        """Create a stream on a running service (admin token: $PRIVPUB_ADMIN_TOKEN); prints its status and its producer token (shown once) as JSON."""
         from privpub.core import check_epsilon
 
-        check_epsilon(epsilon, "--epsilon")
+        if publisher is not None:
+            typer.echo("warning: --publisher is deprecated; use --method", err=True)
+            method = publisher
+        checks = Checks()
+        if not name.strip():
+            checks.add("--name must not be empty")
+        elif len(name) > 200:
+            checks.add(f"--name must be at most 200 characters, got {len(name)}")
+        if not method.strip():
+            checks.add("--method must name a stream publisher (hq_rtp, rtp, rtp_mm, hq_rtpmm, bt, bth)")
+        checks(check_epsilon, epsilon, "--epsilon")
         if window < 1:
-            raise ParameterError(f"--window must be >= 1, got {window}")
+            checks.add(f"--window must be >= 1, got {window}")
         if step_seconds is not None and not (math.isfinite(step_seconds) and step_seconds > 0):
-            raise ParameterError(f"--step-seconds must be finite and > 0, got {step_seconds}")
+            checks.add(f"--step-seconds must be finite and > 0, got {step_seconds}")
         if not (math.isfinite(sensitivity) and sensitivity > 0):
-            raise ParameterError(f"--sensitivity must be finite and > 0, got {sensitivity}")
+            checks.add(f"--sensitivity must be finite and > 0, got {sensitivity}")
+        if late not in ("reject", "current"):
+            checks.add(f"--late must be reject or current, got {late!r}")
+        if session is not None and not session.strip():
+            checks.add("--session must not be empty")
+        _check_common(checks, url, connect_timeout)
+        checks.done()
         _need_extra()
-        body: dict[str, Any] = {"name": name, "publisher": publisher, "epsilon": epsilon, "window": window,
+        body: dict[str, Any] = {"name": name, "publisher": method, "epsilon": epsilon, "window": window,
                                 "sensitivity": sensitivity, "late": late}
         if step_seconds is not None:
             body["step_seconds"] = step_seconds
         if session is not None:
             body["session"] = session
-        client, _ = _connect(url)
-        typer.echo(json.dumps(_check(client.post("/streams", json=body)).json(), indent=2))
+        client, _ = connect(url, connect_timeout)
+        typer.echo(json.dumps(client.post("/streams", json=body).json(), indent=2))
 
     @stream_app.command("produce")
     @handle_errors
     def produce(
-        input: Annotated[Path, typer.Argument(help="CSV/Parquet (with --column), or .txt: counts or event times.")],
+        input: Annotated[Path, typer.Argument(help="CSV/Parquet (with --column), or .txt: counts or event times.",
+                                              show_default=False)],
         stream_id: Annotated[str, typer.Option("--stream", help="The stream's id.")],
         kind: Annotated[str, typer.Option("--kind", help="counts (one per step) or times (Unix seconds or "
                                                          "timestamps, one event each).")] = "counts",
         column: Annotated[str | None, typer.Option("--column", "-c", help="Column to read.")] = None,
         speed: Annotated[float | None, typer.Option(
-            "--speed", help="counts: steps per second; times: replay speed-up of the recorded gaps (events are "
-                            "stamped when sent). Default: as fast as possible (times: sent with their own "
-                            "times).")] = None,
-        batch_size: Annotated[int, typer.Option("--batch-size", help="Items per request.")] = 10_000,
+            "--speed", help="counts: steps per second (requests of about a tenth of a second's steps); times: "
+                            "replay speed-up of the recorded gaps (events are stamped when sent). Default: as "
+                            "fast as possible (times: sent with their own times).")] = None,
+        batch_size: Annotated[int, typer.Option("--batch-size", help="Most items per request (1..200000).")] = 10_000,
         token: Annotated[str | None, _TOKEN] = None,
         url: Annotated[str | None, _URL] = None,
+        connect_timeout: Annotated[float, _CONNECT] = DEFAULT_CONNECT_TIMEOUT,
     ) -> None:
         """Post a file of per-step counts or event times to a stream, at a chosen speed (demos, tests)."""
-        _need_extra()
-        from privpub.client import StreamProducer
-
+        checks = Checks()
         if kind not in ("counts", "times"):
-            raise ParameterError(f"--kind must be counts or times, got {kind!r}")
-        if speed is not None and not speed > 0:
-            raise ParameterError(f"--speed must be > 0, got {speed}")
-        tok = token or os.environ.get("PRIVPUB_ADMIN_TOKEN")
+            checks.add(f"--kind must be counts or times, got {kind!r}")
+        if speed is not None and not (math.isfinite(speed) and speed > 0):
+            checks.add(f"--speed must be finite and > 0, got {speed}")
+        if not 1 <= batch_size <= MAX_BATCH:
+            checks.add(f"--batch-size must be in 1..{MAX_BATCH}, got {batch_size}")
+        tok = token or os.environ.get(ADMIN_TOKEN_ENV)
         if not tok:
-            raise ParameterError("--token (or $PRIVPUB_PRODUCER_TOKEN / $PRIVPUB_ADMIN_TOKEN) is needed")
+            checks.add(f"--token (or ${PRODUCER_TOKEN_ENV} / ${ADMIN_TOKEN_ENV}) is needed")
+        checks(_id, stream_id, "stream")
+        _check_common(checks, url, connect_timeout)
+        checks.done()
         data = read_series(input, column, timestamps=kind == "times")
         if np.isnan(data).any():
             raise ParameterError(f"{input.name} has missing values (row {int(np.flatnonzero(np.isnan(data))[0])}): "
                                  "every count and every event needs a value")
-        _, base = _connect(url)
-        if batch_size < 1:
-            raise ParameterError(f"--batch-size must be >= 1, got {batch_size}")
-        producer = StreamProducer(base, _id(stream_id), token=tok, batch_size=batch_size)
+        _need_extra()
+        from privpub.client import StreamProducer
+
+        _, base = connect(url, connect_timeout, tok, PRODUCER_TOKEN_ENV)
+        per_request = paced_batch_size(batch_size, speed) if kind == "counts" else batch_size
+        producer = StreamProducer(base, stream_id, token=tok, batch_size=per_request)
         try:
-            if kind == "counts":
-                res = producer.send_counts(data, rate=speed)
-            elif speed is None:
-                res = producer.send_events(data)
-            else:
-                res = producer.replay_times(data, speed=speed)
+            with submission_errors(PRODUCER_TOKEN_ENV):
+                if kind == "counts":
+                    res = producer.send_counts(data, rate=speed)
+                elif speed is None:
+                    res = producer.send_events(data)
+                else:
+                    res = producer.replay_times(data, speed=speed)
         finally:
             producer.close()
         typer.echo(f"sent {res.items} {kind} in {res.batches} batches ({res.duplicates} already counted); "
@@ -126,12 +173,22 @@ def register_service_commands(stream_app: typer.Typer) -> None:
     @stream_app.command("query")
     @handle_errors
     def query(
-        stream_id: Annotated[str, typer.Argument(help="The stream's id.")],
+        stream_id: Annotated[str, typer.Argument(help="The stream's id (16 hexadecimal digits).", show_default=False)],
         start: Annotated[int, typer.Option("--start", help="First step (from 1).")],
         end: Annotated[int, typer.Option("--end", help="Last step (inclusive).")],
         url: Annotated[str | None, _URL] = None,
+        connect_timeout: Annotated[float, _CONNECT] = DEFAULT_CONNECT_TIMEOUT,
     ) -> None:
         """Ask a stream for the noisy count of steps START..END (JSON)."""
-        client, _ = _connect(url)
-        resp = client.get(f"/streams/{_id(stream_id)}/range", params={"start": start, "end": end})
-        typer.echo(json.dumps(_check(resp).json(), indent=2))
+        checks = Checks()
+        checks(_id, stream_id, "stream")
+        if start < 1:
+            checks.add(f"--start must be >= 1 (steps count from 1), got {start}")
+        if end < start:
+            checks.add(f"--end must be >= --start, got --start {start} --end {end}")
+        _check_common(checks, url, connect_timeout)
+        checks.done()
+        _need_extra()
+        client, _ = connect(url, connect_timeout)
+        resp = client.get(f"/streams/{stream_id}/range", params={"start": start, "end": end})
+        typer.echo(json.dumps(resp.json(), indent=2))

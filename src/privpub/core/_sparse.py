@@ -134,6 +134,50 @@ def _rint(values: NDArray[np.float64]) -> I64:
     return out
 
 
+#: numpy's binomial sampler is exact up to this n; before numpy 2.4 it returned half the mean for
+#: n >= 2**56, so larger n is drawn as a sum of binomials of at most this size (an exact identity)
+_BINOMIAL_CHUNK = 2**52
+
+
+def _binomial(n: int, p: float, gen: np.random.Generator) -> int:
+    """One Binomial(n, p) draw for any ``n`` < 2**63 and any ``p`` in [0, 1], on every numpy we support.
+
+    Before numpy 2.4, ``Generator.binomial`` returned 0 whenever ``1 - p`` rounds to 1 (its inversion
+    uses ``log(1 - p)``) and half the mean for ``n >= 2**56``: the empty cells of a huge domain
+    would never be released, which tells that a released cell was not empty. A ``p`` that small is
+    drawn from its Geometric(p) waiting times (inverted through ``log1p``); a huge ``n`` as a sum of
+    binomials of at most 2**52 trials.
+
+    Examples
+    --------
+    >>> g = np.random.default_rng(0)
+    >>> bool(10 < np.mean([_binomial(2**62, 20 / 2**62, g) for _ in range(50)]) < 30)  # mean 20, sd 0.6
+    True
+    >>> bool(abs(_binomial(2**60, 0.25, g) - 2**58) < 2**32)  # mean 2**58, sd 2**29.2
+    True
+    """
+    if n <= 0 or p <= 0.0:
+        return 0
+    if 1.0 - p == 1.0:  # the successes are where the Geometric(p) gaps land inside the n trials
+        rate = -math.log1p(-p)
+        count, position = 0, 0.0
+        while True:
+            gaps = np.ceil(gen.exponential(1.0 / rate, size=64))
+            ends = position + np.cumsum(gaps)
+            inside = int(np.count_nonzero(ends <= n))
+            count += inside
+            if inside < gaps.size:
+                return count
+            position = float(ends[-1])
+    if n <= _BINOMIAL_CHUNK:
+        return int(gen.binomial(n, p))
+    full, rest = divmod(n, _BINOMIAL_CHUNK)
+    sizes = np.full(full, _BINOMIAL_CHUNK, dtype=np.int64)
+    if rest:
+        sizes = np.append(sizes, np.int64(rest))
+    return int(gen.binomial(sizes, p).sum())
+
+
 def sparse_noisy_counts(
     cells: ArrayLike,
     counts: ArrayLike,
@@ -279,7 +323,7 @@ def sparse_noisy_counts(
         listed = add_int_noise(vals, _discrete_laplace_exact(ids.size, t, s, gen))
     else:
         listed = _rint(vals.astype(np.float64) + gen.laplace(0.0, scale, size=ids.size))
-    m = int(gen.binomial(n_empty, p)) if n_empty else 0
+    m = _binomial(n_empty, p, gen) if n_empty else 0
     empty = _empty_ids(_distinct_uniform(n_empty, m, gen), ids)
     if kind == "discrete":
         tail = 1 + _geometric_exact(m, t, s, gen)
