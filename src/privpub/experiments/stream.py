@@ -33,7 +33,8 @@ from privpub.experiments._common import (
 )
 from privpub.stream import make_publisher
 
-__all__ = ["analytic_mse", "demo", "make_queries", "reproduce", "run_method", "stand_in_per_second", "synthetic_stream"]
+__all__ = ["analytic_mse", "demo", "make_queries", "reproduce", "run_method", "stand_in_per_second", "synthetic_stream",
+           "tree_heights"]
 
 log = logging.getLogger(__name__)
 
@@ -124,14 +125,41 @@ def run_method(
 
     ``ledgers``, if given, receives the publisher's ledger under ``label`` (first run only).
     """
+    pub, answers = _replayed(method, data, queries, window=window, epsilon=epsilon, rng=rng, history=history,
+                             noise=noise)
+    if ledgers is not None and label and label not in ledgers:
+        ledgers[label] = pub.ledger
+    return answers
+
+
+def _replayed(method: str, data: NDArray[np.int64], queries: NDArray[np.int64], *, window: int, epsilon: float,
+              rng: RNGLike, history: NDArray[np.int64] | None, noise: str) -> tuple[Any, NDArray[np.float64]]:
+    """The publisher of ``method`` after replaying ``data``, and its answers to ``queries``."""
     kw: dict[str, object] = {"window": window, "epsilon": epsilon, "rng": rng, "noise": noise}
     if method.startswith("hq") and history is not None:
         kw["history"] = history
     pub = make_publisher(method, **kw)
-    answers = pub.replay(data, queries)
-    if ledgers is not None and label and label not in ledgers:
-        ledgers[label] = pub.ledger
-    return answers
+    return pub, pub.replay(data, queries)
+
+
+def tree_heights(pub: Any) -> str:
+    """The tree heights a stream publisher chose, from its public ``trees`` (those meeting the window).
+
+    Examples
+    --------
+    >>> from privpub.stream import RTP
+    >>> pub = RTP(window=16, epsilon=1.0, rng=0, height=3)
+    >>> pub.extend(np.ones(40, dtype=np.int64))
+    >>> tree_heights(pub)
+    'trees in the window: 4 of height 3'
+    """
+    trees = getattr(pub, "trees", None)
+    if not trees:
+        return ""
+    counts: dict[int, int] = {}
+    for _, k in trees:
+        counts[int(k)] = counts.get(int(k), 0) + 1
+    return "trees in the window: " + ", ".join(f"{n} of height {k}" for k, n in sorted(counts.items()))
 
 
 def _stable_id(name: str) -> int:
@@ -174,10 +202,13 @@ def demo(rng: RNGLike = 0) -> list[DemoRow]:
     truth = _truth(data, queries)
     rows = []
     for m in METHODS:
-        ans = run_method(m, data, queries, window=4096, epsilon=1.0, rng=np.random.default_rng(seeds[2]),
-                         history=np.full(100, 32), noise="discrete")
+        pub, answers = _replayed(m, data, queries, window=4096, epsilon=1.0, rng=np.random.default_rng(seeds[2]),
+                                 history=np.full(100, 32), noise="discrete")
+        heights = tree_heights(pub)
         rows.append(DemoRow("stream", LABELS[m], 1.0, "MSE, ranges of 1-64 items",
-                            float(np.mean((ans - truth) ** 2)), note=f"{len(queries)} queries"))
+                            float(np.mean((answers - truth) ** 2)),
+                            note=f"{len(queries)} queries; {heights}" if heights else f"{len(queries)} queries",
+                            ledger=pub.ledger))
     return rows
 
 
