@@ -11,9 +11,11 @@ import time
 from pathlib import Path
 
 import httpx
+import numpy as np
 import pytest
 from service_helpers import chromium_or_skip, create
 
+from privpub.cli._service import simulate_values
 from privpub.client import Gateway
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "service.md"
@@ -99,3 +101,30 @@ def test_help_page_matches_the_docs(server) -> None:
     section = docs.split("## Reading the dashboards", 1)[1]
     for _, title in headings:
         assert f"### {title.replace('&#34;', chr(34))}" in section, title
+
+
+def _axis_ticks(html: str, plot_id: str, axis: str) -> list[str]:
+    svg = html.split(f'id="{plot_id}"', 1)[1].split("</svg>", 1)[0]
+    block = svg.split(f'<g class="axis {axis}">', 1)[1].split("</g>", 1)[0]
+    return re.findall(r'class="tick-label"[^>]*>([^<]+)<', block)
+
+
+def test_spatial_and_synth_plots_have_axes_and_explanations(server, admin) -> None:
+    ug = create(admin, name="ug", kind="spatial", method="ug", epsilon=1.0, bounds=[0, 0, 10, 10],
+                expected_participants=400, g=4, min_reports=400)
+    Gateway(server.url, ug["id"], rng=4).submit_many(simulate_values(ug, 400, np.random.default_rng(2)))
+    assert admin.post(f"/campaigns/{ug['id']}/releases").status_code == 201
+    html = httpx.get(f"{server.url}/campaigns/{ug['id']}/dashboard").text
+    for axis in ("x-axis", "y-axis"):
+        ticks = _axis_ticks(html, "plot", axis)
+        assert ticks[0] == "0" and ticks[-1] == "10" and len(ticks) >= 3, ticks
+    assert 'id="density-term"' in html and "logarithmic colour scale" in html and 'href="/help#norm-sub"' in html
+    assert 'id="method-term"' in html and "uniform grid" in html
+    attrs = [{"name": "age", "categories": ["young", "old"]}, {"name": "car", "categories": ["no", "yes"]}]
+    syn = create(admin, name="synth", kind="synth", epsilon=4.0, attributes=attrs, degree=1, min_reports=300)
+    Gateway(server.url, syn["id"], rng=5).submit_many(simulate_values(syn, 300, np.random.default_rng(3)))
+    assert admin.post(f"/campaigns/{syn['id']}/releases").status_code == 201
+    html = httpx.get(f"{server.url}/campaigns/{syn['id']}/dashboard").text
+    assert 'id="marginals-term"' in html and "Bayesian network" in html
+    assert html.count(">share of the synthetic records</text>") == 2
+    assert "budget epsilon = 4, spent 4 = 2 x 2 (local perturbation): sequential steps add up" in html

@@ -189,7 +189,7 @@ def explain_entries(entries: Sequence[LedgerEntry], budget: float | None = None)
             groups[-1][3] += 1
         else:
             groups.append([kind, label, cost, 1])
-    for kind, label, cost, n in groups:
+    for _kind, label, cost, n in groups:
         parts.append(f"{n} x {cost:.6g} ({label})" if n > 1 else f"{cost:.6g} ({label})")
     if len(parts) > 8:
         parts = [*parts[:6], f"... {len(parts) - 7} more terms ...", parts[-1]]
@@ -225,8 +225,6 @@ def explain_entries(entries: Sequence[LedgerEntry], budget: float | None = None)
         if naive > cost * (1 + 1e-9):
             text += f" ({cost:.6g} in all, not the sum of their entries, {naive:.6g})"
         words.append(text)
-    elif n_seq == 0:
-        words = []
     out = head + (": " + "; ".join(words) if words else "")
     if budget is not None and math.isfinite(budget) and total < budget * (1 - 1e-9):
         out += f"; {budget - total:.6g} of the budget left unspent"

@@ -154,7 +154,7 @@ def _series_plot(steps: list[int], est: list[float], std: list[float], width: in
     n = len(steps)
 
     def x(i: int) -> float:
-        return left + (width - left - 4) * (i / max(n - 1, 1))
+        return left + (width - left - 24) * (i / max(n - 1, 1))
 
     def y(v: float) -> float:
         return 4 + (height - bottom - 4) * (1 - (v - ymin) / span)
@@ -163,7 +163,7 @@ def _series_plot(steps: list[int], est: list[float], std: list[float], width: in
     band = " ".join([f"{x(i):.1f},{y(v):.1f}" for i, v in enumerate(hi)]
                     + [f"{x(i):.1f},{y(v):.1f}" for i, v in reversed(list(enumerate(lo)))])
     def x_step(step: float) -> float:  # where step number ``step`` lies on the x axis
-        return left + (width - left - 4) * ((step - steps[0]) / max(steps[-1] - steps[0], 1))
+        return left + (width - left - 24) * ((step - steps[0]) / max(steps[-1] - steps[0], 1))
 
     yticks = [{"y": f"{y(t):.1f}", "text": _fmt_tick(t)} for t in _ticks(ymin, ymax)]
     xticks = [{"x": f"{x_step(t):.1f}", "text": _fmt_tick(t)}
