@@ -171,3 +171,29 @@ def test_markdown_subset(tmp_path: Path) -> None:
     assert "<pre><code>x &lt; y</code></pre>" in out and "<blockquote>" in out
     assert 'data-file="a.png"' in out and "missing image missing.png" in out
     assert images == [(tmp_path / "a.png").resolve()]
+
+
+def test_ledgers_compose_in_the_report(tmp_path: Path) -> None:
+    """Issue 21: the printed total is the composed total (parallel blocks cost their costliest branch),
+    also for a ledgers.csv written before the block columns existed."""
+    from privpub.core import Accountant, discrete_laplace
+    from privpub.experiments._common import write_ledgers
+
+    with Accountant(0.5) as acc:
+        with acc.parallel("disjoint user groups") as block:
+            for g in range(8):
+                with block.branch(f"U^{g}"):
+                    discrete_laplace([3], epsilon=0.5, rng=g, note=f"group {g}")
+        ledger = acc.seal()
+    part = tmp_path / "spatial"
+    write_ledgers(part, {"KDGHT eps=0.5": ledger})
+    old = tmp_path / "old"
+    old.mkdir()
+    frame = pd.read_csv(part / "ledgers.csv")
+    frame.drop(columns=["sensitivity", "block", "branch"]).to_csv(old / "ledgers.csv", index=False)
+    for out_dir in (part, old):
+        html = build_report([PartSection("spatial", out_dir=out_dir)], tmp_path / f"{out_dir.name}.html"
+                            ).read_text(encoding="utf-8")
+        spent = re.findall(r'class="ledger-total" data-total="([^"]+)">budget ε = 0.5, spent ([0-9.]+)', html)
+        assert spent == [("0.5", "0.5")], out_dir
+        assert "costliest branch" in html and "not the sum of its entries (4)" in html

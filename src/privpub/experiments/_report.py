@@ -461,7 +461,14 @@ def heights_of(entries: Sequence[LedgerEntry]) -> str:
 def _ledgers(frame: pd.DataFrame) -> list[dict[str, Any]]:
     out = []
     for release, group in frame.groupby("release", sort=False):
-        entries = [_ledger_entry(r) for r in group.to_dict("records")]
+        records = group.to_dict("records")
+        if "block" not in group.columns:
+            # a ledgers.csv of an older privpub: a run of parallel entries of one step is one block
+            # whose rows ran on disjoint parts (the only way the parts wrote parallel entries then)
+            for i, r in enumerate(records):
+                if r.get("composition") == "parallel":
+                    r["block"], r["branch"] = str(r["step"]), f"row {i + 1}"
+        entries = [_ledger_entry(r) for r in records]
         budget = None
         if "epsilon_total" in group.columns:
             value = pd.to_numeric(group["epsilon_total"], errors="coerce").iloc[0]
