@@ -427,7 +427,8 @@ def protection_of(entries: Sequence[LedgerEntry]) -> str:
     if any("stream" in e.block for e in entries):
         return ("Central DP at event level, unit: one time step. Neighbouring streams have the same length and "
                 "differ at one time step by at most the sensitivity; each tree node's count gets "
-                f"{', '.join(mechanisms)} noise calibrated to {sens_text}, and each item sits in one tree per level.")
+                f"{', '.join(mechanisms)} noise calibrated to {sens_text}; a time step is counted in one node per "
+                "level of its tree, and the trees cover disjoint stretches of the stream.")
     return ("Central DP, unit: one record. Neighbouring datasets differ by adding or removing one record; "
             f"the curator's steps use {', '.join(mechanisms)} calibrated to {sens_text}.")
 
