@@ -120,6 +120,7 @@ def test_the_demo_report_explains_instead_of_placeholding(demo_report: Path) -> 
                                                                                       "HQ_RTPMM")}
     assert all(h.startswith("Tree heights chosen: ") for h in heights.values()), heights
     assert heights["RTP"] != heights["HQ_RTP"] and heights["RTP_MM"] != heights["HQ_RTPMM"], heights
+    assert "Why the HQ methods are so much better here" in html
     rows = pd.read_csv(demo_report.parent / "stream" / "demo.csv")
     assert rows.note.str.contains("of height").all()
     # the LDP synthesizer's epsilon is explained by paper 000's mapping, with the d and f used
