@@ -75,3 +75,42 @@ def test_bad_budget_inputs() -> None:
     with pytest.raises(ParameterError, match="composition"):
         BudgetLedger(1.0).spend("a", "laplace", 0.1, composition="advanced")
     assert BudgetLedger(Budget(2.0)).epsilon == 2.0  # type: ignore[arg-type]
+
+
+def _spent(text: str) -> float:
+    return float(re.search(r"spent ([0-9.e+-]+|inf)", text).group(1))  # type: ignore[union-attr]
+
+
+def test_explain_states_the_composed_total_and_why() -> None:
+    from privpub.core import Accountant, discrete_laplace
+
+    # eight disjoint user groups at 0.5 each: 0.5, not 4 (the issue-21 KDG-HT ledger)
+    with Accountant(0.5) as acc:
+        with acc.parallel("disjoint user groups") as block:
+            for g in range(8):
+                with block.branch(f"U^{g}"):
+                    discrete_laplace([3], epsilon=0.5, rng=g, note=f"{g + 10} users")
+        ledger = acc.seal()
+    text = ledger.explain()
+    assert _spent(text) == ledger.total == 0.5
+    assert "costliest branch" in text and "not the sum of its entries (4)" in text
+    assert str(ledger).startswith("budget epsilon=0.5, spent 0.5:")
+    # sequential steps add; a block of branches that each run two steps costs one branch's two steps
+    with Accountant(1.0) as acc:
+        with acc.step("structure"):
+            discrete_laplace([3], epsilon=0.25, rng=0)
+        with acc.parallel("trees") as block:
+            for g in range(3):
+                with block.branch(f"tree {g}"), acc.step("level"):
+                    discrete_laplace([1], epsilon=0.25, rng=g)
+                    discrete_laplace([1], epsilon=0.25, rng=g)
+        ledger = acc.seal()
+    text = ledger.explain()
+    assert math.isclose(_spent(text), ledger.total) and math.isclose(ledger.total, 0.75)
+    assert "0.25 (structure) + 0.5 (trees)" in text and "2 steps in sequence" in text
+    assert "0.25 of the budget left unspent" in text
+    # without blocks, the steps simply add
+    led = BudgetLedger(1.0)
+    led.spend("a", "laplace", 0.5)
+    led.spend("a", "laplace", 0.5)
+    assert led.explain() == "spent 1 = 2 x 0.5 (a): sequential steps add up"

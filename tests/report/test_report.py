@@ -90,12 +90,14 @@ def test_every_claim_row_has_a_verdict_and_every_figure_exists(tiny_run: tuple[P
     report = build_report(sections, root / "report.html",
                           missing_datasets=[("gowalla", "spatial", "https://github.com/dpcomp-org/dpcomp_core")])
     scan = _scan(report)
-    # 3 claims from claims.csv + one fallback row for each of the three other parts
-    assert len(scan.claims) == 6
+    # the 3 claims of claims.csv; the parts without one show no placeholder rows (issue 21)
+    assert len(scan.claims) == 3
     for row in scan.claims:
         verdicts = [str(v).strip() for v in row["verdicts"]]  # type: ignore[attr-defined]
         assert len(verdicts) == 1 and verdicts[0] in VERDICTS, row
-    assert {r["part"] for r in scan.claims} == {"histogram", "stream", "decision", "spatial"}
+    assert {r["part"] for r in scan.claims} == {"histogram"}
+    text = report.read_text(encoding="utf-8")
+    assert "No <code>claims.csv</code>" not in text and "results summary" not in text
     # every figure names an existing file and embeds exactly its bytes
     assert len(scan.figures) == 3
     for fig in scan.figures:
@@ -169,3 +171,29 @@ def test_markdown_subset(tmp_path: Path) -> None:
     assert "<pre><code>x &lt; y</code></pre>" in out and "<blockquote>" in out
     assert 'data-file="a.png"' in out and "missing image missing.png" in out
     assert images == [(tmp_path / "a.png").resolve()]
+
+
+def test_ledgers_compose_in_the_report(tmp_path: Path) -> None:
+    """Issue 21: the printed total is the composed total (parallel blocks cost their costliest branch),
+    also for a ledgers.csv written before the block columns existed."""
+    from privpub.core import Accountant, discrete_laplace
+    from privpub.experiments._common import write_ledgers
+
+    with Accountant(0.5) as acc:
+        with acc.parallel("disjoint user groups") as block:
+            for g in range(8):
+                with block.branch(f"U^{g}"):
+                    discrete_laplace([3], epsilon=0.5, rng=g, note=f"group {g}")
+        ledger = acc.seal()
+    part = tmp_path / "spatial"
+    write_ledgers(part, {"KDGHT eps=0.5": ledger})
+    old = tmp_path / "old"
+    old.mkdir()
+    frame = pd.read_csv(part / "ledgers.csv")
+    frame.drop(columns=["sensitivity", "block", "branch"]).to_csv(old / "ledgers.csv", index=False)
+    for out_dir in (part, old):
+        html = build_report([PartSection("spatial", out_dir=out_dir)], tmp_path / f"{out_dir.name}.html"
+                            ).read_text(encoding="utf-8")
+        spent = re.findall(r'class="ledger-total" data-total="([^"]+)">budget ε = 0.5, spent ([0-9.]+)', html)
+        assert spent == [("0.5", "0.5")], out_dir
+        assert "costliest branch" in html and "not the sum of its entries (4)" in html

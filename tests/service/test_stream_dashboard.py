@@ -4,6 +4,7 @@ are released, names escaped, no script."""
 
 from __future__ import annotations
 
+import re
 import tempfile
 import time
 
@@ -24,6 +25,17 @@ def test_stream_dashboard_in_chromium(srv: Server) -> None:
         empty = httpx.get(f"{srv.url}/streams/{sid}/dashboard")
         assert empty.status_code == 200 and 'id="empty"' in empty.text
         post_counts(adm, sid, np.round(100 + 20 * np.sin(np.arange(300) / 20)).astype(int))
+        # the plot has axes: tick marks with round values on both, and a label on each (issue 21)
+        page_html = httpx.get(f"{srv.url}/streams/{sid}/dashboard?points=150").text
+        for axis, label in (("y-axis", "noisy count"), ("x-axis", "step")):
+            block = page_html.split(f'<g class="axis {axis}">', 1)[1].split("</g>", 1)[0]
+            ticks = re.findall(r'class="tick-label"[^>]*>([^<]+)<', block)
+            assert len(ticks) >= 3 and block.count('class="tick"') == len(ticks), block
+            assert all(re.fullmatch(r"-?[0-9.,]+", t) for t in ticks), ticks
+            assert f">{label}</text>" in block
+        steps = [int(t.replace(",", "")) for t in re.findall(
+            r'class="tick-label"[^>]*>([^<]+)<', page_html.split('<g class="axis x-axis">', 1)[1])]
+        assert 151 <= steps[0] and steps[-1] <= 300 and steps == sorted(steps)
         dialogs: list[str] = []
         with sync_api.sync_playwright() as pw, tempfile.TemporaryDirectory() as profile:
             ctx = pw.chromium.launch_persistent_context(profile, executable_path=browser_path, headless=True,

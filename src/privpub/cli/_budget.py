@@ -38,6 +38,8 @@ def show(
     charges = session.charges
     typer.echo(f"budget file {path}: total epsilon {session.total_epsilon:g}, spent {session.spent:.6g}, "
                f"remaining {session.remaining:.6g}")
+    typer.echo("(releases add up, by sequential composition; each is charged its declared epsilon, which is at "
+               "least the total its ledger composes to)")
     if not charges:
         typer.echo("no releases yet")
         return

@@ -7,6 +7,7 @@ report as ``privpub reproduce all`` (``--out``, default ``./privpub-results/demo
 from __future__ import annotations
 
 import importlib
+import inspect
 import time
 import traceback
 from dataclasses import dataclass, field
@@ -45,6 +46,20 @@ def _demo_function(part: str):  # type: ignore[no-untyped-def]
             return None
         raise
     return getattr(module, "demo", None)
+
+
+def _about(part: str) -> str:
+    """What a part's demo ran (its ``demo`` docstring) and any ``demo_about()`` notes, as markdown."""
+    try:
+        module = importlib.import_module(f"privpub.experiments.{part}")
+    except ModuleNotFoundError:
+        return ""
+    demo = getattr(module, "demo", None)
+    doc = inspect.getdoc(demo) or ""
+    text = "\n\n".join(p for p in doc.split("\n\n") if not p.lstrip().startswith(("Examples", "Parameters", ">>>")))
+    about = getattr(module, "demo_about", None)
+    extra = about() if callable(about) else ""
+    return "\n\n".join(t for t in (text, extra) if t)
 
 
 def run_demo(seed: int = 0) -> list[DemoRow]:
@@ -131,23 +146,19 @@ def write_demo_report(run: DemoRun, out_dir: Path | str, *, seed: int = 0, ledge
         table, note = None, ""
         if own:
             write_ledgers(part_dir, own)
-        elif part == "core":
-            note = "the core demo calls the mechanisms directly; there is no release and no ledger"
         elif ledgers:
             table, note = representative_ledgers(part, seed)
+            note = note.replace("the part's run did not record ledgers.csv", "the demo rows carry no ledger")
         sections.append(PartSection(
             part, out_dir=part_dir, status="demo", duration=run.durations.get(part),
-            message="Built-in generated data with known ground truth; no downloads.",
-            ledgers=table, ledger_note=note.replace("the part's run did not record ledgers.csv",
-                                                    "the demo rows carry no ledger"),
-            fallback_note="demo on generated data: the papers' claims are checked on the real datasets by privpub reproduce all",
-            command=f"privpub demo --seed {seed}",
+            about=_about(part), ledgers=table, ledger_note=note, command=f"privpub demo --seed {seed}",
         ))
     return build_report(
         sections, out / "report.html", title="privpub demo",
         intro="Every publisher on built-in generated data with known ground truth (no downloads). "
-              "Errors are measured against the truth the generator knows. The papers' claims are checked "
-              "on the real datasets by `privpub reproduce all`.",
+              "Errors are measured against the truth the generator knows. Each part lists the ledger of "
+              "every release it made: what it spent, how the total composes, and what it protects. The "
+              "papers' claims are checked on the real datasets by `privpub reproduce all`.",
         meta={"command": f"privpub demo --seed {seed}", "seed": str(seed),
               "total time": f"{sum(run.durations.values()):.0f} s"},
     )

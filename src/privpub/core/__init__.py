@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from privpub.core._accountant import Accountant, Charge, ParallelBlock, accounting, active_accountant, charge
-from privpub.core._budget import Budget, BudgetLedger, LedgerEntry, ledger_total, split
+from privpub.core._budget import Budget, BudgetLedger, LedgerEntry, explain_entries, ledger_total, split
 from privpub.core._domain import CategoricalAttribute, NumericAttribute, Schema, infer_schema
 from privpub.core._isotonic import isotonic_regression
 from privpub.core._mechanisms import (
@@ -100,6 +100,7 @@ __all__ = [
     "discrete_laplace",
     "discrete_laplace_noise",
     "discrete_laplace_pmf",
+    "explain_entries",
     "exponential_mechanism",
     "exponential_mechanism_probabilities",
     "exponential_mechanism_ranges",

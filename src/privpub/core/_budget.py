@@ -23,7 +23,7 @@ from typing import Any
 from privpub.core._validation import check_epsilon, check_positive_int, check_real
 from privpub.errors import BudgetExceededError, LedgerFrozenError, ParameterError
 
-__all__ = ["Budget", "BudgetLedger", "LedgerEntry", "ledger_total", "split"]
+__all__ = ["Budget", "BudgetLedger", "LedgerEntry", "explain_entries", "ledger_total", "split"]
 
 #: relative slack allowed when checking a total against a budget
 BUDGET_RTOL = 1e-9
@@ -131,6 +131,104 @@ def ledger_total(entries: Sequence[LedgerEntry]) -> float:
     if any(math.isinf(v) for v in seq):
         return math.inf
     return math.fsum(seq)
+
+
+def _block_terms(entries: Sequence[LedgerEntry]) -> list[tuple[str, float, Any]]:
+    """Top-level terms of the total, in order: ``("seq", eps, entry)`` or ``("block", cost, info)``."""
+    terms: list[tuple[str, float, Any]] = []
+    blocks: dict[str, dict[str, Any]] = {}
+    for i, e in enumerate(entries):
+        if e.composition != "parallel":
+            terms.append(("seq", e.epsilon, e))
+            continue
+        name = e.block or f"#{i}"
+        info = blocks.get(name)
+        if info is None:
+            info = blocks[name] = {"name": e.block or e.step, "kinds": {}, "parts": {}, "n_entries": 0}
+            terms.append(("block", 0.0, info))
+        info["kinds"].setdefault(e.branch, []).append(e.epsilon)
+        info["parts"][e.branch] = e.parts
+        info["n_entries"] += 1
+    out = []
+    for kind, cost, info in terms:
+        if kind == "block":
+            sums = {b: math.fsum(v) for b, v in info["kinds"].items()}
+            top = max(sums, key=lambda b: sums[b])
+            info.update(cost=sums[top], top=top, naive=math.fsum(math.fsum(v) for v in info["kinds"].values()),
+                        n_parts=sum(info["parts"].values()))
+            cost = sums[top]
+        out.append((kind, cost, info))
+    return out
+
+
+def _branch_words(b: dict[str, Any]) -> str:
+    n = len(b["kinds"][b["top"]])
+    steps = f"{n} steps in sequence, " if n > 1 else ""
+    return f" ({b['top']}: {steps}{b['cost']:.6g})" if b["top"] else f" ({steps}{b['cost']:.6g})"
+
+
+def explain_entries(entries: Sequence[LedgerEntry], budget: float | None = None) -> str:
+    """How the total of ``entries`` composes, in words (see :meth:`BudgetLedger.explain`).
+
+    The total stated is :func:`ledger_total` of the entries.
+    """
+    total = ledger_total(entries)
+    if not entries:
+        return "spent 0: no mechanism drew any noise"
+    leaks = [e for e in entries if math.isinf(e.epsilon)]
+    if leaks:
+        return (f"spent inf: not private, step {leaks[0].step!r} reads the true data "
+                f"({leaks[0].note or 'a non-private reference'})")
+    terms = _block_terms(entries)
+    # the formula: consecutive sequential entries of one step and equal epsilon are grouped
+    parts: list[str] = []
+    groups: list[list[Any]] = []
+    for kind, cost, obj in terms:
+        label = obj.step if kind == "seq" else obj["name"]
+        if groups and groups[-1][0] == kind == "seq" and groups[-1][1] == label and groups[-1][2] == cost:
+            groups[-1][3] += 1
+        else:
+            groups.append([kind, label, cost, 1])
+    for _kind, label, cost, n in groups:
+        parts.append(f"{n} x {cost:.6g} ({label})" if n > 1 else f"{cost:.6g} ({label})")
+    if len(parts) > 8:
+        parts = [*parts[:6], f"... {len(parts) - 7} more terms ...", parts[-1]]
+    n_seq = sum(1 for k, _, _ in terms if k == "seq")
+    blocks = [obj for k, _, obj in terms if k == "block"]
+    head = f"spent {total:.6g}"
+    if len(terms) > 1:
+        head += " = " + " + ".join(parts)
+    words: list[str] = []
+    if n_seq > 1 or (n_seq and blocks):
+        words.append("sequential steps add up")
+    elif n_seq == 1 and not blocks:
+        words.append("one step")
+    if len(blocks) == 1:
+        b = blocks[0]
+        n_kinds = len(b["kinds"])
+        if b["n_parts"] > 1:
+            kinds = f" ({n_kinds} kinds of branch)" if 1 < n_kinds < b["n_parts"] else ""
+            text = (f"block {b['name']!r} ran its {b['n_parts']} branches{kinds} in parallel on disjoint parts "
+                    "of the data, so it costs its costliest branch"
+                    + _branch_words(b))
+            if b["naive"] > b["cost"] * (1 + 1e-9):
+                text += f", not the sum of its entries ({b['naive']:.6g})"
+            words.append(text)
+        elif not n_seq:
+            words.append("one step")
+    elif blocks:
+        naive = math.fsum(b["naive"] for b in blocks)
+        cost = math.fsum(b["cost"] for b in blocks)
+        n_parts = sum(b["n_parts"] for b in blocks)
+        text = (f"each of the {len(blocks)} parallel blocks ran on disjoint parts ({n_parts} parts in all) "
+                "and costs its costliest branch")
+        if naive > cost * (1 + 1e-9):
+            text += f" ({cost:.6g} in all, not the sum of their entries, {naive:.6g})"
+        words.append(text)
+    out = head + (": " + "; ".join(words) if words else "")
+    if budget is not None and math.isfinite(budget) and total < budget * (1 - 1e-9):
+        out += f"; {budget - total:.6g} of the budget left unspent"
+    return out
 
 
 def split(epsilon: float, weights: Sequence[float]) -> tuple[float, ...]:
@@ -313,8 +411,26 @@ class BudgetLedger:
                      "block", "branch"],
         )
 
+    def explain(self) -> str:
+        """The total in words, computed from the composition the entries state.
+
+        Sequential entries add up; each parallel block costs its costliest branch (its branches
+        ran on disjoint parts of the records), not the sum of its entries. The number after
+        ``spent`` is :attr:`total`.
+
+        Examples
+        --------
+        >>> ledger = BudgetLedger(1.0)
+        >>> _ = ledger.spend("sort", "laplace", 0.5)
+        >>> _ = ledger.spend("group means", "laplace", 0.5, composition="parallel", parts=7)
+        >>> print(ledger.explain())  # doctest: +NORMALIZE_WHITESPACE
+        spent 1 = 0.5 (sort) + 0.5 (group means): sequential steps add up; block 'group means' ran its 7 branches in
+        parallel on disjoint parts of the data, so it costs its costliest branch (0.5)
+        """
+        return explain_entries(self._entries, self.epsilon)
+
     def __str__(self) -> str:
-        lines = [f"budget epsilon={self.epsilon:g}, spent {self.total:.6g}"]
+        lines = [f"budget epsilon={self.epsilon:g}, {self.explain()}"]
         for e in self._entries:
             if e.composition == "parallel":
                 where = f" in block {e.block!r}" if e.block else ""

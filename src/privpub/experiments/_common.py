@@ -25,8 +25,10 @@ each part's directory (``<out>/<part>/``):
     verdict ``not applicable``.
 ``ledgers.csv`` (optional; written with :func:`write_ledgers`)
     The budget ledger of each kind of release the part made: columns ``release, epsilon_total,
-    step, mechanism, epsilon, composition, parts, note`` (one row per ledger entry; ``release``
-    names the release, e.g. ``"HPHP eps=0.1"``). When absent, the report shows the ledger of a
+    step, mechanism, epsilon, composition, parts, note, sensitivity, block, branch`` (one row per ledger entry; ``release``
+    names the release, e.g. ``"HPHP eps=0.1"``; ``sensitivity, block, branch`` as in
+    :class:`~privpub.core.LedgerEntry`: the parallel block and branch kind a charge belongs to, from
+    which the report composes the total). When absent, the report shows the ledger of a
     representative release of each method on generated data, marked as such.
 
 ``demo(rng=0) -> list[DemoRow]`` runs the part on built-in generated data with known truth in
@@ -75,7 +77,8 @@ LEDGERS_FILE = "ledgers.csv"
 VERDICTS = ("reproduced", "not reproduced", "not applicable")
 
 _CLAIM_COLUMNS = ("claim", "paper_value", "our_value", "measured", "rule", "verdict", "cells", "note")
-_LEDGER_COLUMNS = ("release", "epsilon_total", "step", "mechanism", "epsilon", "composition", "parts", "note")
+_LEDGER_COLUMNS = ("release", "epsilon_total", "step", "mechanism", "epsilon", "composition", "parts", "note",
+                   "sensitivity", "block", "branch")
 
 
 @dataclass(frozen=True)
@@ -343,8 +346,10 @@ def write_ledgers(out_dir: str | os.PathLike[str], ledgers: Mapping[str, BudgetL
             if not isinstance(ledger, BudgetLedger):
                 raise ParameterError(f"ledgers[{name!r}] must be a BudgetLedger, got {type(ledger).__name__}")
             for e in ledger:
+                sens = "" if e.sensitivity is None else repr(e.sensitivity)
                 writer.writerow([neutralise_cell(v) for v in (name, repr(ledger.epsilon), e.step, e.mechanism,
-                                                              repr(e.epsilon), e.composition, e.parts, e.note)])
+                                                              repr(e.epsilon), e.composition, e.parts, e.note,
+                                                              sens, e.block, e.branch)])
     return path
 
 

@@ -34,6 +34,7 @@ from markupsafe import Markup
 
 import privpub
 from privpub._io import atomic_output, neutralise_frame
+from privpub.core import LedgerEntry, explain_entries, ledger_total
 from privpub.experiments._common import (
     CLAIMS_FILE,
     LEDGERS_FILE,
@@ -45,8 +46,8 @@ from privpub.experiments._common import (
     read_ledgers,
 )
 
-__all__ = ["PART_TITLES", "SAFE_SCHEMES", "PartSection", "build_report", "claims_of", "figure_order", "markdown_to_html",
-           "safe_link"]
+__all__ = ["LOCAL_MECHANISMS", "PART_TITLES", "SAFE_SCHEMES", "PartSection", "build_report", "claims_of",
+           "figure_order", "heights_of", "markdown_to_html", "protection_of", "safe_link"]
 
 #: display title of each part (paper number in shared/seeds, reference)
 PART_TITLES: dict[str, str] = {
@@ -91,6 +92,8 @@ class PartSection:
         Note of the single ``results summary`` claim row shown when there is no ``claims.csv``.
     command : str
         The command that reproduces this section.
+    about : str
+        Markdown shown under the title (what the section ran and how to read it).
     """
 
     part: str
@@ -104,6 +107,7 @@ class PartSection:
     ledger_note: str = ""
     fallback_note: str = ""
     command: str = ""
+    about: str = ""
 
     @property
     def title(self) -> str:
@@ -294,6 +298,9 @@ pre{background:#f6f8fa;padding:8px;overflow-x:auto;font-size:.85em} code{backgro
 blockquote{border-left:4px solid #d0d7de;margin:0;padding:0 12px;color:#444}
 nav ul{columns:2} .missing{color:#a40e26}
 details{margin:.6em 0} summary{cursor:pointer;font-weight:600}
+.ledger{border-left:3px solid #d0d7de;padding:2px 0 2px 12px;margin:1em 0}
+.ledger h4{margin:.2em 0} .ledger p{margin:.3em 0} .ledger-total{font-weight:600}
+.protects,.heights{color:#3d444d;font-size:.92em} .about{max-width:60em}
 .error{white-space:pre-wrap;background:#ffebe9;padding:8px;font-size:.8em;max-height:240px;overflow:auto}
 """
 
@@ -375,15 +382,105 @@ def figure_order(path: Path) -> tuple[int, int, str]:
     return (0, int(m.group(1)), path.name) if m else (1, 0, path.name)
 
 
+#: mechanisms that run on the users' devices (local DP): the oracles of privpub.ldp
+LOCAL_MECHANISMS = frozenset({"GRR", "SUE", "OUE", "OLH", "RAPPOR"})
+
+
+def _ledger_entry(row: dict[str, Any]) -> LedgerEntry:
+    """A ledger entry from one row of a ledgers table (missing or blank newer columns allowed)."""
+    clean = {k: v for k, v in row.items() if not (v is None or (isinstance(v, float) and v != v) or v == "")}
+    for key in ("parts",):
+        if key in clean:
+            clean[key] = int(float(clean[key]))
+    return LedgerEntry.from_dict(clean)
+
+
+def protection_of(entries: Sequence[LedgerEntry]) -> str:
+    """What a release's ledger protects and how, in words, read from its entries.
+
+    Local-DP oracles (:data:`LOCAL_MECHANISMS`) protect one user's value on the device; the
+    central mechanisms protect one record (one time step of a stream, for the stream trees)
+    against a curator's release, with noise calibrated to the sensitivity the entries state.
+    """
+    if not entries:
+        return ""
+    mechanisms = list(dict.fromkeys(e.mechanism for e in entries))
+    local = [e for e in entries if e.mechanism in LOCAL_MECHANISMS]
+    if local and len(local) == len(entries):
+        per_user = ledger_total(local)
+        top = [e for e in local if e.composition != "parallel"]
+        split = any(e.composition == "parallel" and e.branch for e in local) and len(local) > 1
+        if len(top) > 1:
+            how = (f"each user reports {len(top)} times on their own device ({', '.join(mechanisms)}), so the "
+                   f"reports of one user add up to epsilon {per_user:.6g}")
+        elif split:
+            how = (f"the users are split into {len(local)} disjoint groups and each user sends one report, "
+                   f"randomised on their own device ({', '.join(mechanisms)}), so each user is protected at "
+                   f"epsilon {per_user:.6g}")
+        else:
+            how = (f"each user sends one report, randomised on their own device ({', '.join(mechanisms)}), "
+                   f"at epsilon {per_user:.6g}")
+        return ("Local DP, unit: one user. The server never sees a true value; any two values of one user "
+                f"give the same report with probabilities within a factor e^epsilon: {how}.")
+    sens = sorted({e.sensitivity for e in entries if e.sensitivity is not None})
+    sens_text = ("L1 sensitivity " + ", ".join(f"{v:g}" for v in sens)) if sens else "its sensitivity"
+    if any("stream" in e.block for e in entries):
+        return ("Central DP at event level, unit: one time step. Neighbouring streams have the same length and "
+                "differ at one time step by at most the sensitivity; each tree node's count gets "
+                f"{', '.join(mechanisms)} noise calibrated to {sens_text}; a time step is counted in one node per "
+                "level of its tree, and the trees cover disjoint stretches of the stream.")
+    return ("Central DP, unit: one record. Neighbouring datasets differ by adding or removing one record; "
+            f"the curator's steps use {', '.join(mechanisms)} calibrated to {sens_text}.")
+
+
+_HEIGHT = re.compile(r"height-(\d+)")
+
+
+def heights_of(entries: Sequence[LedgerEntry]) -> str:
+    """The tree heights a stream release used, read from its entries' branch kinds ("height-k trees").
+
+    Examples
+    --------
+    >>> e = LedgerEntry("level 0", "discrete_laplace", 1.0, "parallel", 20, branch="height-1 trees (+19 more)")
+    >>> heights_of([e])
+    'tree heights chosen: 1 (20 trees)'
+    """
+    found: dict[int, int] = {}
+    seen: set[tuple[str, str]] = set()
+    for e in entries:
+        m = _HEIGHT.search(e.branch)
+        if m is None or (e.block, e.branch) in seen:
+            continue
+        seen.add((e.block, e.branch))
+        found[int(m.group(1))] = found.get(int(m.group(1)), 0) + e.parts
+    if not found:
+        return ""
+    return "tree heights chosen: " + ", ".join(f"{k} ({n} tree{'s' if n != 1 else ''})"
+                                               for k, n in sorted(found.items()))
+
+
 def _ledgers(frame: pd.DataFrame) -> list[dict[str, Any]]:
     out = []
     for release, group in frame.groupby("release", sort=False):
-        eps = pd.to_numeric(group["epsilon"], errors="coerce")
+        records = group.to_dict("records")
+        if "block" not in group.columns:
+            # a ledgers.csv of an older privpub: a run of parallel entries of one step is one block
+            # whose rows ran on disjoint parts (the only way the parts wrote parallel entries then)
+            for i, r in enumerate(records):
+                if r.get("composition") == "parallel":
+                    r["block"], r["branch"] = str(r["step"]), f"row {i + 1}"
+        entries = [_ledger_entry(r) for r in records]
         budget = None
         if "epsilon_total" in group.columns:
-            budget = _fmt(float(pd.to_numeric(group["epsilon_total"], errors="coerce").iloc[0]))
-        cols = [c for c in ("step", "mechanism", "epsilon", "composition", "parts", "note") if c in group.columns]
-        out.append({"release": str(release), "budget": budget, "spent": _fmt(float(eps.sum())),
+            value = pd.to_numeric(group["epsilon_total"], errors="coerce").iloc[0]
+            budget = None if value != value else float(value)
+        total = ledger_total(entries)
+        parallel = any(e.composition == "parallel" for e in entries)
+        cols = [c for c in ("step", "mechanism", "epsilon", "composition", "parts", "branch", "note")
+                if c in group.columns and (parallel or c not in ("composition", "parts", "branch"))]
+        out.append({"release": str(release), "budget": None if budget is None else _fmt(budget),
+                    "total": _fmt(total), "explained": explain_entries(entries, budget),
+                    "protects": protection_of(entries), "heights": heights_of(entries),
                     "table": _table(group[cols].reset_index(drop=True), max_rows=200)})
     return out
 
@@ -409,7 +506,8 @@ def _section(section: PartSection, report_dir: Path) -> dict[str, Any]:
         "command": section.command, "message": section.message,
         "message_class": "error" if section.status == "failed" else "meta",
         "missing_datasets": list(section.missing_datasets),
-        "claims": _claims(claims), "claims_from_file": source == CLAIMS_FILE, "claims_file": CLAIMS_FILE,
+        "claims": _claims(claims) if source == CLAIMS_FILE else [],
+        "about": Markup(markdown_to_html(section.about, shift=2)) if section.about else None,
         "summary": None, "figures": [], "tables": [],
     }
     embedded: list[Path] = []
@@ -442,19 +540,20 @@ def _section(section: PartSection, report_dir: Path) -> dict[str, Any]:
     return data
 
 
-def _overview(sections: Sequence[PartSection]) -> tuple[list[dict[str, Any]], dict[str, int]]:
+def _overview(sections: Sequence[PartSection], pages: Sequence[dict[str, Any]]
+              ) -> tuple[list[dict[str, Any]], dict[str, int]]:
+    """One row per part; verdicts count the claims of ``claims.csv`` files only (no placeholders)."""
     rows = []
     totals = dict.fromkeys(VERDICTS, 0)
-    for s in sections:
-        claims, _ = claims_of(s)
+    for s, page in zip(sections, pages):
         counts = dict.fromkeys(VERDICTS, 0)
-        for c in claims:
-            counts[c.verdict] += 1
-            totals[c.verdict] += 1
+        for c in page["claims"]:
+            counts[c["verdict"]] += 1
+            totals[c["verdict"]] += 1
         rows.append({"part": s.part, "anchor": f"part-{_slug(s.part)}", "title": s.title, "status": s.status,
                      "status_slug": _slug(s.status),
                      "duration": f"{s.duration:.1f} s" if s.duration is not None else "",
-                     "counts": [counts[v] for v in VERDICTS]})
+                     "counts": [counts[v] for v in VERDICTS], "n_ledgers": len(page["ledgers"]) or ""})
     return rows, totals
 
 
@@ -497,13 +596,15 @@ def build_report(
     report_dir = path.parent
     now = _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
     info = {"generated": now, "privpub": privpub.__version__, **(meta or {})}
-    overview, totals = _overview(sections)
+    pages = [_section(s, report_dir) for s in sections]
+    overview, totals = _overview(sections, pages)
     page = _environment().get_template("report.html.j2").render(
         title=title, meta={str(k): str(v) for k, v in info.items()},
         intro=Markup(markdown_to_html(intro, shift=1)) if intro else None,
         verdicts=VERDICTS, overview=overview, totals=[totals[v] for v in VERDICTS],
+        any_claims=any(page["claims"] for page in pages),
         missing_datasets=list(missing_datasets),
-        sections=[_section(s, report_dir) for s in sections],
+        sections=pages,
         css=Markup(_CSS),
     )
     with atomic_output(path, force=True) as tmp:

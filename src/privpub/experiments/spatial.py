@@ -509,5 +509,5 @@ def demo(rng: int = 0) -> list[DemoRow]:
         release = pub.publish(points, bounds=BOX, epsilon=0.5, rng=rng)
         re = float(np.mean(np.abs(release.range_count(queries) - truth) / np.maximum(truth, rho)))
         rows.append(DemoRow("spatial", name, 0.5, "mean RE, queries [5%,20%]", re,
-                            f"{release.n_leaves} leaves"))
+                            f"{release.n_leaves} leaves", ledger=release.ledger))
     return rows

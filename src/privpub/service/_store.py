@@ -543,6 +543,7 @@ class Store:
                "created_at": iso(rec["created_at"]), "n_reports": int(rec["n_reports"]),
                "epsilon": float(rec["epsilon"]), "ledger": rec["ledger"],
                "ledger_total": _ledger_total(rec["epsilon"], rec["ledger"]),
+               "ledger_explained": _ledger_explained(rec["epsilon"], rec["ledger"]),
                "params": rec["params"], "privacy": info.kind.privacy_words()}
         out.update(rec["result"])
         return out
@@ -572,6 +573,13 @@ def _ledger_total(epsilon: float, records: list[dict[str, Any]]) -> float:
     from privpub.core import BudgetLedger
 
     return BudgetLedger.from_records(float(epsilon), records).total
+
+
+def _ledger_explained(epsilon: float, records: list[dict[str, Any]]) -> str:
+    """How the ledger total composes, in words (:meth:`privpub.core.BudgetLedger.explain`)."""
+    from privpub.core import BudgetLedger
+
+    return BudgetLedger.from_records(float(epsilon), records).explain()
 
 
 class Ingestor:
