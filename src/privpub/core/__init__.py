@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
-from privpub.core._accountant import Accountant, Charge, ParallelBlock, accounting, active_accountant, charge
+from privpub.core._accountant import (
+    Accountant,
+    Charge,
+    ParallelBlock,
+    accounting,
+    active_accountant,
+    charge,
+    check_session,
+)
 from privpub.core._budget import Budget, BudgetLedger, LedgerEntry, ledger_total, split
 from privpub.core._domain import CategoricalAttribute, NumericAttribute, Schema, infer_schema
 from privpub.core._isotonic import isotonic_regression
@@ -20,7 +28,13 @@ from privpub.core._mechanisms import (
     rational_scale,
     report_noisy_max,
 )
-from privpub.core._memory import MEMORY_BUDGET_ENV, check_allocation, format_bytes, memory_budget
+from privpub.core._memory import (
+    MEMORY_BUDGET_ENV,
+    check_allocation,
+    check_working_set,
+    format_bytes,
+    memory_budget,
+)
 from privpub.core._publisher import Publisher, Release, describe_data, readonly
 from privpub.core._ranges import exponential_mechanism_ranges
 from privpub.core._rng import RNGLike, as_generator, secure_generator, spawn
@@ -35,6 +49,7 @@ from privpub.core._session import (
 from privpub.core._sparse import DENSE_CELL_LIMIT, sparse_noisy_counts, sparse_release_probability
 from privpub.core._tree_noise import TreeNoise, TreePlan
 from privpub.core._validation import (
+    MEANINGFUL_EPSILON,
     check_array,
     check_bounds_2d,
     check_counts,
@@ -43,6 +58,7 @@ from privpub.core._validation import (
     check_positive_int,
     check_probability,
     check_real,
+    warn_meaningless_epsilon,
 )
 
 __all__ = [
@@ -55,6 +71,7 @@ __all__ = [
     "FLOAT_EXACT_LIMIT",
     "FileSessionStore",
     "LedgerEntry",
+    "MEANINGFUL_EPSILON",
     "MEMORY_BUDGET_ENV",
     "MemorySessionStore",
     "NumericAttribute",
@@ -84,6 +101,8 @@ __all__ = [
     "check_positive_int",
     "check_probability",
     "check_real",
+    "check_session",
+    "check_working_set",
     "describe_data",
     "discrete_laplace",
     "discrete_laplace_noise",
@@ -106,4 +125,5 @@ __all__ = [
     "sparse_release_probability",
     "spawn",
     "split",
+    "warn_meaningless_epsilon",
 ]

@@ -73,7 +73,7 @@ def _check_scale(epsilon: float, sensitivity: float) -> float:
     scale = sensitivity / epsilon
     if not math.isfinite(scale) or scale > MAX_SCALE or not math.isfinite(epsilon / sensitivity):
         raise ParameterError(
-            f"sensitivity / epsilon must be a finite noise scale in (0, 2**52], got "
+            f"sensitivity / epsilon must be a noise scale in (0, 2**52] with a finite inverse, got "
             f"sensitivity={sensitivity:g}, epsilon={epsilon:g}"
         )
     return scale
