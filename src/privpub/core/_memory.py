@@ -198,7 +198,7 @@ def check_working_set(n_items: float, bytes_per_item: float, what: str, option: 
     what : str
         The call, e.g. ``"HPHP.publish"``; the message reads ``"<what> on <n> <unit> would need ..."``.
     option : str
-        The parameter whose size drives the memory (``"data"``, ``"domain_size"``).
+        What to lower, naming the parameter (``"the number of bins of data"``, ``"domain_size"``).
     fixed : float
         Bytes that do not grow with ``n_items``.
     unit : str
@@ -218,12 +218,12 @@ def check_working_set(n_items: float, bytes_per_item: float, what: str, option: 
 
     Examples
     --------
-    >>> check_working_set(10**6, 150, "HPHP.publish", "data", unit="bins", budget=10**9)
+    >>> check_working_set(10**6, 150, "HPHP.publish", "the number of bins of data", unit="bins", budget=10**9)
     150000000
-    >>> check_working_set(10**8, 150, "HPHP.publish", "data", unit="bins", budget=10**9)
+    >>> check_working_set(10**8, 150, "HPHP.publish", "the number of bins of data", unit="bins", budget=10**9)
     Traceback (most recent call last):
     ...
-    privpub.errors.ParameterError: HPHP.publish on 10^8 bins would need about 15.0 GB at its peak (150 bytes per bin), over the memory budget of 1.0 GB; lower the size of data (or raise PRIVPUB_MEMORY_BUDGET)
+    privpub.errors.ParameterError: HPHP.publish on 10^8 bins would need about 15.0 GB at its peak (150 bytes per bin), over the memory budget of 1.0 GB; lower the number of bins of data (or raise PRIVPUB_MEMORY_BUDGET)
     """
     n = n_items if isinstance(n_items, int) else float(n_items)
     if (isinstance(n, float) and math.isnan(n)) or n < 0:
@@ -237,5 +237,5 @@ def check_working_set(n_items: float, bytes_per_item: float, what: str, option: 
     raise ParameterError(
         f"{what} on {count} {unit} would need about {format_bytes(total)} at its peak "
         f"({bytes_per_item:g} bytes per {per}), over the memory budget of {format_bytes(limit)}; "
-        f"lower the size of {option} (or raise {MEMORY_BUDGET_ENV})"
+        f"lower {option} (or raise {MEMORY_BUDGET_ENV})"
     )

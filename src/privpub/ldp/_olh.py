@@ -9,7 +9,7 @@ from fractions import Fraction
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from privpub.core import Accountant, RNGLike, as_generator, check_array, check_positive_int
+from privpub.core import Accountant, RNGLike, as_generator, check_allocation, check_array, check_positive_int
 from privpub.core._frames import is_spark_frame
 from privpub.errors import DomainError, ParameterError
 from privpub.ldp._base import N_THREADS, Dyadic, FrequencyOracle, flip_probability, run_chunks
@@ -181,6 +181,8 @@ class OLH(FrequencyOracle):
         if g >= _PRIME or -(-_PRIME // g) * _ENUMERATE_COST + _INVERSE_COST < d:
             kernel = _kernels.olh_support_enumerate
         bounds = np.linspace(0, n, min(n, N_THREADS) + 1).astype(np.int64)
+        check_allocation((bounds.size - 1 + 1) * d, 8, "OLH's support counts (one row per thread, and their sum)",
+                         "domain_size", unit="counts")
         partial = np.zeros((bounds.size - 1, d), dtype=np.int64)
 
         def count(k: int) -> None:
