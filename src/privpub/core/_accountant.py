@@ -397,7 +397,7 @@ def accounting(
         )
     reservation = session.reserve(eps, method=method, data=data) if session is not None else None
     if _ACTIVE.get() is None:  # a release used as a step of another was warned about by the outer one
-        warn_meaningless_epsilon(eps, f"{method}'s release", stacklevel=5)
+        warn_meaningless_epsilon(eps, f"{method}'s release")
     acc: Accountant | None = None
     try:
         charge(method, eps, note="a whole release used as one step")

@@ -5,8 +5,11 @@ Messages follow one pattern: ``"<name> must <rule>, got <value>"``.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import numbers
+import os
+import sys
 import warnings
 from typing import Any
 
@@ -72,12 +75,28 @@ def check_epsilon(epsilon: Any, name: str = "epsilon") -> float:
     return out
 
 
-def warn_meaningless_epsilon(epsilon: float, what: str = "this release", *, stacklevel: int = 3) -> None:
+def _outside_stacklevel() -> int:
+    """The ``stacklevel`` (for a ``warnings.warn`` in the caller of this function) of the first
+    frame outside privpub and contextlib: the user's line, however deep the publisher's call."""
+    frame = sys._getframe(1)
+    level = 1
+    while frame is not None and (frame.f_code.co_filename.startswith(_PACKAGE_DIR)
+                                 or frame.f_code.co_filename == contextlib.__file__):
+        frame = frame.f_back  # type: ignore[assignment]
+        level += 1
+    return level
+
+
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+
+
+def warn_meaningless_epsilon(epsilon: float, what: str = "this release") -> None:
     """Warn (:class:`~privpub.errors.PrivacyWarning`) when ``epsilon`` exceeds :data:`MEANINGFUL_EPSILON`.
 
     Such an epsilon is allowed (it is finite, so the definition holds), but the guarantee no
-    longer protects anyone; called once per release by :func:`~privpub.core.accounting` (and
-    once per stream publisher), on an epsilon that :func:`check_epsilon` already validated.
+    longer protects anyone. Called once per release by :func:`~privpub.core.accounting` (and
+    once per stream publisher), on an epsilon that :func:`check_epsilon` already validated; the
+    warning points at the user's line.
     """
     if epsilon > MEANINGFUL_EPSILON:
         warnings.warn(
@@ -85,7 +104,7 @@ def warn_meaningless_epsilon(epsilon: float, what: str = "this release", *, stac
             f"10^13, so the guarantee no longer protects anyone (the output can be the exact data); "
             f"see docs/core.md, 'How large an epsilon protects'",
             PrivacyWarning,
-            stacklevel=stacklevel,
+            stacklevel=_outside_stacklevel(),
         )
 
 

@@ -32,6 +32,7 @@ from privpub.histogram._metrics import kld, lnmse
 from privpub.histogram._publishers import (
     AHP,
     HPHP,
+    PEAK_BYTES_PER_BIN,
     PUBLISHERS,
     HistogramRelease,
     LaplaceHistogram,
@@ -40,6 +41,7 @@ from privpub.histogram._publishers import (
     counts_from_records,
     hphp_structure,
     noise_variance,
+    peak_bytes,
     rank_structure,
 )
 
@@ -49,6 +51,7 @@ __all__ = [
     "HistogramRelease",
     "LaplaceHistogram",
     "OptimalGrouping",
+    "PEAK_BYTES_PER_BIN",
     "PUBLISHERS",
     "ahp_clusters",
     "ahp_structure",
@@ -63,6 +66,7 @@ __all__ = [
     "lnmse",
     "noise_variance",
     "partition_cost",
+    "peak_bytes",
     "publish_groups",
     "rank_structure",
     "segment_cost",

@@ -298,7 +298,7 @@ class StreamPublisher:
                 res = session.reserve(self.epsilon, method=self.method, data="stream (event level)")
                 res.settle(spent=True, note="stream publisher: event-level epsilon for the stream's whole life")
             if active_accountant() is None:
-                warn_meaningless_epsilon(self.epsilon, f"the {self.method} stream", stacklevel=5)
+                warn_meaningless_epsilon(self.epsilon, f"the {self.method} stream")
             charge(self.method, self.epsilon, note="a whole stream publisher used as one step")
         self._acc = Accountant(self.epsilon, label=self.method)
         self._noise = TreeNoise(epsilon=self.epsilon, sensitivity=self.sensitivity, accountant=self._acc,
