@@ -173,7 +173,11 @@ def test_every_publisher_at_epsilon_1e300_warns_once_or_refuses(name: str, run: 
     assert len(about_epsilon) == 1, [str(w.message) for w in caught]
 
 
-@pytest.mark.parametrize(("name", "run"), PUBLISHERS, ids=[p[0] for p in PUBLISHERS])
+#: HDG's default grids reach 1024 x 1024 at epsilon 30 (about 12 s); the threshold is the same code path
+QUIET = [p for p in PUBLISHERS if p[0] != "spatial.hdg"]
+
+
+@pytest.mark.parametrize(("name", "run"), QUIET, ids=[p[0] for p in QUIET])
 def test_every_publisher_below_the_threshold_does_not_warn(name: str, run: Callable[..., Any]) -> None:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
