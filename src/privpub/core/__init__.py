@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
-from privpub.core._accountant import Accountant, Charge, ParallelBlock, accounting, active_accountant, charge
+from privpub.core._accountant import (
+    Accountant,
+    Charge,
+    ParallelBlock,
+    accounting,
+    active_accountant,
+    charge,
+    check_session,
+)
 from privpub.core._budget import Budget, BudgetLedger, LedgerEntry, explain_entries, ledger_total, split
 from privpub.core._domain import CategoricalAttribute, NumericAttribute, Schema, infer_schema
 from privpub.core._isotonic import isotonic_regression
@@ -20,7 +28,13 @@ from privpub.core._mechanisms import (
     rational_scale,
     report_noisy_max,
 )
-from privpub.core._memory import MEMORY_BUDGET_ENV, check_allocation, format_bytes, memory_budget
+from privpub.core._memory import (
+    MEMORY_BUDGET_ENV,
+    check_allocation,
+    check_working_set,
+    format_bytes,
+    memory_budget,
+)
 from privpub.core._plugins import (
     FrameBackend,
     frame_backend,
@@ -45,6 +59,7 @@ from privpub.core._session import (
 from privpub.core._sparse import DENSE_CELL_LIMIT, sparse_noisy_counts, sparse_release_probability
 from privpub.core._tree_noise import MAX_TREE_HEIGHT, TreeNoise, TreePlan
 from privpub.core._validation import (
+    MEANINGFUL_EPSILON,
     check_array,
     check_bounds_2d,
     check_counts,
@@ -53,6 +68,7 @@ from privpub.core._validation import (
     check_positive_int,
     check_probability,
     check_real,
+    warn_meaningless_epsilon,
 )
 
 __all__ = [
@@ -67,6 +83,7 @@ __all__ = [
     "FrameBackend",
     "LedgerEntry",
     "MAX_TREE_HEIGHT",
+    "MEANINGFUL_EPSILON",
     "MEMORY_BUDGET_ENV",
     "MemorySessionStore",
     "NumericAttribute",
@@ -96,6 +113,8 @@ __all__ = [
     "check_positive_int",
     "check_probability",
     "check_real",
+    "check_session",
+    "check_working_set",
     "describe_data",
     "discrete_laplace",
     "discrete_laplace_noise",
@@ -126,4 +145,5 @@ __all__ = [
     "sparse_release_probability",
     "spawn",
     "split",
+    "warn_meaningless_epsilon",
 ]

@@ -43,16 +43,14 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar, Token
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from privpub.core._budget import BUDGET_RTOL, BudgetLedger, LedgerEntry
-from privpub.core._validation import check_epsilon, check_positive_int, check_real
+from privpub.core._session import Session
+from privpub.core._validation import check_epsilon, check_positive_int, check_real, warn_meaningless_epsilon
 from privpub.errors import BudgetExceededError, LedgerFrozenError, ParameterError, PrivpubError
 
-if TYPE_CHECKING:
-    from privpub.core._session import Session
-
-__all__ = ["Accountant", "Charge", "accounting", "active_accountant", "charge"]
+__all__ = ["Accountant", "Charge", "accounting", "active_accountant", "charge", "check_session"]
 
 _ACTIVE: ContextVar[Accountant | None] = ContextVar("privpub_accountant", default=None)
 
@@ -358,6 +356,18 @@ def charge(
         acc.charge(mechanism, epsilon, sensitivity=sensitivity, note=note)
 
 
+def check_session(session: Any) -> Session | None:
+    """Return ``session`` (None or a :class:`~privpub.core.Session`) or raise :class:`ParameterError`.
+
+    The one check of a ``session=`` argument, made by :func:`accounting` (and the stream
+    publishers) before anything is reserved.
+    """
+    if session is None or isinstance(session, Session):
+        return session
+    raise ParameterError(f"session must be a privpub.Session or None, got {type(session).__name__} "
+                         f"{session!r:.60}")
+
+
 @contextmanager
 def accounting(
     epsilon: float,
@@ -380,11 +390,14 @@ def accounting(
     ``epsilon`` is charged to the outer one as one mechanism.
     """
     eps = check_epsilon(epsilon)
+    session = check_session(session)
     if session is not None and not private:
         raise ParameterError(
             f"{method} is not differentially private and cannot be published under a budget session"
         )
     reservation = session.reserve(eps, method=method, data=data) if session is not None else None
+    if _ACTIVE.get() is None:  # a release used as a step of another was warned about by the outer one
+        warn_meaningless_epsilon(eps, f"{method}'s release")
     acc: Accountant | None = None
     try:
         charge(method, eps, note="a whole release used as one step")

@@ -253,6 +253,10 @@ def split(epsilon: float, weights: Sequence[float]) -> tuple[float, ...]:
     total = math.fsum(ws)
     parts = [eps * w / total for w in ws[:-1]]
     parts.append(eps - math.fsum(parts))
+    if not all(p > 0.0 for p in parts):  # an epsilon near the smallest float underflows to 0
+        raise ParameterError(
+            f"epsilon must be large enough to split into {len(ws)} parts > 0 (weights {ws}), got {eps:g}"
+        )
     return tuple(parts)
 
 

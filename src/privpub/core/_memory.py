@@ -16,8 +16,13 @@ The budget
 * otherwise half (:data:`DEFAULT_MEMORY_FRACTION`) of the machine's physical memory, or of the
   container's memory limit (cgroup v2 / v1) when that is lower.
 
-The check is about one planned allocation (or one planned working set, when the caller passes a
-per-item size that includes its temporaries); it is not a process-wide limit.
+The check is about one planned allocation (:func:`check_allocation`) or the planned *peak* of a
+whole call (:func:`check_working_set`): a publisher whose arrays each pass the per-allocation
+check can still hold several of them at once (HPHP on 10^8 bins keeps the counts, the noisy
+counts, the sort order, the sorted values and the grouping's tables alive together), so each
+publisher states its peak bytes per input item, measured with :mod:`tracemalloc` at moderate
+sizes and tested to be an upper bound, and checks it before its first allocation. Neither is a
+process-wide limit: memory the caller already holds (the input) is not counted.
 """
 
 from __future__ import annotations
@@ -29,7 +34,8 @@ from pathlib import Path
 
 from privpub.errors import ParameterError
 
-__all__ = ["DEFAULT_MEMORY_FRACTION", "MEMORY_BUDGET_ENV", "check_allocation", "format_bytes", "memory_budget"]
+__all__ = ["DEFAULT_MEMORY_FRACTION", "MEMORY_BUDGET_ENV", "check_allocation", "check_working_set", "format_bytes",
+           "memory_budget"]
 
 #: environment variable overriding the memory budget (bytes, "8G", "512M" or "75%")
 MEMORY_BUDGET_ENV = "PRIVPUB_MEMORY_BUDGET"
@@ -172,4 +178,64 @@ def check_allocation(n_items: float, itemsize: float, what: str, option: str | N
     raise ParameterError(
         f"{what} would have {count} {unit} ({format_bytes(total)}), over the memory budget of "
         f"{format_bytes(limit)}{lower} (or raise {MEMORY_BUDGET_ENV})"
+    )
+
+
+def check_working_set(n_items: float, bytes_per_item: float, what: str, option: str, *, fixed: float = 0.0,
+                      unit: str = "items", budget: int | None = None) -> int:
+    """Refuse a call whose peak memory, ``fixed + n_items * bytes_per_item`` bytes, exceeds the budget.
+
+    Call it before the first allocation of the call, with ``bytes_per_item`` the peak bytes per
+    input item of the whole computation (all arrays alive at once, temporaries included), as
+    the publisher measured it.
+
+    Parameters
+    ----------
+    n_items : int or float
+        Size of the input that drives the memory (bins, users, rows, items).
+    bytes_per_item : float
+        Peak bytes of the call per item.
+    what : str
+        The call, e.g. ``"HPHP.publish"``; the message reads ``"<what> on <n> <unit> would need ..."``.
+    option : str
+        What to lower, naming the parameter (``"the number of bins of data"``, ``"domain_size"``).
+    fixed : float
+        Bytes that do not grow with ``n_items``.
+    unit : str
+        Name of the items.
+    budget : int or None
+        Bytes allowed (default: :func:`memory_budget`).
+
+    Returns
+    -------
+    int
+        The estimated peak, when within the budget.
+
+    Raises
+    ------
+    ParameterError
+        If the estimated peak exceeds the budget.
+
+    Examples
+    --------
+    >>> check_working_set(10**6, 150, "HPHP.publish", "the number of bins of data", unit="bins", budget=10**9)
+    150000000
+    >>> check_working_set(10**8, 150, "HPHP.publish", "the number of bins of data", unit="bins", budget=10**9)
+    Traceback (most recent call last):
+    ...
+    privpub.errors.ParameterError: HPHP.publish on 10^8 bins would need about 15.0 GB at its peak (150 bytes per bin), over the memory budget of 1.0 GB; lower the number of bins of data (or raise PRIVPUB_MEMORY_BUDGET)
+    """
+    n = n_items if isinstance(n_items, int) else float(n_items)
+    if (isinstance(n, float) and math.isnan(n)) or n < 0:
+        raise ParameterError(f"{what}: the number of {unit} must be >= 0, got {n_items!r}")
+    limit = memory_budget() if budget is None else int(budget)
+    total = fixed + n * bytes_per_item
+    if total <= limit:
+        return int(total)
+    count = _format_count(n) if isinstance(n, int) else (f"{n:.3g}" if math.isfinite(n) else "unboundedly many")
+    per = unit[:-1] if unit.endswith("s") else unit
+    raise ParameterError(
+        f"{what} on {count} {unit} would need about {format_bytes(total)} at its peak "
+        f"({bytes_per_item:g} bytes per {per}), over the memory budget of {format_bytes(limit)}; "
+        f"lower {option} (or raise {MEMORY_BUDGET_ENV})"
     )

@@ -33,7 +33,14 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from privpub.core._accountant import Accountant, Charge, ParallelBlock
-from privpub.core._mechanisms import MAX_SCALE, _check_sensitivity, _discrete_laplace_exact, rational_scale
+from privpub.core._mechanisms import (
+    _DEN_LIMIT,
+    MAX_SCALE,
+    _check_scale,
+    _check_sensitivity,
+    _discrete_laplace_exact,
+    rational_scale,
+)
 from privpub.core._rng import RNGLike, as_generator
 from privpub.core._validation import check_epsilon, check_positive_int
 from privpub.errors import ParameterError, PrivpubError
@@ -298,6 +305,7 @@ class TreeNoise:
     ) -> None:
         self.epsilon = check_epsilon(epsilon)
         self.sensitivity = _check_sensitivity(sensitivity)
+        _check_scale(self.epsilon, self.sensitivity)  # as every core mechanism: a usable scale and inverse
         if not isinstance(accountant, Accountant):
             raise ParameterError(f"accountant must be a privpub.core.Accountant, got {type(accountant).__name__}")
         if noise not in TREE_NOISES:
@@ -394,7 +402,9 @@ class TreeNoise:
         if not np.all(np.isfinite(scale)) or scale.max() > MAX_SCALE:
             raise ParameterError(f"sensitivity / (epsilon * weight) must be a noise scale <= 2**52, got {scale.max():g}")
         if self.noise == "discrete":
-            scale_q = _round_scales_up(scale)
+            # rounded up, and never below 2**-30 (rational_scale's floor: the sampler's t / s need integers
+            # <= 2**52; an epsilon of 1e300 would otherwise ask for s ~ 2**1000); more noise, never less
+            scale_q = np.maximum(_round_scales_up(scale), 1.0 / _DEN_LIMIT)
             uniq, inverse = np.unique(scale_q, return_inverse=True)
             fracs = [float(v).as_integer_ratio() for v in uniq]  # exact t / s of each scale
             ids = np.array([self._scale_id(a, b, _MAX_CHUNK_WEIGHTED) for a, b in fracs], dtype=np.int32)

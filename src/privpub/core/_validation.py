@@ -5,20 +5,32 @@ Messages follow one pattern: ``"<name> must <rule>, got <value>"``.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import numbers
+import os
+import sys
+import warnings
 from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from privpub.errors import DomainError, ParameterError
+from privpub.errors import DomainError, ParameterError, PrivacyWarning
 
 #: integer inputs must stay within this magnitude (int64 with headroom for added noise)
 INT_LIMIT = 2**62
 
+#: epsilon above which a release is accepted (the definition allows any finite epsilon) but
+#: warned about: e^30 is about 1.1e13, over a thousand times the world's population, so the
+#: guarantee no longer stops an adversary whose prior on one person is "one in everyone"
+#: (1 / 8e9, posterior odds up to 1300 : 1, i.e. 99.9%) from being certain; the discrete
+#: Laplace noise is then 0 with probability 1 - 2e-13 (the exact counts). See docs/core.md.
+MEANINGFUL_EPSILON = 30.0
+
 __all__ = [
     "INT_LIMIT",
+    "MEANINGFUL_EPSILON",
     "check_array",
     "check_bounds_2d",
     "check_int_values",
@@ -28,6 +40,7 @@ __all__ = [
     "check_positive_int",
     "check_probability",
     "check_real",
+    "warn_meaningless_epsilon",
 ]
 
 
@@ -60,6 +73,39 @@ def check_epsilon(epsilon: Any, name: str = "epsilon") -> float:
     if not math.isfinite(out) or out <= 0.0:
         raise ParameterError(f"{name} must be finite and > 0, got {out}")
     return out
+
+
+def _outside_stacklevel() -> int:
+    """The ``stacklevel`` (for a ``warnings.warn`` in the caller of this function) of the first
+    frame outside privpub and contextlib: the user's line, however deep the publisher's call."""
+    frame = sys._getframe(1)
+    level = 1
+    while frame is not None and (frame.f_code.co_filename.startswith(_PACKAGE_DIR)
+                                 or frame.f_code.co_filename == contextlib.__file__):
+        frame = frame.f_back  # type: ignore[assignment]
+        level += 1
+    return level
+
+
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+
+
+def warn_meaningless_epsilon(epsilon: float, what: str = "this release") -> None:
+    """Warn (:class:`~privpub.errors.PrivacyWarning`) when ``epsilon`` exceeds :data:`MEANINGFUL_EPSILON`.
+
+    Such an epsilon is allowed (it is finite, so the definition holds), but the guarantee no
+    longer protects anyone. Called once per release by :func:`~privpub.core.accounting` (and
+    once per stream publisher), on an epsilon that :func:`check_epsilon` already validated; the
+    warning points at the user's line.
+    """
+    if epsilon > MEANINGFUL_EPSILON:
+        warnings.warn(
+            f"epsilon={epsilon:g} is above {MEANINGFUL_EPSILON:g}: {what} is epsilon-DP, but e^epsilon exceeds "
+            f"10^13, so the guarantee no longer protects anyone (the output can be the exact data); "
+            f"see docs/core.md, 'How large an epsilon protects'",
+            PrivacyWarning,
+            stacklevel=_outside_stacklevel(),
+        )
 
 
 def check_probability(

@@ -31,6 +31,8 @@ I64 = NDArray[np.int64]
 #: smallest level budget allowed: report-noisy-max needs a noise scale 1/eps_i <= 2**52 (one bit of
 #: margin for the rounding of the schedule)
 MIN_LEVEL_EPSILON = 2.0**-51
+#: :func:`max_levels` never reports more (an epsilon of 1e300 allows "unboundedly many" levels)
+_LEVELS_CAP = 2.0**62
 
 
 def _geometric_weights(levels: int, count: int, ratio: float) -> tuple[list[float], float]:
@@ -44,10 +46,12 @@ def _geometric_weights(levels: int, count: int, ratio: float) -> tuple[list[floa
 def max_levels(eps1: float, schedule: str = "geometric", fanout_ratio: float = 3.0) -> int:
     """Largest ``h`` whose first level still gets a usable budget (>= :data:`MIN_LEVEL_EPSILON`) out of ``eps1``."""
     if schedule == "uniform":
-        return max(1, math.floor(eps1 / MIN_LEVEL_EPSILON))
+        return max(1, math.floor(min(eps1 / MIN_LEVEL_EPSILON, _LEVELS_CAP)))
     # eps_1 = eps1 (1 - 1/r) / (r^h - 1) * ... >= MIN  <=>  r^h - 1 <= eps1 (r - 1) / MIN
     r = fanout_ratio ** (1.0 / 3.0)
-    return max(1, math.floor(math.log1p(eps1 * (r - 1.0) / MIN_LEVEL_EPSILON) / math.log(r)))
+    x = eps1 * (r - 1.0) / MIN_LEVEL_EPSILON
+    log_x = math.log1p(x) if math.isfinite(x) else math.log(eps1) + math.log(r - 1.0) - math.log(MIN_LEVEL_EPSILON)
+    return max(1, math.floor(min(log_x / math.log(r), _LEVELS_CAP)))
 
 
 def level_budgets(
@@ -74,8 +78,8 @@ def level_budgets(
             f"levels={levels} with schedule={schedule!r} gives level 1 a budget of "
             f"{_fmt_pow10(log10_first)} out of "
             f"eps1={eps1:g}, below the smallest usable level budget 2**-51 (noise scales stop at 2**52); at most "
-            f"{max_levels(eps1, schedule, fanout_ratio)} levels are possible: lower levels (CLI --levels)"
-            + (" or use schedule='uniform'" if schedule == "geometric" else "")
+            f"{max_levels(eps1, schedule, fanout_ratio)} levels are possible: lower levels (CLI --levels), "
+            f"raise epsilon" + (" or use schedule='uniform'" if schedule == "geometric" else "")
         )
     if n == levels:  # the whole schedule: split() makes the parts add up to eps1
         if schedule == "uniform":

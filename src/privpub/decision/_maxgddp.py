@@ -276,6 +276,11 @@ class MAXGDDP(Publisher):
         k = len(schema.classes or ())
         eps1 = eps * self.split
         eps2 = eps - eps1
+        if not (eps1 > 0.0 and eps2 > 0.0):  # an epsilon near the smallest float underflows to 0
+            raise ParameterError(
+                f"epsilon must be large enough to split into selection (split={self.split:g}) and leaf budgets "
+                f"> 0, got {eps:g}"
+            )
         # public checks, before any reservation or draw: a level that can run gets a usable
         # budget, and a run that specialises everything (levels >= what the schema allows) has a
         # known final size

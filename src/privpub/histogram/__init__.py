@@ -32,6 +32,7 @@ from privpub.histogram._metrics import kld, lnmse
 from privpub.histogram._publishers import (
     AHP,
     HPHP,
+    PEAK_BYTES_PER_BIN,
     PUBLISHERS,
     HistogramRelease,
     LaplaceHistogram,
@@ -41,6 +42,7 @@ from privpub.histogram._publishers import (
     hphp_structure,
     noise_variance,
     noise_vector,
+    peak_bytes,
     rank_structure,
 )
 
@@ -50,6 +52,7 @@ __all__ = [
     "HistogramRelease",
     "LaplaceHistogram",
     "OptimalGrouping",
+    "PEAK_BYTES_PER_BIN",
     "PUBLISHERS",
     "ahp_clusters",
     "ahp_structure",
@@ -65,6 +68,7 @@ __all__ = [
     "noise_variance",
     "noise_vector",
     "partition_cost",
+    "peak_bytes",
     "publish_groups",
     "rank_structure",
     "segment_cost",

@@ -8,7 +8,7 @@ from fractions import Fraction
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from privpub.core import Accountant, RNGLike, as_generator, check_in_domain
+from privpub.core import Accountant, RNGLike, as_generator, check_allocation, check_in_domain
 from privpub.errors import ParameterError
 from privpub.ldp._base import Dyadic, FrequencyOracle, bernoulli_exact, flip_probability
 
@@ -93,6 +93,8 @@ class GRR(FrequencyOracle):
 
     def aggregate(self, reports: ArrayLike, *, epsilon: float | None = None) -> NDArray[np.int64]:
         r = check_in_domain(reports, "reports", self.domain_size)
+        check_allocation(self.domain_size, 16, "GRR's support counts (one per domain value)", "domain_size",
+                         unit="values")  # bincount's int64 output and its copy
         return np.bincount(r.reshape(-1), minlength=self.domain_size).astype(np.int64)
 
     def n_reports(self, reports: ArrayLike) -> int:

@@ -13,6 +13,7 @@ from privpub.core import (
     Accountant,
     RNGLike,
     as_generator,
+    check_allocation,
     check_array,
     check_positive_int,
     frame_backend,
@@ -190,6 +191,8 @@ class OLH(FrequencyOracle):
         if g >= _PRIME or -(-_PRIME // g) * _ENUMERATE_COST + _INVERSE_COST < d:
             kernel = _kernels.olh_support_enumerate
         bounds = np.linspace(0, n, min(n, N_THREADS) + 1).astype(np.int64)
+        check_allocation((bounds.size - 1 + 1) * d, 8, "OLH's support counts (one row per thread, and their sum)",
+                         "domain_size", unit="counts")
         partial = np.zeros((bounds.size - 1, d), dtype=np.int64)
 
         def count(k: int) -> None:

@@ -18,11 +18,13 @@ from privpub.core import (
     as_generator,
     check_epsilon,
     check_probability,
+    check_working_set,
     frame_backend,
     require_operation,
 )
 from privpub.errors import DomainError, ParameterError
 from privpub.ldp._base import (
+    N_THREADS,
     Dyadic,
     FrequencyOracle,
     bernoulli_exact,
@@ -211,6 +213,11 @@ class UnaryEncoding(FrequencyOracle):
         """
         v = self._values(values)
         p, q = self._dyadic(epsilon)
+        # peak per user (tracemalloc, 10^4..10^6 cells): the packed report plus chunk temporaries,
+        # 0.13-0.27 bytes per cell packed and 1.13 unpacked (the bool copy); with a margin
+        check_working_set(v.size, self.packed_width * (2.5 if packed else 10.0) + 8,
+                          f"{type(self).__name__}(domain_size={self.domain_size}).perturb", "domain_size or the number of values",
+                          unit="users", fixed=2 * N_THREADS * _CHUNK_BYTES)
         gen = as_generator(rng)
         self._charge(epsilon, v.size, accountant, note)
         reports = self._randomise(v, p, q, gen)

@@ -22,7 +22,7 @@ from privpub.core import (
 from privpub.errors import ParameterError
 from privpub.ldp import norm_sub
 from privpub.spatial._baselines import prepare
-from privpub.spatial._collect import check_cells, user_groups
+from privpub.spatial._collect import check_grid_height, user_groups
 from privpub.spatial._kernels import ci_combine, oue_v1
 from privpub.spatial._release import SpatialRelease
 from privpub.spatial._tree import grow_tree
@@ -102,7 +102,7 @@ class AHEAD(Publisher):
 
     def __post_init__(self) -> None:
         check_positive_int(self.height, "height", minimum=1)
-        check_cells(FANOUT**self.height, "AHEAD's finest grid 2**height x 2**height", "height")
+        check_grid_height(self.height, "AHEAD's finest grid 2**height x 2**height", "height")
         if self.theta is not None and check_real(self.theta, "theta") <= 0:
             raise ParameterError(f"theta must be > 0, got {self.theta}")
         if self.postprocess not in ("normsub", "none"):

@@ -24,6 +24,7 @@ from privpub.spatial._collect import (
     Bounds,
     check_bounds,
     check_cells,
+    check_grid_height,
     check_local_epsilon,
     check_mode,
     check_points,
@@ -320,7 +321,7 @@ class GTR(Publisher):
     def __post_init__(self) -> None:
         if self.height is not None:
             check_positive_int(self.height, "height", minimum=1)
-            check_cells(4**self.height, "GT-R's leaf grid 2**height x 2**height", "height")
+            check_grid_height(self.height, "GT-R's leaf grid 2**height x 2**height", "height")
         if self.combine not in ("ci", "last"):
             raise ParameterError(f"combine must be 'ci' or 'last', got {self.combine!r}")
         if self.postprocess not in ("normsub", "none"):
@@ -338,7 +339,7 @@ class GTR(Publisher):
         n_users = pts.shape[0]
         big_h = self.height if self.height is not None else gtr_height(n_users, eps)
         big_h = max(1, min(big_h, n_users))
-        check_cells(4**big_h, "GT-R's leaf grid 2**height x 2**height", "height")
+        check_grid_height(big_h, "GT-R's leaf grid 2**height x 2**height", "height")
         role_gen, noise_gen = as_generator(rng).spawn(2)
         sizes = [len(a) for a in np.array_split(np.arange(n_users), big_h)]
         cuts = np.concatenate([[0], np.cumsum(sizes)])

@@ -29,6 +29,7 @@ __all__ = [
     "Role",
     "check_bounds",
     "check_cells",
+    "check_grid_height",
     "check_local_epsilon",
     "check_mode",
     "check_points",
@@ -44,6 +45,8 @@ MODES = ("simulate", "per_user")
 _CHUNK_BITS = 1 << 27
 #: largest number of cells (grid cells or tree leaves) a spatial release may hold
 MAX_CELLS = 1 << 24
+#: the largest ``h`` with ``4**h <= MAX_CELLS`` (a 4096 x 4096 grid)
+MAX_GRID_HEIGHT = (MAX_CELLS.bit_length() - 1) // 2
 #: bytes of working memory per cell (coordinates, counts, estimates, levels), for messages
 _BYTES_PER_CELL = 96
 #: a box side must resolve 2**22 equal parts in float64 (MTR halves sides down to 2e-6)
@@ -188,6 +191,18 @@ def check_cells(n_cells: int, what: str, option: str) -> int:
             f"the {MAX_CELLS:,} privpub allows; lower {option}"
         )
     return n
+
+
+def check_grid_height(height: int, what: str, option: str) -> int:
+    """Refuse a ``2**height x 2**height`` grid of more than :data:`MAX_CELLS` cells, without
+    computing ``4**height`` (a height of 2**40 would take minutes to raise to that power)."""
+    h = int(height)
+    if h > MAX_GRID_HEIGHT:
+        raise ParameterError(
+            f"{what} would have 4**{h} cells, more than the {MAX_CELLS:,} (4**{MAX_GRID_HEIGHT}) privpub allows; "
+            f"lower {option} to at most {MAX_GRID_HEIGHT}"
+        )
+    return check_cells(4**h, what, option)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -53,6 +53,14 @@ ALPHA1 = 0.7
 _INTERVAL_RULES = ("histogram", "noise")
 
 
+#: largest number of KDG intervals per axis (``m`` and ``n``): the side of the finest grid privpub
+#: builds (``MAX_CELLS = 4096 x 4096``, GT-R's and AHEAD's height 12). A finer axis is no use: the
+#: sparse test compares an interval's density share ``lam / m`` with the noise of its estimated
+#: frequency, ``sqrt(V1(eps) / n_a)``, which at m = 4096 needs n_a > V1 (m / lam)^2, about 1.7e8
+#: users reporting the axis at eps = 1; and a per-user OUE report of the axis costs m bits.
+MAX_INTERVALS = 4096
+
+
 def kdg_intervals(n_axis: int, epsilon: float, *, kdg_split: str = "users", rule: str = "histogram") -> int:
     """Number of KDG intervals per axis, ``m = n``, from the noise of one marginal bin.
 
@@ -184,6 +192,12 @@ class KDGHT(Publisher):
         for name in ("m", "n"):
             if getattr(self, name) is not None:
                 check_positive_int(getattr(self, name), name, minimum=1)
+                if getattr(self, name) > MAX_INTERVALS:
+                    raise ParameterError(
+                        f"{name} must be at most {MAX_INTERVALS} intervals per axis (the side of the finest grid "
+                        f"privpub builds, 4096 x 4096 cells; the sparse test of finer intervals compares lam / "
+                        f"{name} with a noise that needs over 10^8 users to resolve), got {getattr(self, name)}"
+                    )
         if self.m is not None and self.n is not None:
             check_cells(self.m * self.n, "the KDG interval grid m x n", "m or n")
         if self.interval_rule not in _INTERVAL_RULES:

@@ -26,16 +26,21 @@ from numpy.typing import ArrayLike, NDArray
 
 from privpub.core import (
     FLOAT_EXACT_LIMIT,
+    MEMORY_BUDGET_ENV,
     Accountant,
     BudgetLedger,
     RNGLike,
     Session,
     TreeNoise,
+    active_accountant,
     charge,
     check_array,
     check_epsilon,
     check_positive_int,
     check_real,
+    check_session,
+    memory_budget,
+    warn_meaningless_epsilon,
 )
 from privpub.errors import DomainError, ParameterError
 
@@ -98,12 +103,10 @@ NEIGHBOURS = (
 
 
 def default_memory_limit() -> int:
-    """Half the machine's physical memory (8 GiB if unknown), capped at 64 GiB."""
-    try:
-        phys = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError, AttributeError):  # pragma: no cover - non-POSIX
-        phys = 16 << 30
-    return int(min(max(phys // 2, 1 << 30), 64 << 30))
+    """The core memory budget (:func:`privpub.core.memory_budget`: ``$PRIVPUB_MEMORY_BUDGET`` or half
+    the machine's memory), capped at 64 GiB unless ``PRIVPUB_MEMORY_BUDGET`` sets it."""
+    budget = memory_budget()
+    return budget if os.environ.get(MEMORY_BUDGET_ENV, "").strip() else int(min(budget, 64 << 30))
 
 
 def _gib(n: float) -> str:
@@ -248,6 +251,12 @@ class StreamPublisher:
         sens = check_real(sensitivity, "sensitivity")
         if sens <= 0:
             raise ParameterError(f"sensitivity must be > 0, got {sens}")
+        if not (sens / self.epsilon <= 2.0**52 and math.isfinite(self.epsilon / sens)):
+            # the node noise's check (privpub.core.TreeNoise), made here before any session is charged
+            raise ParameterError(
+                f"sensitivity / epsilon must be a noise scale in (0, 2**52] with a finite inverse, got "
+                f"sensitivity={sens:g}, epsilon={self.epsilon:g}"
+            )
         self.sensitivity = sens
         if not isinstance(real, bool):
             raise ParameterError(f"real must be True or False, got {real!r}")
@@ -292,11 +301,12 @@ class StreamPublisher:
     def _start(self, rng: RNGLike, session: Session | None, *, restoring: bool = False) -> None:
         """Reserve the budget (session), create the accountant and the node noise."""
         if not restoring:
+            session = check_session(session)
             if session is not None:
-                if not isinstance(session, Session):
-                    raise ParameterError(f"session must be a privpub.Session, got {type(session).__name__}")
                 res = session.reserve(self.epsilon, method=self.method, data="stream (event level)")
                 res.settle(spent=True, note="stream publisher: event-level epsilon for the stream's whole life")
+            if active_accountant() is None:
+                warn_meaningless_epsilon(self.epsilon, f"the {self.method} stream")
             charge(self.method, self.epsilon, note="a whole stream publisher used as one step")
         self._acc = Accountant(self.epsilon, label=self.method)
         self._noise = TreeNoise(epsilon=self.epsilon, sensitivity=self.sensitivity, accountant=self._acc,

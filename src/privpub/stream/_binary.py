@@ -25,6 +25,8 @@ from privpub.stream._base import _CHUNK, COMMON_PARAMS, INT_NP_LIMIT, NEIGHBOURS
 __all__ = ["BT", "BTH"]
 
 _REPLAY_STEP = 1 << 18
+#: peak bytes per window item of optimal_height_bth (340 measured with tracemalloc), with a margin
+_BTH_SEARCH_BYTES = 400
 
 
 def _level_of(x: NDArray[np.int64], cap: int) -> NDArray[np.int64]:
@@ -68,15 +70,18 @@ class _BinaryTreePublisher(StreamPublisher):
         self._check_common(window=window, epsilon=epsilon, sensitivity=sensitivity, noise=noise, real=real,
                            max_item=max_item, memory_limit=memory_limit)
         if height is None:
+            # the window alone (at the smallest height) must fit before the height search, whose
+            # BT_H error model (optimal_height_bth) works on arrays up to twice the window (measured
+            # peak: 340 bytes per window item at 2**16 and 2**20, tracemalloc)
+            search = _BTH_SEARCH_BYTES * self.window if self._lsq else 0.0
+            self._check_memory(max(self._state_bytes(1), search), f"window={self.window}", "lower window")
             height = K.optimal_height_bth(self.window) if self._lsq else K.optimal_height_bt(self.window)
         self.height = check_positive_int(height, "height")
         if self.height > MAX_TREE_HEIGHT:
             raise ParameterError(f"height must be at most {MAX_TREE_HEIGHT}, got {self.height}")
         k = self.height
         Tb = 1 << (k - 1)
-        per_time = 8 * (k * (3 if self._lsq else 1) + 3) + (k if self._lsq else 0)
-        nbytes = per_time * (self.window + Tb + _CHUNK) * 1.3 + 8.0 * 12 * (Tb + _CHUNK) + 8.0 * 3 * (2 * Tb)
-        self._check_memory(nbytes, f"window={self.window} with blocks of 2**{k - 1} items (height {k})",
+        self._check_memory(self._state_bytes(k), f"window={self.window} with blocks of 2**{k - 1} items (height {k})",
                            "lower height (each block holds 2**(height-1) items)" if Tb >= self.window
                            else "lower window")
         self._start(rng, session, restoring=restoring)
@@ -97,6 +102,12 @@ class _BinaryTreePublisher(StreamPublisher):
         self._T = Tb
         self._p: Any = 0
         self._anchors: list[Any] = [0] * k
+
+    def _state_bytes(self, k: int) -> float:
+        """Bytes of the publisher's state at height ``k`` (its time-indexed arrays and block buffers)."""
+        Tb = 1 << (k - 1)
+        per_time = 8 * (k * (3 if self._lsq else 1) + 3) + (k if self._lsq else 0)
+        return per_time * (self.window + Tb + _CHUNK) * 1.3 + 8.0 * 12 * (Tb + _CHUNK) + 8.0 * 3 * (2 * Tb)
 
     # -- storage ----------------------------------------------------------------------------------
     def _names(self) -> tuple[tuple[str, Any], ...]:
