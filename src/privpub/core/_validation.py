@@ -52,10 +52,10 @@ def _short(value: Any) -> str:
 def check_real(value: Any, name: str) -> float:
     """Return ``value`` as a finite float or raise :class:`ParameterError`."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise ParameterError(f"{name} must be a real number, got {_short(value)}")
+        raise ParameterError(f"{name} must be a real number, got {_short(value)}", param=name)
     out = float(value)
     if not math.isfinite(out):
-        raise ParameterError(f"{name} must be finite, got {out}")
+        raise ParameterError(f"{name} must be finite, got {out}", param=name)
     return out
 
 
@@ -68,10 +68,10 @@ def check_epsilon(epsilon: Any, name: str = "epsilon") -> float:
     0.5
     """
     if isinstance(epsilon, bool) or not isinstance(epsilon, numbers.Real):
-        raise ParameterError(f"{name} must be a finite number > 0, got {_short(epsilon)}")
+        raise ParameterError(f"{name} must be a finite number > 0, got {_short(epsilon)}", param=name)
     out = float(epsilon)
     if not math.isfinite(out) or out <= 0.0:
-        raise ParameterError(f"{name} must be finite and > 0, got {out}")
+        raise ParameterError(f"{name} must be finite and > 0, got {out}", param=name)
     return out
 
 
@@ -127,17 +127,17 @@ def check_probability(
     if not (left_ok and right_ok):
         lb = "[" if closed in ("left", "both") else "("
         rb = "]" if closed in ("right", "both") else ")"
-        raise ParameterError(f"{name} must be in {lb}{low}, {high}{rb}, got {out}")
+        raise ParameterError(f"{name} must be in {lb}{low}, {high}{rb}, got {out}", param=name)
     return out
 
 
 def check_positive_int(value: Any, name: str, *, minimum: int = 1) -> int:
     """Return ``value`` as an int >= ``minimum`` (integral floats such as 3.0 are refused)."""
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise ParameterError(f"{name} must be an integer >= {minimum}, got {_short(value)}")
+        raise ParameterError(f"{name} must be an integer >= {minimum}, got {_short(value)}", param=name)
     out = int(value)
     if out < minimum:
-        raise ParameterError(f"{name} must be an integer >= {minimum}, got {out}")
+        raise ParameterError(f"{name} must be an integer >= {minimum}, got {out}", param=name)
     return out
 
 
@@ -162,16 +162,16 @@ def check_array(
     try:
         arr = np.asarray(values) if dtype is None else np.asarray(values, dtype=dtype)
     except (TypeError, ValueError) as exc:
-        raise ParameterError(f"{name} must be a numeric array, got {_short(values)}") from exc
+        raise ParameterError(f"{name} must be a numeric array, got {_short(values)}", param=name) from exc
     if arr.dtype.kind not in "biuf":
-        raise ParameterError(f"{name} must be a numeric array, got dtype {arr.dtype}")
+        raise ParameterError(f"{name} must be a numeric array, got dtype {arr.dtype}", param=name)
     if ndim is not None and arr.ndim != ndim:
-        raise ParameterError(f"{name} must be {ndim}-dimensional, got shape {arr.shape}")
+        raise ParameterError(f"{name} must be {ndim}-dimensional, got shape {arr.shape}", param=name)
     if not allow_empty and arr.size == 0:
-        raise ParameterError(f"{name} must not be empty, got shape {arr.shape}")
+        raise ParameterError(f"{name} must not be empty, got shape {arr.shape}", param=name)
     if finite and arr.dtype.kind == "f" and not np.all(np.isfinite(arr)):
         bad = int(np.count_nonzero(~np.isfinite(arr)))
-        raise DomainError(f"{name} must be finite, got {bad} NaN or infinite entries")
+        raise DomainError(f"{name} must be finite, got {bad} NaN or infinite entries", param=name)
     return arr
 
 
@@ -181,11 +181,11 @@ def check_int_values(arr: NDArray[Any], name: str) -> NDArray[np.int64]:
     if arr.dtype.kind == "f":
         if not np.all(arr == np.round(arr)):
             bad = arr[arr != np.round(arr)].flat[0]
-            raise DomainError(f"{name} must hold integers, got non-integral values such as {bad}")
+            raise DomainError(f"{name} must hold integers, got non-integral values such as {bad}", param=name)
         if arr.size and np.max(np.abs(arr)) > INT_LIMIT:
-            raise DomainError(f"{name} must lie within +-2**62, got magnitude {np.max(np.abs(arr)):g}")
+            raise DomainError(f"{name} must lie within +-2**62, got magnitude {np.max(np.abs(arr)):g}", param=name)
     elif arr.dtype.kind == "u" and arr.size and int(arr.max()) > INT_LIMIT:
-        raise DomainError(f"{name} must lie within +-2**62, got {int(arr.max())}")
+        raise DomainError(f"{name} must lie within +-2**62, got {int(arr.max())}", param=name)
     return arr.astype(np.int64, copy=False)
 
 
@@ -198,7 +198,7 @@ def check_counts(counts: ArrayLike, name: str = "counts", *, ndim: int | None = 
     arr = check_array(counts, name, ndim=ndim)
     ints = check_int_values(arr, name)
     if ints.size and ints.min() < 0:
-        raise DomainError(f"{name} must be non-negative, got minimum {ints.min()}")
+        raise DomainError(f"{name} must be non-negative, got minimum {ints.min()}", param=name)
     return ints
 
 
@@ -206,7 +206,7 @@ def check_in_domain(values: ArrayLike, name: str, size: int) -> NDArray[np.int64
     """Return ``values`` as int64 codes after checking each lies in ``{0, ..., size - 1}``."""
     arr = check_array(values, name, allow_empty=False)
     if arr.dtype.kind == "f" and not np.all(arr == np.round(arr)):
-        raise DomainError(f"{name} must hold integer codes in [0, {size - 1}], got non-integral values")
+        raise DomainError(f"{name} must hold integer codes in [0, {size - 1}], got non-integral values", param=name)
     if arr.dtype.kind == "f" and arr.size and np.max(np.abs(arr)) > INT_LIMIT:
         raise DomainError(f"{name} must hold integer codes in [0, {size - 1}] (the declared domain), "
                           f"got {arr[np.abs(arr) > INT_LIMIT].flat[0]:g}")
@@ -228,10 +228,10 @@ def check_bounds_2d(bounds: Any, name: str = "bounds") -> tuple[float, float, fl
             "never taken from the data, got None"
         )
     if isinstance(bounds, str | bytes) or not hasattr(bounds, "__iter__"):
-        raise ParameterError(f"{name} must be a sequence (x0, y0, x1, y1), got {bounds!r}")
+        raise ParameterError(f"{name} must be a sequence (x0, y0, x1, y1), got {bounds!r}", param=name)
     vals = [check_real(b, name) for b in bounds]
     if len(vals) != 4:
-        raise ParameterError(f"{name} must have 4 numbers (x0, y0, x1, y1), got {len(vals)}")
+        raise ParameterError(f"{name} must have 4 numbers (x0, y0, x1, y1), got {len(vals)}", param=name)
     x0, y0, x1, y1 = vals
     if not (x1 > x0 and y1 > y0):
         raise ParameterError(
