@@ -111,6 +111,8 @@ def test_finding4_unauthenticated_bodies_are_not_read(tserver: Server, tstream: 
     assert all(st.startswith(("HTTP/1.1 401", "HTTP/1.1 403")) or st == "" for st, _ in results), statuses
     assert sum(st.startswith("HTTP/1.1 40") for st, _ in results) >= 25, statuses  # a reset may hide a few
     assert max(hwm, rss1) - rss0 < 64 * 2**20, (rss0, rss1, hwm)
+    print(f"finding 4: RSS {rss0 / 2**20:.0f} MB before, {rss1 / 2**20:.0f} MB after, peak {hwm / 2**20:.0f} MB; "
+          f"client bytes the server took: max {max(n for _, n in results) / 2**20:.1f} MB of 29.6 MB")
     # the server still answers, and the producer with its token is served
     ok = httpx.post(f"{tserver.url}/streams/{tstream['id']}/counts", json={"counts": [1, 2], "batch_id": "f4"},
                     headers={"Authorization": f"Bearer {tstream['producer_token']}"}, timeout=60)
@@ -293,6 +295,33 @@ def test_finding9_failed_auth_is_rate_limited(db_url: str, tmp_path: Path) -> No
         print(f"failed-auth limit: {checked} of 1500 guesses checked in {elapsed:.1f} s")
     finally:
         srv.stop()
+
+
+def test_admin_token_rule() -> None:
+    """The rule ``privpub serve`` applies: >= 32 characters, >= 10 distinct, no placeholder."""
+    from privpub.service._transport import admin_token_problem
+
+    assert admin_token_problem(secrets.token_urlsafe(32)) is None
+    assert admin_token_problem(secrets.token_hex(16)) is None and admin_token_problem(ADMIN_TOKEN) is None
+    for weak in ("change-me-to-a-long-random-string", "Change-Me-" + secrets.token_hex(16), "x" * 64,
+                 secrets.token_hex(15), "my-example-token-" + secrets.token_hex(16)):
+        assert admin_token_problem(weak) is not None, weak
+
+
+def test_auth_limiter_is_a_bounded_token_bucket() -> None:
+    from privpub.service._transport import AuthLimiter
+
+    lim = AuthLimiter(burst=3, rate=1000.0, max_clients=100)
+    for _ in range(3):
+        assert lim.retry_after("a") is None
+        lim.failed("a")
+    wait = lim.retry_after("a")
+    assert wait is not None and 0 < wait <= 1 / 1000
+    time.sleep(0.01)
+    assert lim.retry_after("a") is None  # refilled
+    for i in range(1000):
+        lim.failed(f"client{i}")
+    assert len(lim._buckets) == 100 and lim.retry_after("b") is None
 
 
 def _sample(text: str, name: str, **labels: str) -> float:

@@ -387,7 +387,7 @@ async def read_body(receive: Receive, limit: int) -> bytes | None:
         try:
             msg = await receive()
         except StarletteHTTPException as exc:  # the body deadline (408) of the transport guard
-            raise ApiError(exc.status_code, str(exc.detail), headers=exc.headers) from None
+            raise ApiError(exc.status_code, str(exc.detail), headers=dict(exc.headers or {})) from None
         if msg["type"] != "http.request":
             return None
         chunk = msg.get("body", b"")

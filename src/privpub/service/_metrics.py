@@ -112,7 +112,7 @@ def _registry(extra: Iterable[Collector]) -> CollectorRegistry:
         from prometheus_client import multiprocess
 
         reg = CollectorRegistry()
-        multiprocess.MultiProcessCollector(reg)
+        multiprocess.MultiProcessCollector(reg)  # type: ignore[no-untyped-call]
     else:  # one process: this module's metrics only (not the interpreter's own collectors)
         reg = CollectorRegistry()
         for collector in (REPORTS, AUTH_FAILURES, STREAM_REQUESTS, REQUESTS):

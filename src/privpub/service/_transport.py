@@ -26,6 +26,7 @@ whose request line and headers do not arrive within ``PRIVPUB_TIMEOUT_HEADERS`` 
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import hmac
 import logging
@@ -166,7 +167,7 @@ def _auth_kind(route: Any) -> str | None:
 
 def _flat_routes(routes: Any) -> list[Any]:
     """Every route of the application (FastAPI >= 0.16x keeps included routers as one route each)."""
-    out = []
+    out: list[Any] = []
     for r in routes:
         contexts = getattr(r, "effective_route_contexts", None)
         if contexts is not None:
@@ -185,6 +186,8 @@ class Guard:
         self.config = config
         self.limiter = AuthLimiter(config.auth_burst, config.auth_rate)
         self._table: list[tuple[re.Pattern[str], frozenset[str], str, str | None]] | None = None
+        # the hot paths repeat (one campaign's or stream's path): remember the last lookups
+        self.route = functools.lru_cache(maxsize=4096)(self._route)
 
     def _routes(self) -> list[tuple[re.Pattern[str], frozenset[str], str, str | None]]:
         if self._table is None:
@@ -192,7 +195,7 @@ class Guard:
                            for r in _flat_routes(self.fastapi_app.router.routes) if hasattr(r, "path_regex")]
         return self._table
 
-    def route(self, method: str, path: str) -> tuple[str, str | None, dict[str, str]]:
+    def _route(self, method: str, path: str) -> tuple[str, str | None, dict[str, str]]:
         """The route template (bounded label), its authentication and its path parameters."""
         seen = None
         for regex, methods, template, auth in self._routes():
