@@ -88,27 +88,16 @@ def serve(
     if not (auth_rate > 0 and auth_rate < 1e6):
         raise ParameterError(f"--auth-rate must be in (0, 1e6) per second, got {auth_rate}")
     _need_extra()
-    import shutil
-    import tempfile
-
-    # what the workers read from the environment, set before privpub.service is imported: the
-    # transport limits, and the directory of the metrics files (prometheus multiprocess mode)
-    os.environ["PRIVPUB_TIMEOUT_HEADERS"] = repr(timeout_headers)
-    os.environ["PRIVPUB_TIMEOUT_BODY"] = repr(timeout_body)
-    os.environ["PRIVPUB_AUTH_BURST"] = str(auth_burst)
-    os.environ["PRIVPUB_AUTH_RATE"] = repr(auth_rate)
-    own = not os.environ.get("PROMETHEUS_MULTIPROC_DIR")
-    if own:
-        os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="privpub-metrics-")
-    try:
-        _serve(db, host, port, workers, upgrade, log_level, timeout_keep_alive)
-    finally:
-        if own:
-            shutil.rmtree(os.environ.pop("PROMETHEUS_MULTIPROC_DIR"), ignore_errors=True)
+    _serve(db, host, port, workers, upgrade, log_level, {
+        "PRIVPUB_TIMEOUT_HEADERS": repr(timeout_headers), "PRIVPUB_TIMEOUT_BODY": repr(timeout_body),
+        "PRIVPUB_AUTH_BURST": str(auth_burst), "PRIVPUB_AUTH_RATE": repr(auth_rate)}, timeout_keep_alive)
 
 
 def _serve(db: str, host: str, port: int, workers: int, upgrade: bool, log_level: str,
-           timeout_keep_alive: float) -> None:
+           settings: dict[str, str], timeout_keep_alive: float) -> None:
+    import shutil
+    import tempfile
+
     import uvicorn
 
     from privpub.service import database_url
@@ -124,7 +113,7 @@ def _serve(db: str, host: str, port: int, workers: int, upgrade: bool, log_level
                                  "PRIVPUB_ADMIN_TOKEN=$(python -c \"import secrets; print(secrets.token_urlsafe(32))\")")
     url = database_url(db)
     path = private_sqlite_file(url)
-    if path is not None and path.exists() and path.stat().st_mode & 0o077:
+    if path is not None and path.is_file() and path.stat().st_mode & 0o077:
         typer.echo(f"warning: the database file {path} can be read by other users (mode "
                    f"{path.stat().st_mode & 0o777:o}): chmod 600 it and its -wal and -shm files", err=True)
     if upgrade:
@@ -133,11 +122,27 @@ def _serve(db: str, host: str, port: int, workers: int, upgrade: bool, log_level
     if not token:
         typer.echo("warning: PRIVPUB_ADMIN_TOKEN is not set: admin endpoints (creating campaigns, releases) "
                    "are disabled", err=True)
-    os.environ["PRIVPUB_DB"] = url
-    uvicorn.run("privpub.service._app:create_app_from_env", factory=True, host=host, port=port,
-                workers=workers, access_log=False, log_level=log_level.lower(), server_header=False,
-                http="privpub.service._transport:HeaderTimeoutProtocol",
-                timeout_keep_alive=timeout_keep_alive)  # type: ignore[arg-type]
+    # what the workers read from the environment: the database, the transport limits, and a
+    # private directory for the metrics files (prometheus multiprocess mode), unless one is set
+    settings = {**settings, "PRIVPUB_DB": url}
+    own_metrics = not os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+    if own_metrics:
+        settings["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="privpub-metrics-")
+    saved = {k: os.environ.get(k) for k in settings}
+    os.environ.update(settings)
+    try:
+        uvicorn.run("privpub.service._app:create_app_from_env", factory=True, host=host, port=port,
+                    workers=workers, access_log=False, log_level=log_level.lower(), server_header=False,
+                    http="privpub.service._transport:HeaderTimeoutProtocol",
+                    timeout_keep_alive=timeout_keep_alive)  # type: ignore[arg-type]
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        if own_metrics:
+            shutil.rmtree(settings["PROMETHEUS_MULTIPROC_DIR"], ignore_errors=True)
 
 
 @db_app.command("upgrade")

@@ -19,13 +19,10 @@ from __future__ import annotations
 
 import math
 import os
+import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from typing import Any
-
-from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
-from prometheus_client.core import GaugeMetricFamily
-from prometheus_client.registry import Collector
 
 __all__ = [
     "CONTENT_TYPE",
@@ -39,18 +36,43 @@ __all__ = [
 #: the exposition format's content type
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 _METHODS = frozenset({"GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"})
+_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 
-REPORTS = Counter("privpub_reports", "Reports per campaign and outcome: accepted (stored), duplicate (a resent "
-                  "report id), refused (malformed, bad token or assignment, campaign closed), suspected "
-                  "(flagged by the poisoning defence)", ["campaign", "outcome"])
-AUTH_FAILURES = Counter("privpub_auth_failures", "Refused authentications: kind = admin or producer; reason = "
-                        "missing (no bearer token), invalid (a wrong token was checked), limited (refused "
-                        "unchecked by the failed-auth rate limit)", ["kind", "reason"])
-STREAM_REQUESTS = Counter("privpub_stream_requests", "Successful stream requests per stream: ingest (POST counts "
-                          "or events) and query (GET range, POST ranges)", ["stream", "kind"])
-REQUESTS = Histogram("privpub_request_duration_seconds", "Request latency by method, route template and status",
-                     ["method", "path", "status"],
-                     buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0))
+
+class _Metrics:
+    """The metric objects, made on first use: prometheus-client picks its multiprocess mode when it
+    is imported, so it is imported only once ``privpub serve`` has set ``PROMETHEUS_MULTIPROC_DIR``."""
+
+    def __init__(self) -> None:
+        from prometheus_client import Counter, Histogram
+
+        self.reports = Counter(
+            "privpub_reports", "Reports per campaign and outcome: accepted (stored), duplicate (a resent "
+            "report id), refused (malformed, bad token or assignment, campaign closed), suspected "
+            "(flagged by the poisoning defence)", ["campaign", "outcome"])
+        self.auth_failures = Counter(
+            "privpub_auth_failures", "Refused authentications: kind = admin or producer; reason = missing "
+            "(no bearer token), invalid (a wrong token was checked), limited (refused unchecked by the "
+            "failed-auth rate limit)", ["kind", "reason"])
+        self.stream_requests = Counter(
+            "privpub_stream_requests", "Successful stream requests per stream: ingest (POST counts or "
+            "events) and query (GET range, POST ranges)", ["stream", "kind"])
+        self.requests = Histogram("privpub_request_duration_seconds",
+                                  "Request latency by method, route template and status",
+                                  ["method", "path", "status"], buckets=_BUCKETS)
+
+
+_made: _Metrics | None = None
+_lock = threading.Lock()
+
+
+def _m() -> _Metrics:
+    global _made
+    if _made is None:
+        with _lock:
+            if _made is None:
+                _made = _Metrics()
+    return _made
 
 
 def count_reports(campaign_id: str, *, accepted: int = 0, duplicate: int = 0, refused: int = 0,
@@ -59,25 +81,25 @@ def count_reports(campaign_id: str, *, accepted: int = 0, duplicate: int = 0, re
     for outcome, n in (("accepted", accepted), ("duplicate", duplicate), ("refused", refused),
                        ("suspected", suspected)):
         if n:
-            REPORTS.labels(campaign_id, outcome).inc(n)
+            _m().reports.labels(campaign_id, outcome).inc(n)
 
 
 def count_auth_failure(kind: str, reason: str) -> None:
     """One refused authentication (``kind``: admin or producer; ``reason``: missing, invalid, limited)."""
-    AUTH_FAILURES.labels(kind, reason).inc()
+    _m().auth_failures.labels(kind, reason).inc()
 
 
 def count_stream(stream_id: str, kind: str, n: int = 1) -> None:
     """A successful stream request (``kind``: ingest or query) of an existing stream."""
-    STREAM_REQUESTS.labels(stream_id, kind).inc(n)
+    _m().stream_requests.labels(stream_id, kind).inc(n)
 
 
 def observe_request(method: str, template: str, status: int, seconds: float) -> None:
     """A request's latency, labelled by its route template (never the raw path)."""
-    REQUESTS.labels(method if method in _METHODS else "other", template, str(status)).observe(seconds)
+    _m().requests.labels(method if method in _METHODS else "other", template, str(status)).observe(seconds)
 
 
-class ClockLag(Collector):
+class ClockLag:
     """``privpub_stream_clock_lag_seconds``: per clocked stream, how long ago its open step should
     have been closed by the service's clock (0 when on time), read from the database at scrape time
     so that every worker reports the same value."""
@@ -85,8 +107,9 @@ class ClockLag(Collector):
     def __init__(self, engine: Any) -> None:
         self.engine = engine
 
-    def collect(self) -> Iterator[GaugeMetricFamily]:
+    def collect(self) -> Iterator[Any]:
         import sqlalchemy as sa
+        from prometheus_client.core import GaugeMetricFamily
 
         from privpub.service._tables import streams
 
@@ -107,21 +130,18 @@ class ClockLag(Collector):
         yield fam
 
 
-def _registry(extra: Iterable[Collector]) -> CollectorRegistry:
+def render(engine: Any) -> bytes:
+    """The exposition text: every worker's counters and histograms, and the clock lag from ``engine``."""
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    m = _m()
+    reg = CollectorRegistry()
     if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         from prometheus_client import multiprocess
 
-        reg = CollectorRegistry()
         multiprocess.MultiProcessCollector(reg)  # type: ignore[no-untyped-call]
     else:  # one process: this module's metrics only (not the interpreter's own collectors)
-        reg = CollectorRegistry()
-        for collector in (REPORTS, AUTH_FAILURES, STREAM_REQUESTS, REQUESTS):
+        for collector in (m.reports, m.auth_failures, m.stream_requests, m.requests):
             reg.register(collector)
-    for c in extra:
-        reg.register(c)
-    return reg
-
-
-def render(engine: Any) -> bytes:
-    """The exposition text: every worker's counters and histograms, and the clock lag from ``engine``."""
-    return generate_latest(_registry([ClockLag(engine)]))
+    reg.register(ClockLag(engine))
+    return generate_latest(reg)

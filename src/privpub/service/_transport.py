@@ -334,9 +334,9 @@ class HeaderTimeoutProtocol(HttpToolsProtocol):
     :data:`MAX_HEADER_BYTES` get 431.
     """
 
-    header_timeout = float(os.environ.get("PRIVPUB_TIMEOUT_HEADERS", "10"))
-
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        # read per connection: ``privpub serve`` sets it after this module may have been imported
+        self.header_timeout = float(os.environ.get("PRIVPUB_TIMEOUT_HEADERS", "10"))
         self._header_timer: asyncio.TimerHandle | None = None
         self._in_headers = True
         self._header_bytes = 0
