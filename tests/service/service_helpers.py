@@ -15,7 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-ADMIN_TOKEN = "test-admin-" + secrets.token_hex(8)
+ADMIN_TOKEN = "test-admin-" + secrets.token_hex(16)
 SRC = Path(__file__).resolve().parents[2] / "src"
 BACKENDS = ["sqlite", "postgresql"]
 

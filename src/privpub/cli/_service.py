@@ -64,11 +64,27 @@ def serve(
     upgrade: Annotated[bool, typer.Option("--upgrade/--no-upgrade",
                                           help="Upgrade the database schema before starting.")] = True,
     log_level: Annotated[str, typer.Option("--log-level", help="debug, info, warning, error.")] = "info",
+    timeout_headers: Annotated[float, typer.Option(
+        "--timeout-headers", envvar="PRIVPUB_TIMEOUT_HEADERS",
+        help="Seconds for a request's line and headers to arrive, else 408 and the connection is closed.")] = 10.0,
+    timeout_body: Annotated[float, typer.Option(
+        "--timeout-body", envvar="PRIVPUB_TIMEOUT_BODY",
+        help="Seconds for a request's body to arrive after its headers, else 408 and the connection is closed.")] = 60.0,
+    timeout_keep_alive: Annotated[float, typer.Option(
+        "--timeout-keep-alive", help="Seconds an idle kept-alive connection stays open.")] = 5.0,
+    auth_burst: Annotated[int, typer.Option(
+        "--auth-burst", envvar="PRIVPUB_AUTH_BURST",
+        help="Failed authentications one client address may make at once (then --auth-rate per second; "
+             "more get 429 unchecked).")] = 30,
+    auth_rate: Annotated[float, typer.Option(
+        "--auth-rate", envvar="PRIVPUB_AUTH_RATE",
+        help="Failed authentications per second a client address regains.")] = 1.0,
 ) -> None:
     """Run the service: collection campaigns and real-time streams (admin token: $PRIVPUB_ADMIN_TOKEN).
 
-    The default database is a SQLite file created on first start. Put the service behind a TLS
-    proxy for anything but loopback (docs/service.md).
+    The default database is a SQLite file created on first start (mode 0600). The admin token must
+    be at least 32 random characters (``python -c "import secrets; print(secrets.token_urlsafe(32))"``).
+    Put the service behind a TLS proxy for anything but loopback (docs/service.md).
     """
     if not 0 <= port <= 65535:
         raise ParameterError(f"--port must be in 0..65535 (0: any free port), got {port}")
@@ -78,22 +94,70 @@ def serve(
         raise ParameterError(f"--log-level must be one of {list(_LOG_LEVELS)}, got {log_level!r}")
     if not host.strip():
         raise ParameterError("--host must name an interface, got ''")
+    for name, value in (("--timeout-headers", timeout_headers), ("--timeout-body", timeout_body),
+                        ("--timeout-keep-alive", timeout_keep_alive)):
+        if not (value > 0 and value < 86400):
+            raise ParameterError(f"{name} must be in (0, 86400) seconds, got {value}")
+    if auth_burst < 1:
+        raise ParameterError(f"--auth-burst must be >= 1, got {auth_burst}")
+    if not (auth_rate > 0 and auth_rate < 1e6):
+        raise ParameterError(f"--auth-rate must be in (0, 1e6) per second, got {auth_rate}")
     _need_extra()
+    _serve(db, host, port, workers, upgrade, log_level, {
+        "PRIVPUB_TIMEOUT_HEADERS": repr(timeout_headers), "PRIVPUB_TIMEOUT_BODY": repr(timeout_body),
+        "PRIVPUB_AUTH_BURST": str(auth_burst), "PRIVPUB_AUTH_RATE": repr(auth_rate)}, timeout_keep_alive)
+
+
+def _serve(db: str, host: str, port: int, workers: int, upgrade: bool, log_level: str,
+           settings: dict[str, str], timeout_keep_alive: float) -> None:
+    import shutil
+    import tempfile
+
     import uvicorn
 
     from privpub.service import database_url
     from privpub.service import upgrade as do_upgrade
+    from privpub.service._db import private_sqlite_file
+    from privpub.service._transport import admin_token_problem
 
+    token = os.environ.get("PRIVPUB_ADMIN_TOKEN")
+    if token:
+        problem = admin_token_problem(token)
+        if problem is not None:
+            raise ParameterError(f"PRIVPUB_ADMIN_TOKEN is too weak ({problem}); generate one with: export "
+                                 "PRIVPUB_ADMIN_TOKEN=$(python -c \"import secrets; print(secrets.token_urlsafe(32))\")")
     url = database_url(db)
+    path = private_sqlite_file(url)
+    if path is not None and path.is_file() and path.stat().st_mode & 0o077:
+        typer.echo(f"warning: the database file {path} can be read by other users (mode "
+                   f"{path.stat().st_mode & 0o777:o}): chmod 600 it and its -wal and -shm files", err=True)
     if upgrade:
         rev = do_upgrade(url)
         typer.echo(f"database schema at revision {rev}", err=True)
-    if not os.environ.get("PRIVPUB_ADMIN_TOKEN"):
+    if not token:
         typer.echo("warning: PRIVPUB_ADMIN_TOKEN is not set: admin endpoints (creating campaigns, releases) "
                    "are disabled", err=True)
-    os.environ["PRIVPUB_DB"] = url
-    uvicorn.run("privpub.service._app:create_app_from_env", factory=True, host=host, port=port,
-                workers=workers, access_log=False, log_level=log_level.lower(), server_header=False)
+    # what the workers read from the environment: the database, the transport limits, and a
+    # private directory for the metrics files (prometheus multiprocess mode), unless one is set
+    settings = {**settings, "PRIVPUB_DB": url}
+    own_metrics = not os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+    if own_metrics:
+        settings["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="privpub-metrics-")
+    saved = {k: os.environ.get(k) for k in settings}
+    os.environ.update(settings)
+    try:
+        uvicorn.run("privpub.service._app:create_app_from_env", factory=True, host=host, port=port,
+                    workers=workers, access_log=False, log_level=log_level.lower(), server_header=False,
+                    http="privpub.service._transport:HeaderTimeoutProtocol",
+                    timeout_keep_alive=timeout_keep_alive)  # type: ignore[arg-type]
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        if own_metrics:
+            shutil.rmtree(settings["PROMETHEUS_MULTIPROC_DIR"], ignore_errors=True)
 
 
 @db_app.command("upgrade")

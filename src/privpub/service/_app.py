@@ -33,6 +33,7 @@ import privpub
 from privpub.client._codec import b64decode
 from privpub.service._db import make_engine, upgrade
 from privpub.service._kinds import ReportError, SpecError
+from privpub.service._metrics import count_reports
 from privpub.service._specs import AssignmentRequest, BatchIn, CampaignIn, ReportIn, TokenRequest
 from privpub.service._store import (
     BAD_ASSIGNMENT,
@@ -50,6 +51,7 @@ from privpub.service._store import (
     iso,
 )
 from privpub.service._streams import StreamError, StreamStore
+from privpub.service._transport import Guard, TransportConfig, admin_token_problem
 
 __all__ = ["ROUTERS", "create_app", "create_app_from_env"]
 
@@ -98,7 +100,8 @@ class BodyLimit:
         limit = MAX_BATCH_BODY if _is_batch_path(scope["path"]) else MAX_BODY
         length = dict(scope["headers"]).get(b"content-length")
         if length is not None and (not length.isdigit() or int(length) > limit):
-            await _error(413, f"the request body exceeds the limit of {limit} bytes")(scope, receive, send)
+            await _error(413, f"the request body exceeds the limit of {limit} bytes",
+                         headers={"Connection": "close"})(scope, receive, send)
             return
         seen = 0
 
@@ -108,7 +111,8 @@ class BodyLimit:
             if msg["type"] == "http.request":
                 seen += len(msg.get("body", b""))
                 if seen > limit:
-                    raise ApiError(413, f"the request body exceeds the limit of {limit} bytes")
+                    raise ApiError(413, f"the request body exceeds the limit of {limit} bytes",
+                                   headers={"Connection": "close"})
             return msg
 
         await self.app(scope, limited, send)
@@ -188,6 +192,8 @@ def _batch(store: Store, info: CampaignInfo, body: BatchIn) -> Batch:
         raise ApiError(422, "this campaign assigns groups: send each report's assignment", "assignments")
     if info.enrollment and body.tokens is None:
         raise ApiError(422, "this campaign needs a one-time enrollment token per report", "tokens")
+    if body.groups is not None and any(not 0 <= g < 2**31 for g in body.groups):
+        raise ApiError(422, "group ids are integers in [0, 2**31)", "groups")
     groups = np.zeros(n, dtype=np.int64) if body.groups is None else np.asarray(body.groups, dtype=np.int64)
     known: dict[int, Any] = {}
     for gid in np.unique(groups).tolist():
@@ -254,6 +260,15 @@ def health(request: Request) -> dict[str, Any]:
     return {"status": "ok" if db == "ok" else "degraded", "database": db, "version": privpub.__version__}
 
 
+@health_router.get("/metrics", dependencies=[Depends(require_admin)], response_class=Response)
+def metrics(request: Request) -> Response:
+    """Prometheus metrics (admin): reports per campaign and outcome, failed authentications,
+    stream ingest and query requests, clock lag, request latency per route (docs/service.md)."""
+    from privpub.service._metrics import CONTENT_TYPE, render
+
+    return Response(render(_store(request).engine), media_type=CONTENT_TYPE)
+
+
 @campaigns_router.post("", status_code=201, dependencies=[Depends(require_admin)])
 def create_campaign(request: Request, body: CampaignIn) -> dict[str, Any]:
     """Create a campaign (admin). Returns its id and public configuration."""
@@ -303,8 +318,15 @@ async def handle_report(app: Any, campaign_id: str, body: ReportIn) -> tuple[int
     """One report: validate, store (group commit), and the receipt with its status code."""
     store: Store = app.state.store
     info = store.campaign(campaign_id)
-    out = await _store_batch(app, info, _single_batch(store, info, body))
+    try:
+        batch = _single_batch(store, info, body)
+    except ApiError:
+        count_reports(campaign_id, refused=1)
+        raise
+    out = await _store_batch(app, info, batch)
     status = int(out.status[0])
+    count_reports(campaign_id, accepted=int(status == NEW), duplicate=int(status == DUPLICATE),
+                  refused=int(status in (CLOSED, BAD_TOKEN, BAD_ASSIGNMENT)))
     if status == CLOSED:
         raise ApiError(409, "the campaign is not accepting reports")
     if status == BAD_TOKEN:
@@ -319,8 +341,14 @@ async def handle_batch(app: Any, campaign_id: str, body: BatchIn) -> tuple[int, 
     """A gateway's batch: validate all, store (nothing if any is malformed), per-batch totals."""
     store: Store = app.state.store
     info = store.campaign(campaign_id)
-    batch = _batch(store, info, body)
+    try:
+        batch = _batch(store, info, body)
+    except ApiError:  # nothing of the batch is stored: count its reports as refused
+        count_reports(campaign_id, refused=max(1, len(body.report_ids.strip()) * 3 // 4 // 16))
+        raise
     out = await _store_batch(app, info, batch)
+    count_reports(campaign_id, accepted=int((out.status == NEW).sum()), duplicate=int((out.status == DUPLICATE).sum()),
+                  refused=int(((out.status == CLOSED) | (out.status == BAD_TOKEN) | (out.status == BAD_ASSIGNMENT)).sum()))
     if (out.status == CLOSED).all():
         raise ApiError(409, "the campaign is not accepting reports")
     messages = {BAD_TOKEN: ("tokens", "unknown or already used"),
@@ -356,13 +384,17 @@ async def read_body(receive: Receive, limit: int) -> bytes | None:
     size = 0
     more = True
     while more:
-        msg = await receive()
+        try:
+            msg = await receive()
+        except StarletteHTTPException as exc:  # the body deadline (408) of the transport guard
+            raise ApiError(exc.status_code, str(exc.detail), headers=dict(exc.headers or {})) from None
         if msg["type"] != "http.request":
             return None
         chunk = msg.get("body", b"")
         size += len(chunk)
         if size > limit:
-            raise ApiError(413, f"the request body exceeds the limit of {limit} bytes")
+            raise ApiError(413, f"the request body exceeds the limit of {limit} bytes",
+                           headers={"Connection": "close"})
         chunks.append(chunk)
         more = msg.get("more_body", False)
     return b"".join(chunks)
@@ -389,7 +421,7 @@ class ReportFastPath:
         try:
             raw = await read_body(receive, MAX_BATCH_BODY if batch else MAX_BODY)
         except ApiError as exc:
-            await _error(exc.status, exc.message)(scope, receive, send)
+            await _error(exc.status, exc.message, headers=exc.headers)(scope, receive, send)
             return
         if raw is None:
             return
@@ -478,7 +510,8 @@ ROUTERS: list[Callable[[], APIRouter]] = [
 ]
 
 
-def create_app(db: str, *, admin_token: str | None = None, migrate: bool = True) -> FastAPI:
+def create_app(db: str, *, admin_token: str | None = None, migrate: bool = True,
+               transport: TransportConfig | None = None) -> FastAPI:
     """The service's ASGI application over the database ``db`` (URL or SQLite path).
 
     Parameters
@@ -489,6 +522,9 @@ def create_app(db: str, *, admin_token: str | None = None, migrate: bool = True)
         The admin token (default: the environment variable ``PRIVPUB_ADMIN_TOKEN``).
     migrate : bool
         Bring the database schema to the newest revision first (Alembic).
+    transport : TransportConfig, optional
+        Body deadline and failed-authentication rate limit of the :class:`~privpub.service._transport.Guard`
+        (default: ``TransportConfig()``).
     """
     if migrate:
         upgrade(db)
@@ -546,9 +582,18 @@ def create_app(db: str, *, admin_token: str | None = None, migrate: bool = True)
     async def _busy(_: Request, exc: Unavailable) -> JSONResponse:
         return _error(503, str(exc), headers={"Retry-After": f"{exc.retry_after:g}"})
 
+    from sqlalchemy.exc import DataError
+
+    @app.exception_handler(DataError)
+    async def _data(_: Request, exc: DataError) -> JSONResponse:
+        # the database refused a value that passed validation (e.g. a NUL character in a
+        # PostgreSQL text column): the client's input, not a server fault; nothing was stored
+        log.warning("the database refused a value: %s", type(exc.orig).__name__)
+        return _error(422, "a value of the request cannot be stored (e.g. a NUL character in a text field)")
+
     @app.exception_handler(Exception)
     async def _internal(request: Request, exc: Exception) -> JSONResponse:
-        log.error("internal error on %s %s: %s", request.method, request.url.path, type(exc).__name__)
+        log.error("unhandled error method=%s status=500 error=%s", request.method, type(exc).__name__)
         return _error(500, "internal error")
 
     app.add_middleware(BodyLimit)
@@ -556,6 +601,8 @@ def create_app(db: str, *, admin_token: str | None = None, migrate: bool = True)
     from privpub.service._stream_api import StreamFastPath
 
     app.add_middleware(StreamFastPath, fastapi_app=app)
+    # outermost: JSON only, auth before the body, failed-auth limit, body deadline, no tracebacks
+    app.add_middleware(Guard, fastapi_app=app, config=transport or TransportConfig())
     return app
 
 
@@ -564,9 +611,13 @@ def create_app_from_env() -> FastAPI:
     db = os.environ.get("PRIVPUB_DB")
     if not db:
         raise RuntimeError("PRIVPUB_DB is not set")
+    token = os.environ.get("PRIVPUB_ADMIN_TOKEN")
+    problem = admin_token_problem(token) if token else None
+    if problem is not None:
+        raise RuntimeError(f"PRIVPUB_ADMIN_TOKEN is too weak: {problem}")
     # hand the interpreter lock over sooner (default 5 ms): a range query answered on the event
     # loop then waits less behind a thread parsing a large batch
     sys.setswitchinterval(0.0005)
-    return create_app(db, migrate=False)
+    return create_app(db, migrate=False, transport=TransportConfig.from_env())
 
 

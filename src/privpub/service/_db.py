@@ -9,6 +9,7 @@ writers lock the rows they read-modify-write (``SELECT ... FOR UPDATE``).
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -38,6 +39,27 @@ def database_url(db: str) -> str:
     return "sqlite:///" + str(Path(text).expanduser().resolve())
 
 
+def private_sqlite_file(url: str) -> Path | None:
+    """Create a SQLite database file readable by its owner only (0600) before SQLite does.
+
+    SQLite gives its ``-wal`` and ``-shm`` files the database file's permissions, so stream
+    state and reports stay private to the service's user. Returns the file's path (None for
+    PostgreSQL or an in-memory database); an existing file keeps its mode (``privpub serve``
+    warns when others can read it).
+    """
+    u = sa.engine.make_url(database_url(url))
+    if u.get_backend_name() != "sqlite" or not u.database or u.database == ":memory:" or u.database.startswith("file:"):
+        return None
+    path = Path(u.database)
+    try:
+        os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+    except FileExistsError:
+        pass
+    except OSError:  # e.g. a missing directory: SQLite reports it when it opens the file
+        pass
+    return path
+
+
 def is_sqlite(engine: Engine | Connection) -> bool:
     return engine.dialect.name == "sqlite"
 
@@ -45,10 +67,12 @@ def is_sqlite(engine: Engine | Connection) -> bool:
 def make_engine(url: str, *, pool_size: int = 16) -> Engine:
     """An engine for ``url`` configured for the service (see the module doc)."""
     full = database_url(url)
+    # hide_parameters: an error's message (and so any log line) never holds the values of a statement
     if full.startswith("sqlite"):
+        private_sqlite_file(full)
         engine = sa.create_engine(full, connect_args={"timeout": 60, "check_same_thread": False},
                                   pool_size=pool_size, max_overflow=pool_size, pool_pre_ping=False,
-                                  poolclass=sa.pool.QueuePool)
+                                  poolclass=sa.pool.QueuePool, hide_parameters=True)
 
         @sa.event.listens_for(engine, "connect")
         def _connect(dbapi_conn, _record):  # type: ignore[no-untyped-def]
@@ -65,7 +89,8 @@ def make_engine(url: str, *, pool_size: int = 16) -> Engine:
             conn.exec_driver_sql("BEGIN IMMEDIATE" if conn.get_execution_options().get("privpub_write") else "BEGIN")
 
         return engine
-    return sa.create_engine(full, pool_size=pool_size, max_overflow=pool_size, pool_pre_ping=True)
+    return sa.create_engine(full, pool_size=pool_size, max_overflow=pool_size, pool_pre_ping=True,
+                            hide_parameters=True)
 
 
 @contextlib.contextmanager
@@ -94,6 +119,7 @@ def upgrade(url: str, revision: str = "head") -> str:
 
     full = database_url(url)
     shown = sa.engine.make_url(full).render_as_string(hide_password=True)
+    private_sqlite_file(full)
     with _upgrade_lock:
         try:
             command.upgrade(alembic_config(full), revision)

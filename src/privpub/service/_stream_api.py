@@ -313,15 +313,16 @@ class StreamFastPath:
                     body = await anyio.to_thread.run_sync(answer_range, store, sid, start, end)
                 response: Response = JSONResponse(body)
             else:
-                raw = await read_body(receive, MAX_BATCH_BODY)
-                if raw is None:
-                    return
                 auth = dict(scope["headers"]).get(b"authorization", b"").decode("latin-1")
                 scheme, _, token = auth.partition(" ")
                 tok = token.strip() if scheme.lower() == "bearer" and token.strip() else None
+                # the token is checked before any of the body is read (issue 22, finding 4)
+                await anyio.to_thread.run_sync(check_producer, self.fastapi_app, sid, tok)
+                raw = await read_body(receive, MAX_BATCH_BODY)
+                if raw is None:
+                    return
 
                 def handle() -> dict[str, Any]:
-                    check_producer(self.fastapi_app, sid, tok)
                     if what == "events":
                         return do_events(store, sid, EventsIn.model_validate_json(raw))
                     return do_counts(store, sid, CountsIn.model_validate_json(raw))

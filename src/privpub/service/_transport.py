@@ -1,0 +1,386 @@
+"""Bounded work per request, before the application sees it (issue 22, findings 4 and 9).
+
+:class:`Guard` is the outermost middleware of the application (it wraps the fast paths too):
+
+1. a body is JSON or nothing: ``POST``/``PUT``/``PATCH``/``DELETE`` with a body whose
+   ``Content-Type`` is not ``application/json`` get 415, unread (a web page cannot make its
+   visitors' browsers post JSON to another origin without a CORS preflight);
+2. authentication before the body: a route that needs the admin token or a stream's producer
+   token has it checked from the headers, and a refused request gets 401/403 with
+   ``Connection: close``: its body is never read;
+3. failed-authentication rate limit: per client address, a token bucket of ``auth_burst``
+   failures refilled at ``auth_rate`` per second; an empty bucket answers 429 with
+   ``Retry-After`` *without checking* the token (bounded memory: the ``MAX_CLIENTS`` most recent
+   addresses);
+4. a body deadline: the whole body must arrive within ``body_timeout`` seconds of the headers, or
+   408 and the connection is closed;
+5. unexpected errors: one log line (method, route template, status, error class; never a
+   traceback, never SQL parameters) and a 500 without detail;
+6. metrics: latency per route template (:mod:`privpub.service._metrics`).
+
+:class:`HeaderTimeoutProtocol` (uvicorn's httptools protocol with a deadline) closes connections
+whose request line and headers do not arrive within ``PRIVPUB_TIMEOUT_HEADERS`` seconds or exceed
+``MAX_HEADER_BYTES``; uvicorn's own ``timeout_keep_alive`` closes idle kept-alive connections.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import hashlib
+import hmac
+import logging
+import math
+import os
+import re
+import threading
+import time
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+__all__ = ["Guard", "HeaderTimeoutProtocol", "TransportConfig", "admin_token_problem"]
+
+log = logging.getLogger("privpub.service")
+
+#: request line plus headers larger than this get 431 (uvicorn's httptools parser has no limit)
+MAX_HEADER_BYTES = 64 * 1024
+#: failed-auth buckets kept (least recently failed evicted first)
+MAX_CLIENTS = 10_000
+#: the shortest admin token accepted by ``privpub serve``, and the fewest distinct characters
+MIN_TOKEN_LENGTH = 32
+MIN_TOKEN_DISTINCT = 10
+#: placeholder words of documentation samples (compared lowercased, without punctuation)
+SAMPLE_WORDS = ("changeme", "changemetoalongrandomstring", "password", "example", "placeholder", "yourtoken",
+                "admintoken", "secrettoken")
+_CLOSE = {"Connection": "close"}
+_BODY_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+
+
+def admin_token_problem(token: str) -> str | None:
+    """Why ``token`` is too weak to be the admin token, or None.
+
+    The rule: at least 32 characters, at least 10 distinct characters, and no documentation
+    placeholder (``change-me...``, ``password``, ``example``, ...). ``secrets.token_urlsafe(32)``
+    (43 characters, 256 bits) always passes.
+    """
+    if len(token) < MIN_TOKEN_LENGTH:
+        return f"it has {len(token)} characters; at least {MIN_TOKEN_LENGTH} are needed"
+    if len(set(token)) < MIN_TOKEN_DISTINCT:
+        return f"it has only {len(set(token))} distinct characters; at least {MIN_TOKEN_DISTINCT} are needed"
+    plain = re.sub(r"[^a-z0-9]", "", token.lower())
+    for word in SAMPLE_WORDS:
+        if word in plain:
+            return f"it contains the placeholder {word!r} of a documentation sample"
+    return None
+
+
+@dataclass(frozen=True)
+class TransportConfig:
+    """Limits of :class:`Guard` (``privpub serve`` options; environment variables for the workers)."""
+
+    #: seconds from the end of the headers to the end of the body
+    body_timeout: float = 60.0
+    #: failed authentications a client address may make at once, then ``auth_rate`` per second
+    auth_burst: int = 30
+    auth_rate: float = 1.0
+
+    def __post_init__(self) -> None:
+        if not (math.isfinite(self.body_timeout) and self.body_timeout > 0):
+            raise ValueError(f"body_timeout must be > 0 seconds, got {self.body_timeout}")
+        if self.auth_burst < 1:
+            raise ValueError(f"auth_burst must be >= 1, got {self.auth_burst}")
+        if not (math.isfinite(self.auth_rate) and self.auth_rate > 0):
+            raise ValueError(f"auth_rate must be > 0 per second, got {self.auth_rate}")
+
+    @classmethod
+    def from_env(cls) -> TransportConfig:
+        """The limits ``privpub serve`` passes to its workers (``PRIVPUB_TIMEOUT_BODY``,
+        ``PRIVPUB_AUTH_BURST``, ``PRIVPUB_AUTH_RATE``); defaults for those not set."""
+        env, default = os.environ, cls()
+        return cls(body_timeout=float(env.get("PRIVPUB_TIMEOUT_BODY", default.body_timeout)),
+                   auth_burst=int(env.get("PRIVPUB_AUTH_BURST", default.auth_burst)),
+                   auth_rate=float(env.get("PRIVPUB_AUTH_RATE", default.auth_rate)))
+
+
+class AuthLimiter:
+    """Failed authentications per client address: a token bucket (thread-safe, bounded memory)."""
+
+    def __init__(self, burst: int, rate: float, max_clients: int = MAX_CLIENTS) -> None:
+        self.burst, self.rate, self.max_clients = float(burst), float(rate), max_clients
+        self._buckets: OrderedDict[str, tuple[float, float]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def _level(self, client: str, now: float) -> float:
+        got = self._buckets.get(client)
+        if got is None:
+            return self.burst
+        tokens, at = got
+        return min(self.burst, tokens + (now - at) * self.rate)
+
+    def retry_after(self, client: str) -> float | None:
+        """Seconds until ``client`` may try again, or None if a token may be checked now."""
+        with self._lock:
+            level = self._level(client, time.monotonic())
+        return None if level >= 1.0 else (1.0 - level) / self.rate
+
+    def failed(self, client: str) -> None:
+        """Record one failed authentication of ``client``."""
+        with self._lock:
+            now = time.monotonic()
+            self._buckets[client] = (self._level(client, now) - 1.0, now)
+            self._buckets.move_to_end(client)
+            while len(self._buckets) > self.max_clients:
+                self._buckets.popitem(last=False)
+
+
+def _json_error(status: int, message: str, field: str | None = None,
+                headers: dict[str, str] | None = None) -> Any:
+    from privpub.service._app import _error
+
+    return _error(status, message, field, {**_CLOSE, **(headers or {})})
+
+
+class BodyTimeout(StarletteHTTPException):
+    """The body did not arrive in time (408; raised from ``receive``, answered by the app)."""
+
+
+def _auth_kind(route: Any) -> str | None:
+    from privpub.service._app import require_admin
+    from privpub.service._stream_api import require_producer
+
+    stack = list(getattr(getattr(route, "dependant", None), "dependencies", []))
+    while stack:
+        dep = stack.pop()
+        if dep.call is require_admin:
+            return "admin"
+        if dep.call is require_producer:
+            return "producer"
+        stack.extend(dep.dependencies)
+    return None
+
+
+def _flat_routes(routes: Any) -> list[Any]:
+    """Every route of the application (FastAPI >= 0.16x keeps included routers as one route each)."""
+    out: list[Any] = []
+    for r in routes:
+        contexts = getattr(r, "effective_route_contexts", None)
+        if contexts is not None:
+            out.extend(ctx.original_route for ctx in contexts())
+        else:
+            out.append(r)
+    return out
+
+
+class Guard:
+    """The outermost middleware: see the module docstring."""
+
+    def __init__(self, app: ASGIApp, fastapi_app: Any, config: TransportConfig) -> None:
+        self.app = app
+        self.fastapi_app = fastapi_app
+        self.config = config
+        self.limiter = AuthLimiter(config.auth_burst, config.auth_rate)
+        self._table: list[tuple[re.Pattern[str], frozenset[str], str, str | None]] | None = None
+        # the hot paths repeat (one campaign's or stream's path): remember the last lookups
+        self.route = functools.lru_cache(maxsize=4096)(self._route)
+
+    def _routes(self) -> list[tuple[re.Pattern[str], frozenset[str], str, str | None]]:
+        if self._table is None:
+            self._table = [(r.path_regex, frozenset(getattr(r, "methods", None) or ()), r.path, _auth_kind(r))
+                           for r in _flat_routes(self.fastapi_app.router.routes) if hasattr(r, "path_regex")]
+        return self._table
+
+    def _route(self, method: str, path: str) -> tuple[str, str | None, dict[str, str]]:
+        """The route template (bounded label), its authentication and its path parameters."""
+        seen = None
+        for regex, methods, template, auth in self._routes():
+            m = regex.match(path)
+            if m is not None:
+                if method in methods or (method == "HEAD" and "GET" in methods):
+                    return template, auth, m.groupdict()
+                seen = seen or template
+        return seen or "unmatched", None, {}
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        from privpub.service import _metrics
+
+        start = time.perf_counter()
+        method = scope["method"]
+        template, auth, params = self.route(method, scope["path"])
+        status = 500
+        started = False
+
+        async def watched(msg: Message) -> None:
+            nonlocal status, started
+            if msg["type"] == "http.response.start":
+                status, started = int(msg["status"]), True
+            await send(msg)
+
+        try:
+            early = await self._screen(scope, method, auth, params)
+            if early is not None:
+                await early(scope, receive, watched)
+            else:
+                await self.app(scope, self._deadline(receive), watched)
+        except Exception as exc:  # unexpected: one line, no traceback (SQL parameters), no detail
+            log.error("unhandled error method=%s path=%s status=500 error=%s", method, template,
+                      type(exc).__name__)
+            if not started:
+                await _json_error(500, "internal error")(scope, receive, watched)
+        finally:
+            _metrics.observe_request(method, template, status, time.perf_counter() - start)
+            if 200 <= status < 300 and "stream_id" in params:
+                if template.endswith(("/counts", "/events")):
+                    _metrics.count_stream(params["stream_id"], "ingest")
+                elif template.endswith(("/range", "/ranges")):
+                    _metrics.count_stream(params["stream_id"], "query")
+
+    # -- screening (headers only: no body is read) ---------------------------------------------
+    async def _screen(self, scope: Scope, method: str, auth: str | None, params: dict[str, str]) -> Any:
+        headers = dict(scope["headers"])
+        if method in _BODY_METHODS and _has_body(headers):
+            ctype = headers.get(b"content-type", b"").split(b";", 1)[0].strip().lower()
+            if ctype != b"application/json":
+                return _json_error(415, "the request body must be JSON (Content-Type: application/json)",
+                                   "Content-Type")
+        if auth is None:
+            return None
+        from privpub.service import _metrics
+
+        raw = headers.get(b"authorization", b"").decode("latin-1")
+        scheme, _, token = raw.partition(" ")
+        token = token.strip()
+        if scheme.lower() != "bearer" or not token:
+            _metrics.count_auth_failure(auth, "missing")
+            what = ("this endpoint needs the admin token" if auth == "admin"
+                    else "posting to a stream needs its producer token (or the admin token)")
+            return _json_error(401, f"{what}: Authorization: Bearer <token>", headers={"WWW-Authenticate": "Bearer"})
+        client = (scope.get("client") or ("unknown",))[0]
+        wait = self.limiter.retry_after(client)
+        if wait is not None:
+            _metrics.count_auth_failure(auth, "limited")
+            retry = max(1, math.ceil(wait))
+            return _json_error(429, f"too many failed authentications from this address: retry in {retry} s",
+                               headers={"Retry-After": str(retry)})
+        try:
+            if auth == "admin":
+                self._check_admin(token)
+            else:
+                from privpub.service._stream_api import check_producer
+
+                await anyio.to_thread.run_sync(check_producer, self.fastapi_app, params.get("stream_id", ""), token)
+        except Exception as exc:
+            from privpub.service._app import ApiError
+            from privpub.service._store import NotFound
+
+            if isinstance(exc, ApiError):
+                if exc.status in (401, 403):
+                    self.limiter.failed(client)
+                    _metrics.count_auth_failure(auth, "invalid")
+                return _json_error(exc.status, exc.message, exc.field, exc.headers)
+            if isinstance(exc, NotFound):
+                return _json_error(404, str(exc), "stream_id")
+            raise
+        return None
+
+    def _check_admin(self, token: str) -> None:
+        from privpub.service._app import ApiError
+
+        expected: str | None = self.fastapi_app.state.admin_token
+        if not expected:
+            raise ApiError(403, "no admin token is configured on this server (set PRIVPUB_ADMIN_TOKEN)")
+        given = hashlib.sha256(token.encode("utf-8")).digest()
+        if not hmac.compare_digest(given, hashlib.sha256(expected.encode("utf-8")).digest()):
+            raise ApiError(403, "the admin token is not valid")
+
+    def _deadline(self, receive: Receive) -> Receive:
+        deadline = time.monotonic() + self.config.body_timeout
+        timeout = self.config.body_timeout
+
+        async def timed() -> Message:
+            left = deadline - time.monotonic()
+            try:
+                if left <= 0:
+                    raise TimeoutError
+                return await asyncio.wait_for(receive(), left)
+            except TimeoutError:
+                raise BodyTimeout(408, f"the request body did not arrive within {timeout:g} s",
+                                  headers=dict(_CLOSE)) from None
+
+        return timed
+
+
+def _has_body(headers: dict[bytes, bytes]) -> bool:
+    length = headers.get(b"content-length")
+    if length is not None:
+        return length.strip() not in (b"0", b"")
+    return b"transfer-encoding" in headers
+
+
+class HeaderTimeoutProtocol(HttpToolsProtocol):
+    """uvicorn's httptools protocol with a deadline and a size cap for the request line and headers.
+
+    The deadline (``PRIVPUB_TIMEOUT_HEADERS`` seconds, default 10) starts when the connection is
+    made and when a new request begins on a kept-alive connection; a request whose headers are not
+    complete by then gets 408 and the connection is closed. Headers larger than
+    :data:`MAX_HEADER_BYTES` get 431.
+    """
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        # read per connection: ``privpub serve`` sets it after this module may have been imported
+        self.header_timeout = float(os.environ.get("PRIVPUB_TIMEOUT_HEADERS", "10"))
+        self._header_timer: asyncio.TimerHandle | None = None
+        self._in_headers = True
+        self._header_bytes = 0
+        super().connection_made(transport)
+        self._arm()
+
+    def _arm(self) -> None:
+        if self._header_timer is None:
+            self._header_timer = self.loop.call_later(self.header_timeout, self._headers_late)
+
+    def _disarm(self) -> None:
+        if self._header_timer is not None:
+            self._header_timer.cancel()
+            self._header_timer = None
+
+    def _refuse(self, status_line: bytes) -> None:
+        self._disarm()
+        if not self.transport.is_closing():
+            self.transport.write(status_line + b"\r\ncontent-length: 0\r\nconnection: close\r\n\r\n")
+            self.transport.close()
+
+    def _headers_late(self) -> None:
+        self._header_timer = None
+        if self._in_headers:
+            self._refuse(b"HTTP/1.1 408 Request Timeout")
+
+    def on_message_begin(self) -> None:
+        super().on_message_begin()
+        self._in_headers, self._header_bytes = True, 0
+        self._arm()
+
+    def on_headers_complete(self) -> None:
+        self._in_headers = False
+        self._disarm()
+        super().on_headers_complete()
+
+    def data_received(self, data: bytes) -> None:
+        waiting = self._in_headers
+        super().data_received(data)
+        if waiting and self._in_headers:
+            self._header_bytes += len(data)
+            if self._header_bytes > MAX_HEADER_BYTES:
+                self._refuse(b"HTTP/1.1 431 Request Header Fields Too Large")
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm()
+        super().connection_lost(exc)
