@@ -50,6 +50,10 @@ INT_SUM_LIMIT = 2**61
 INT_NP_LIMIT = 2**62
 #: exact integer streams: largest |noise| of one node accepted (far beyond any usable scale)
 INT_NOISE_LIMIT = 2**54
+#: exact integer streams: room kept below INT_NP_LIMIT for the noise of nodes not yet drawn
+_NP_MARGIN = 2**56
+#: integer streams: largest item given as a float (above it, a float64 cannot hold every integer)
+FLOAT_INT_LIMIT = 2**53
 _STATE_FORMAT = "privpub-stream-state"
 _STATE_VERSION = 1
 
@@ -345,6 +349,8 @@ class StreamPublisher:
             return v
         if v != math.floor(v):
             raise DomainError(f"items must be integers (the stream was not declared real=True, which needs noise='laplace'), got {v}")
+        if v > FLOAT_INT_LIMIT:
+            raise self._float_int_error(v)
         return int(v)
 
     def _check_items(self, items: ArrayLike) -> NDArray[Any]:
@@ -372,7 +378,32 @@ class StreamPublisher:
                     "items must be integers (the stream was not declared real=True, which needs noise='laplace'), "
                     f"got {arr[frac].flat[0]} at index {int(np.argmax(frac))}"
                 )
+            if hi > FLOAT_INT_LIMIT:
+                raise self._float_int_error(float(hi))
         return arr.astype(np.int64, copy=False)
+
+    @staticmethod
+    def _float_int_error(v: float) -> DomainError:
+        return DomainError(
+            f"items of an integer stream given as floats must be at most 2**53, got {v:.6g}: above it a float64 "
+            "cannot hold every integer (2**53 + 1 is read as 2**53), so neighbouring counts could differ by more "
+            "than the sensitivity; pass Python ints or an int64 array")
+
+    def _noisy_total(self) -> float:
+        """The noisy running total at the current time (bounds every later int64 sum)."""
+        return 0.0
+
+    def _check_total(self, added: float) -> None:
+        """Refuse, before anything changes, items that would take an exact (int64) stream's noisy
+        running total beyond 2**62 (less room for noise): it would wrap, never round."""
+        if not self._exact:
+            return
+        total = abs(float(self._noisy_total())) + float(added)
+        if total > INT_NP_LIMIT - _NP_MARGIN:
+            raise DomainError(
+                f"the stream's running total would reach about {total:.4g}, beyond 2**62 - 2**56 (int64 sums of "
+                f"an exact integer stream; {self._t} items so far): refused, never wrapped; rescale the stream "
+                "(count in larger units) or start a new one")
 
     def _query_msg(self, l: int, r: int) -> str:
         t, W = self._t, self.window
@@ -425,11 +456,14 @@ class StreamPublisher:
     # -- public API -----------------------------------------------------------------------------
     def append(self, x: float) -> None:
         """Receive one item (the count of the next time step)."""
-        self._push(self._check_item(x))
+        v = self._check_item(x)
+        self._check_total(float(v))
+        self._push(v)
 
     def extend(self, items: ArrayLike) -> None:
         """Receive many items at once (vectorised; same result as appending them one by one)."""
         arr = self._check_items(items)
+        self._check_total(float(np.sum(arr, dtype=np.float64)))
         for a in range(0, arr.shape[0], _CHUNK):
             self._ingest(arr[a : a + _CHUNK])
 
@@ -463,6 +497,7 @@ class StreamPublisher:
         final state as appending the items one by one and calling :meth:`query` at those times.
         """
         arr = self._check_items(items)
+        self._check_total(float(np.sum(arr, dtype=np.float64)))
         q = self._int_array(queries, "queries", "(q, 3) of (time, l, r)", 3)
         qt, l, r = q[:, 0], q[:, 1], q[:, 2]
         t0, n = self._t, arr.shape[0]

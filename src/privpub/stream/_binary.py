@@ -143,6 +143,11 @@ class _BinaryTreePublisher(StreamPublisher):
         first = ((lo - 1) // self._Tb) * self._Tb + 1
         return [(s, self._k) for s in range(first, self._t + 1, self._Tb)]
 
+    def _noisy_total(self) -> float:
+        end = (self._t // self._Tb) * self._Tb  # the last completed block's end
+        carried = float(self._R[end - self._base]) if end else 0.0
+        return abs(carried) + (abs(float(self._p)) if self._u < self._Tb else 0.0)
+
     # -- online -----------------------------------------------------------------------------------
     def _push(self, x: Any) -> None:
         if self._u == self._Tb:

@@ -280,6 +280,10 @@ class _FenwickPublisher(StreamPublisher):
         self._u = u
         self._p = p
 
+    def _noisy_total(self) -> float:
+        st = self._store
+        return float(st.NP[self._t - st.base]) if self._t else 0.0
+
     def _limit_name(self) -> str:
         return "2**61 (int64 sums)" if self._exact else "2**52 (float64 resolution)"
 
@@ -401,6 +405,8 @@ class _FenwickPublisher(StreamPublisher):
             if n_old == 0 and finished_root is not None:
                 rc = rc + finished_root  # the previous (full) tree's root joins rc as this tree opens
                 rc_f = abs(float(rc))
+                if self._exact and rc_f > INT_NP_LIMIT:  # pragma: no cover - _check_total refuses first
+                    raise DomainError("the stream's noisy running total exceeds 2**62; int64 sums would overflow")
             roots = y[:-1, T - 1]
             if self._exact and roots.size:
                 rc_f = rc_f + float(np.abs(roots).sum(dtype=np.float64))
@@ -441,6 +447,7 @@ class _FenwickPublisher(StreamPublisher):
 
     def extend(self, items: ArrayLike) -> None:
         arr = self._check_items(items)
+        self._check_total(float(np.sum(arr, dtype=np.float64)))
         self._hi = float(arr.max()) if arr.size else 0.0
         for a in range(0, arr.shape[0], _CHUNK):
             self._ingest(arr[a : a + _CHUNK])
