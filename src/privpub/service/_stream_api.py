@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import logging
+import math
 import re
 from typing import Annotated, Any, Literal
 from urllib.parse import parse_qs
@@ -19,7 +20,7 @@ import numpy as np
 from fastapi import APIRouter, Depends, Path, Query, Request
 from fastapi.responses import JSONResponse, Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, PlainValidator, ValidationError, WithJsonSchema
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from privpub.service._streams import MAX_WINDOW, StreamError, StreamStore
@@ -34,7 +35,24 @@ MAX_RANGES = 50_000
 
 StreamId = Path(pattern=r"^[0-9a-f]{16}$", description="the stream's id")
 _BATCH = r"^[A-Za-z0-9._:-]{1,64}$"
+#: names: no control characters (NUL, newlines ...)
+_PRINTABLE = r"^[^\x00-\x1f\x7f]+$"
 Finite = Annotated[float, Field(allow_inf_nan=False)]
+
+
+def _count(v: Any) -> int | float:
+    """A count as sent: a JSON integer (kept exact, never through a float) or a finite JSON
+    float; ``true`` and ``"5"`` are refused (strict types)."""
+    if type(v) is int:
+        return v
+    if type(v) is float:
+        if not math.isfinite(v):
+            raise ValueError("must be a finite number")
+        return v
+    raise ValueError(f"must be a JSON number, got {type(v).__name__} (true and \"5\" are not counts)")
+
+
+Count = Annotated[int | float, PlainValidator(_count), WithJsonSchema({"type": "number"})]
 #: a step index (far beyond any stream, inside int64)
 Step = Annotated[int, Field(ge=-(2**62), le=2**62)]
 
@@ -47,7 +65,8 @@ class StreamIn(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    name: str = Field(min_length=1, max_length=200)
+    name: str = Field(min_length=1, max_length=200, pattern=_PRINTABLE,
+                      description="a label (no control characters: PostgreSQL text cannot hold NUL)")
     publisher: str = Field(min_length=1, max_length=32)
     epsilon: float = Field(gt=0, le=40, allow_inf_nan=False,
                            description="event-level epsilon of the whole stream, spent once")
@@ -70,7 +89,7 @@ class StreamIn(BaseModel):
     horizon: int | None = Field(default=None, ge=1, le=2**52, description="last step of the stream")
     late: Literal["reject", "current"] = Field(
         default="reject", description="events of a closed step: rejected (default) or counted in the open step")
-    session: str | None = Field(default=None, min_length=1, max_length=200,
+    session: str | None = Field(default=None, min_length=1, max_length=200, pattern=_PRINTABLE,
                                 description="budget session (in this database) charged with epsilon")
     rng: int | None = Field(default=None, ge=0, le=2**63 - 1,
                             description="seed for reproducible tests; never stored; leave unset in production")
@@ -81,7 +100,9 @@ class CountsIn(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    counts: list[Finite] = Field(min_length=1, max_length=MAX_ITEMS)
+    counts: list[Count] = Field(min_length=1, max_length=MAX_ITEMS,
+                                description="JSON numbers; integer streams take integers (parsed exactly; "
+                                            "a float must be integral and at most 2**53)")
     batch_id: str = Field(pattern=_BATCH, description="idempotency key: a resent batch is not counted again")
 
 
@@ -165,7 +186,7 @@ def stream_status(request: Request, stream_id: str = StreamId) -> dict[str, Any]
 
 
 def do_counts(store: StreamStore, stream_id: str, body: CountsIn) -> dict[str, Any]:
-    return store.add_counts(stream_id, np.asarray(body.counts, dtype=np.float64), body.batch_id)
+    return store.add_counts(stream_id, body.counts, body.batch_id)
 
 
 def do_events(store: StreamStore, stream_id: str, body: EventsIn) -> dict[str, Any]:

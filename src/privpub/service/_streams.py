@@ -128,6 +128,41 @@ def unpack_state(blob: bytes) -> dict[str, Any]:
     return walk(doc)  # type: ignore[no-any-return]
 
 
+def exact_counts(values: list[int | float] | NDArray[Any], *, real: bool) -> NDArray[Any]:
+    """Counts as sent (JSON integers and floats) as an array, exactly.
+
+    Integers never go through a float (2**53 + 1 stays 2**53 + 1); an integer stream takes a
+    float only when it is integral and at most 2**53 (where every integer is a float64); an
+    integer beyond int64 is refused (422 naming it) before the publisher's own limit check.
+    Real streams convert to float64 (the publisher refuses values above 2**52).
+    """
+    if isinstance(values, np.ndarray):
+        return values
+    try:
+        arr = np.array(values)
+    except OverflowError:  # an integer too large even for a float (real streams)
+        arr = np.array(values, dtype=object)
+    if arr.dtype.kind == "f" and not real:
+        for i, v in enumerate(values):
+            if type(v) is float:
+                if v != math.floor(v):
+                    raise StreamError(422, f"must be an integer (the stream is not real-valued), got {v!r}",
+                                      f"counts[{i}]")
+                if abs(v) > 2**53:
+                    raise StreamError(422, f"is a JSON float above 2**53 ({v:.6g}), where a float64 cannot hold "
+                                           "every integer: send integer counts as JSON integers", f"counts[{i}]")
+        arr = np.array([int(v) for v in values])
+    if arr.dtype.kind == "O":
+        i, v = next((i, v) for i, v in enumerate(values) if not -(2**63) <= v < 2**63)
+        shown = str(v) if len(str(v)) < 30 else f"{str(v)[:25]}..."
+        raise StreamError(422, f"is beyond the stream's arithmetic (counts must be at most 2**61 for an integer "
+                               f"stream, 2**52 for a real one), got {shown}", f"counts[{i}]")
+    if arr.dtype.kind == "f" and real and not np.isfinite(arr).all():
+        i = int(np.argmax(~np.isfinite(arr)))
+        raise StreamError(422, "is beyond float64 (counts of a real stream must be at most 2**52)", f"counts[{i}]")
+    return arr
+
+
 def _hash(token: str) -> bytes:
     return hashlib.sha256(token.encode("utf-8")).digest()
 
@@ -433,7 +468,12 @@ class StreamStore:
             with live.lock:  # no query reads the publisher while it changes
                 if predictor is not None and lengths:
                     predictor.update_many(lengths)
-                pub.extend(counts)
+                try:
+                    pub.extend(counts)
+                except PrivpubError as exc:  # e.g. a running total beyond int64: refused, never wrapped
+                    with self._guard:  # the copy may be part-way: reload it (the transaction rolls back)
+                        self._live.pop(live.info.id, None)
+                    raise StreamError(422, str(exc).replace("items", "counts", 1), "counts") from None
                 state = pub.state(checkpoint=False)
             values["state"] = pack_state(state)
         values["t"] = pub.t
@@ -455,14 +495,16 @@ class StreamStore:
         self._close_steps(conn, live, counts, 0, info.origin + due * info.step_seconds, 0)
         return n
 
-    def add_counts(self, sid: str, counts: NDArray[Any], batch_id: str) -> dict[str, Any]:
-        """Append per-step counts (streams without ``step_seconds``)."""
+    def add_counts(self, sid: str, counts: list[int | float] | NDArray[Any], batch_id: str) -> dict[str, Any]:
+        """Append per-step counts (streams without ``step_seconds``): JSON integers stay exact
+        (never through a float), counts the stream cannot hold exactly are refused."""
         info = self.info(sid)
         if info.step_seconds is not None:
             raise StreamError(409, "this stream's steps close by its clock (step_seconds); post events", "counts")
         pub = self.live(sid).pub
+        arr = exact_counts(counts, real=bool(info.params.get("real")))
         try:
-            items = pub._check_items(counts)
+            items = pub._check_items(arr)
         except PrivpubError as exc:
             raise StreamError(422, str(exc).replace("items", "counts", 1), "counts") from None
 
@@ -475,7 +517,7 @@ class StreamStore:
             if info.horizon is not None and live.t + items.shape[0] > info.horizon:
                 raise StreamError(409, f"the stream ends at step {info.horizon} (horizon); {live.t} steps are "
                                        f"released, {items.shape[0]} more do not fit", "counts")
-            added = int(items.sum()) if self.checks and items.dtype.kind == "i" else 0
+            added = sum(items.tolist()) if self.checks and items.dtype.kind == "i" else 0
             self._close_steps(conn, live, items, 0, time.time(), added)
             self._mark(conn, sid, batch_id, int(items.shape[0]))
             return {"batch_id": batch_id, "duplicate": False, "t": live.t}

@@ -535,7 +535,7 @@ class StreamPublisher:
                 "noise": self.noise, "real": self.real, "max_item": self.max_item,
                 "memory_limit": self.memory_limit}
 
-    def state(self, *, checkpoint: bool = True) -> dict[str, Any]:
+    def state(self, *, checkpoint: bool = True, since: int | None = None) -> dict[str, Any]:
         """Everything the stream needs to continue, for persistence (see :meth:`from_state`).
 
         The state holds the parameters, the released noise over the window (node values and
@@ -551,11 +551,25 @@ class StreamPublisher:
         every step gives the same answers as the library on the same items and rng), and a
         publisher restored from the state draws the noise of nodes not yet released anew from
         its own ``rng`` (released nodes are in the state and are never redrawn).
+
+        With ``since=t0`` (an earlier :attr:`t`), the state is a *delta*: its time-indexed arrays
+        (released node values, noisy prefix sums) cover only the times that may have changed
+        after ``t0`` and its tree list only the trees opened after ``t0``, so that persisting a
+        stream after every write costs O(new nodes), not O(window). :func:`split_state` cuts a
+        state into its small head and its time-indexed part; :func:`join_state` rebuilds the
+        full state from the last head and the parts written since the window's start.
         """
         if checkpoint:
             self._noise.checkpoint()
-        return {"format": _STATE_FORMAT, "version": _STATE_VERSION, "method": self.method,
-                "params": self._params(), "t": self._t, "ledger": self._noise.record(), **self._get_state()}
+        if since is not None:
+            if isinstance(since, bool) or not isinstance(since, numbers.Integral) or not 0 <= since <= self._t:
+                raise ParameterError(f"since must be an integer time in [0, t={self._t}], got {since!r}")
+            since = int(since)
+        out = {"format": _STATE_FORMAT, "version": _STATE_VERSION, "method": self.method,
+               "params": self._params(), "t": self._t, "ledger": self._noise.record(), **self._get_state(since)}
+        if since is not None:
+            out["since"] = since
+        return out
 
     @classmethod
     def from_state(cls, state: dict[str, Any], *, rng: RNGLike = None) -> StreamPublisher:
@@ -569,6 +583,8 @@ class StreamPublisher:
 
         if not isinstance(state, dict) or state.get("format") != _STATE_FORMAT:
             raise ParameterError("state must be a dict made by a stream publisher's state()")
+        if state.get("since") is not None:
+            raise ParameterError("state is a delta (state(since=...)): rebuild the full state with join_state first")
         if state.get("version") != _STATE_VERSION:
             raise ParameterError(f"state version {state.get('version')!r} is not supported (expected {_STATE_VERSION})")
         target = PUBLISHERS.get(str(state.get("method")))
@@ -612,7 +628,7 @@ class StreamPublisher:
     def _replay_layout(self, t0: int, n: int, q_times: NDArray[np.int64], lengths: NDArray[np.int64]) -> Any:
         return None
 
-    def _get_state(self) -> dict[str, Any]:  # pragma: no cover - abstract
+    def _get_state(self, since: int | None = None) -> dict[str, Any]:  # pragma: no cover - abstract
         raise NotImplementedError
 
     def _set_state(self, state: dict[str, Any]) -> None:  # pragma: no cover - abstract

@@ -345,10 +345,14 @@ class _BinaryTreePublisher(StreamPublisher):
     def _params(self) -> dict[str, Any]:
         return {**super()._params(), "height": self.height}
 
-    def _get_state(self) -> dict[str, Any]:
+    def _get_state(self, since: int | None = None) -> dict[str, Any]:
         t = self._t
         lo = max(self._base, min(t - self.window, (t // self._Tb) * self._Tb))
-        a, b = lo - self._base, t - self._base + 1
+        start = lo
+        if since is not None:
+            # BTH writes a block's leaf estimates when the block completes: from the block of since + 1
+            start = max(lo, (since // self._Tb) * self._Tb if self._lsq else since + 1)
+        a, b = start - self._base, t - self._base + 1
         out: dict[str, Any] = {
             "store_from": lo,
             "Y": self._Y[:, a:b].copy(),
@@ -358,6 +362,8 @@ class _BinaryTreePublisher(StreamPublisher):
         if self._lsq:
             out["Z"] = self._Z[:, a:b].copy()
             out["H"] = self._H[a:b].copy()
+        if since is not None:
+            out["arrays_from"] = start
         return out
 
     @classmethod

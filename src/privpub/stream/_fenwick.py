@@ -610,7 +610,7 @@ class _FenwickPublisher(StreamPublisher):
     def _params(self) -> dict[str, Any]:
         return {**super()._params(), "height": self.height}
 
-    def _get_state(self) -> dict[str, Any]:
+    def _get_state(self, since: int | None = None) -> dict[str, Any]:
         st, t = self._store, self._t
         lo = min(t - self.window, self._s - 1)
         if self._trees.n:
@@ -618,11 +618,16 @@ class _FenwickPublisher(StreamPublisher):
             lo = min(lo, oldest - 1)
         lo = max(st.base, lo)
         i0 = self._trees.first_overlapping(lo + 1) if self._trees.n else 0
+        trees_from = int(self._trees.starts[i0]) if self._trees.n else 1
+        a = lo
+        if since is not None:  # a delta: the values of times after ``since`` (they never change later)
+            a = max(lo, since + 1)
+            i0 = max(i0, int(np.searchsorted(self._trees.starts[: self._trees.n], since, side="right")))
         cfgs = [self._trees.table[int(c)] for c in self._trees.cfg_ids[i0 : self._trees.n]]
-        return {
+        out = {
             "store_from": lo,
-            "Y": st.Y[lo - st.base : t - st.base + 1].copy(),
-            "NP": st.NP[lo - st.base : t - st.base + 1].copy(),
+            "Y": st.Y[a - st.base : t - st.base + 1].copy(),
+            "NP": st.NP[a - st.base : t - st.base + 1].copy(),
             "trees": {"start": self._trees.starts[i0 : self._trees.n].tolist(),
                       "height": [c.k for c in cfgs], "length": [float(c.length) for c in cfgs]},
             "open_tree": {"start": self._s, "items": self._u, "local_sum": self._p,
@@ -630,6 +635,16 @@ class _FenwickPublisher(StreamPublisher):
                           "noisy_total_before": self._rc} if self._cfg is not None else None,
             "predictor": None if self.predictor is None else self.predictor.get_state(),
         }
+        if since is not None:
+            out["arrays_from"], out["trees_from"] = a, trees_from
+            # the open tree's local noisy prefixes as a time-indexed array (times before it: 0)
+            LP = np.zeros(t - a + 1, dtype=self._dtype)
+            if self._cfg is not None:
+                first = max(a, self._s)
+                LP[first - a :] = self._open_lp[first - self._s + 1 : self._u + 1]
+                out["open_tree"]["local_prefix"] = None
+            out["LP"] = LP
+        return out
 
     @classmethod
     def _restoring(cls, params: dict[str, Any], rng: RNGLike, state: dict[str, Any]) -> StreamPublisher:
