@@ -118,7 +118,7 @@ class CountsIn(BaseModel):
 
     counts: list[Count] = Field(min_length=1, max_length=MAX_ITEMS,
                                 description="JSON numbers; integer streams take integers (parsed exactly; "
-                                            "a float must be integral and at most 2**53)")
+                                            "a float must be integral and below 2**53)")
     batch_id: str = Field(pattern=_BATCH, description="idempotency key: a resent batch is not counted again")
 
 
@@ -138,7 +138,7 @@ class CloseStepIn(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    t: int = Field(ge=1, le=2**62, description="the step to close: the open step, t + 1 (t = steps closed)")
+    t: int = Field(strict=True, ge=1, le=2**62, description="the step to close: the open step, t + 1 (t = steps closed)")
 
 
 class RangesIn(BaseModel):

@@ -75,6 +75,8 @@ QUERIES_FROM = ("readers", "anyone", "none")
 LOG_PER_CLIENT = 1000
 #: seconds a stream whose clock failed waits before the clock tries it again
 CLOCK_RETRY = 30.0
+#: a clocked stream further behind than this (steps) is left alone: catching up would be endless
+CLOCK_GIVE_UP = 1000 * MAX_CATCHUP_STEPS
 #: events in the future by more than this (seconds, server clock) are refused
 FUTURE_SKEW = 2.0
 #: the background clock's period (seconds)
@@ -149,7 +151,7 @@ def exact_counts(values: list[int | float] | NDArray[Any], *, real: bool) -> NDA
     """Counts as sent (JSON integers and floats) as an array, exactly.
 
     Integers never go through a float (2**53 + 1 stays 2**53 + 1); an integer stream takes a
-    float only when it is integral and at most 2**53 (where every integer is a float64); an
+    float only when it is integral and below 2**53 (where every integer is a float64); an
     integer beyond int64 is refused (422 naming it) before the publisher's own limit check.
     Real streams convert to float64 (the publisher refuses values above 2**52).
     """
@@ -165,8 +167,8 @@ def exact_counts(values: list[int | float] | NDArray[Any], *, real: bool) -> NDA
                 if v != math.floor(v):
                     raise StreamError(422, f"must be an integer (the stream is not real-valued), got {v!r}",
                                       f"counts[{i}]")
-                if abs(v) > 2**53:
-                    raise StreamError(422, f"is a JSON float above 2**53 ({v:.6g}), where a float64 cannot hold "
+                if abs(v) >= 2**53:
+                    raise StreamError(422, f"is a JSON float of 2**53 or more ({v:.6g}), where a float64 cannot hold "
                                            "every integer: send integer counts as JSON integers", f"counts[{i}]")
         arr = np.array([int(v) for v in values])
     if arr.dtype.kind == "O":
@@ -322,6 +324,10 @@ class StreamStore:
                 t_db = int(r._mapping["t"])
                 if r.step_seconds is not None and r.closed_at is None:
                     due = self._clock_steps(float(r.origin), float(r.step_seconds), now, r.horizon)
+                    if due - t_db > CLOCK_GIVE_UP:
+                        raise StreamError(409, f"the clock is {due - t_db} steps behind (origin {float(r.origin):g}, "
+                                               f"step_seconds {float(r.step_seconds):g}), more than {CLOCK_GIVE_UP}: "
+                                               "left as it is (close it with DELETE /streams/{id})")
                     if due > t_db:
                         self._write(r.id, lambda conn, live, now=now: self._advance(conn, live, now))
                         self.clock_errors.pop(r.id, None)

@@ -52,7 +52,7 @@ INT_NP_LIMIT = 2**62
 INT_NOISE_LIMIT = 2**54
 #: exact integer streams: room kept below INT_NP_LIMIT for the noise of nodes not yet drawn
 _NP_MARGIN = 2**56
-#: integer streams: largest item given as a float (above it, a float64 cannot hold every integer)
+#: integer streams: items given as floats must be below this (from it on, a float64 cannot hold every integer)
 FLOAT_INT_LIMIT = 2**53
 _STATE_FORMAT = "privpub-stream-state"
 _STATE_VERSION = 1
@@ -349,7 +349,7 @@ class StreamPublisher:
             return v
         if v != math.floor(v):
             raise DomainError(f"items must be integers (the stream was not declared real=True, which needs noise='laplace'), got {v}")
-        if v > FLOAT_INT_LIMIT:
+        if v >= FLOAT_INT_LIMIT:
             raise self._float_int_error(v)
         return int(v)
 
@@ -378,14 +378,14 @@ class StreamPublisher:
                     "items must be integers (the stream was not declared real=True, which needs noise='laplace'), "
                     f"got {arr[frac].flat[0]} at index {int(np.argmax(frac))}"
                 )
-            if hi > FLOAT_INT_LIMIT:
+            if hi >= FLOAT_INT_LIMIT:
                 raise self._float_int_error(float(hi))
         return arr.astype(np.int64, copy=False)
 
     @staticmethod
     def _float_int_error(v: float) -> DomainError:
         return DomainError(
-            f"items of an integer stream given as floats must be at most 2**53, got {v:.6g}: above it a float64 "
+            f"items of an integer stream given as floats must be below 2**53, got {v:.6g}: from there on a float64 "
             "cannot hold every integer (2**53 + 1 is read as 2**53), so neighbouring counts could differ by more "
             "than the sensitivity; pass Python ints or an int64 array")
 
