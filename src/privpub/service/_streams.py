@@ -49,9 +49,8 @@ from privpub.errors import BudgetExceededError, PrivpubError
 from privpub.service._db import write_tx
 from privpub.service._store import NotFound
 from privpub.service._tables import stream_batches, stream_parts, stream_queries, streams
-from privpub.stream import PUBLISHERS
+from privpub.stream import PUBLISHERS, join_state, split_state, state_needs_from
 from privpub.stream._base import StreamPublisher
-from privpub.stream._persist import join_state, split_state, state_needs_from
 
 __all__ = ["Asker", "StreamError", "StreamInfo", "StreamStore", "exact_counts", "pack_state", "publisher_key",
            "unpack_state"]

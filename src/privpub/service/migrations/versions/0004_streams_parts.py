@@ -41,7 +41,7 @@ def upgrade() -> None:
         batch.add_column(sa.Column("log_per_client", sa.BigInteger, nullable=True))
     # convert each stream's full state into a head and one part (same bytes of released noise)
     from privpub.service._streams import pack_state, unpack_state
-    from privpub.stream._persist import split_state
+    from privpub.stream import split_state
 
     conn = op.get_bind()
     streams = sa.table("streams", sa.column("id", sa.String), sa.column("state", sa.LargeBinary))
@@ -56,7 +56,7 @@ def upgrade() -> None:
 
 def downgrade() -> None:
     from privpub.service._streams import pack_state, unpack_state
-    from privpub.stream._persist import join_state
+    from privpub.stream import join_state
 
     conn = op.get_bind()
     streams = sa.table("streams", sa.column("id", sa.String), sa.column("state", sa.LargeBinary))
