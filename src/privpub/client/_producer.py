@@ -99,6 +99,9 @@ class StreamProducer:
             raise ParameterError(f"counts must be a non-empty 1-d array, got shape {arr.shape}")
         if arr.dtype.kind not in "iuf":
             raise ParameterError(f"counts must be numbers, got dtype {arr.dtype}")
+        if arr.dtype.kind == "f" and np.isfinite(arr).all() and (arr == np.floor(arr)).all() \
+                and float(np.abs(arr).max()) < 2.0**53:
+            arr = arr.astype(np.int64)  # sent as JSON integers (exact); other floats go as they are
         return self._send("counts", arr, rate)
 
     def send_events(self, times: ArrayLike, *, rate: float | None = None) -> ProduceResult:
