@@ -16,7 +16,7 @@ from stream_loadgen import run_stream_load
 def test_producers_and_queriers_lose_nothing(srv: Server) -> None:
     with admin_client(srv) as adm:
         s = create_stream(adm, publisher="hq_rtp", epsilon=1.0, window=4096, step_seconds=0.5, late="current",
-                          origin=time.time() - 300.0)
+                          origin=time.time() - 300.0, queries_from="anyone", log_per_client=10**6)
         sid = s["id"]
         deadline = time.monotonic() + 30
         while adm.get(f"/streams/{sid}").json()["t"] < 600 and time.monotonic() < deadline:

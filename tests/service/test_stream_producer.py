@@ -89,3 +89,40 @@ def test_cli_create_produce_query(srv: Server, tmp_path: Path, monkeypatch: pyte
     assert refused.exit_code == 2 and "reversed" in refused.output
     # the library command is still ``privpub stream INPUT``
     assert runner.invoke(app, ["stream", "--help"]).exit_code == 0
+
+
+def test_cli_close_step_delete_and_reader_queries(srv: Server, adm: httpx.Client, monkeypatch: pytest.MonkeyPatch
+                                                  ) -> None:
+    """Issue 22: ``privpub stream close-step`` (idempotent by step), ``privpub stream delete`` and a
+    reader's logged queries (``--token`` / $PRIVPUB_READER_TOKEN)."""
+    monkeypatch.setenv("PRIVPUB_ADMIN_TOKEN", ADMIN_TOKEN)
+    monkeypatch.setenv("PRIVPUB_URL", srv.url)
+    made = runner.invoke(app, ["stream", "create", "--name", "cli", "-e", "1", "-w", "64", "-m", "hq_rtp",
+                               "--log-per-client", "5"])
+    assert made.exit_code == 0, made.output
+    info = json.loads(made.output)
+    assert info["queries_from"] == "readers" and info["log_per_client"] == 5 and info["reader_token"]
+    sid = info["id"]
+    adm.post(f"/streams/{sid}/events", json={"batch_id": "e", "times": [time.time()] * 3})
+    tok = ["--token", info["producer_token"]]
+    first = runner.invoke(app, ["stream", "close-step", sid, *tok])
+    assert first.exit_code == 0 and "t = 1" in first.output, first.output
+    again = runner.invoke(app, ["stream", "close-step", sid, "--step", "1", *tok])
+    assert again.exit_code == 0 and "t = 1" in again.output, again.output
+    wrong = runner.invoke(app, ["stream", "close-step", sid, "--step", "5", *tok])
+    assert wrong.exit_code == 2 and "t=1" in wrong.output
+    monkeypatch.delenv("PRIVPUB_ADMIN_TOKEN")
+    for _ in range(3):
+        anon = runner.invoke(app, ["stream", "query", sid, "--start", "1", "--end", "1"])
+        assert anon.exit_code == 0, anon.output
+    for _ in range(7):
+        rd = runner.invoke(app, ["stream", "query", sid, "--start", "1", "--end", "1", "--token", info["reader_token"]])
+        assert rd.exit_code == 0, rd.output
+    assert adm.get(f"/streams/{sid}/log").json()["queries_logged"] == 5  # readers only, 5 per client and hour
+    monkeypatch.setenv("PRIVPUB_ADMIN_TOKEN", ADMIN_TOKEN)
+    gone = runner.invoke(app, ["stream", "delete", sid])
+    assert gone.exit_code == 0 and json.loads(gone.output)["t"] == 1, gone.output
+    closed = runner.invoke(app, ["stream", "close-step", sid, *tok])
+    assert closed.exit_code == 2 and "closed" in closed.output
+    bad = runner.invoke(app, ["stream", "create", "--name", "x", "-e", "1", "-w", "8", "--queries-from", "all"])
+    assert bad.exit_code == 2 and "--queries-from" in bad.output

@@ -84,7 +84,7 @@ def test_sigkill_never_redraws_released_noise(db_url: str, tmp_path: Path) -> No
             # the resent batch is not counted again; the step closes with its 9 events
             r = adm.post(f"/streams/{manual}/events", json={"batch_id": "open-1", "times": [time.time()] * 9})
             assert r.json()["duplicate"] is True
-            assert adm.post(f"/streams/{manual}/close-step").json()["t"] == 4
+            assert adm.post(f"/streams/{manual}/close-step", json={"t": 4}).json()["t"] == 4
             assert np.array_equal(ranges(adm, manual, [[1, 1], [2, 2], [3, 3], [1, 3]], log=False), man_before)
             assert adm.get(f"/streams/{manual}/check").json()["true_total"] == 5 + 6 + 7 + 9
 

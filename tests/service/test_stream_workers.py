@@ -16,7 +16,8 @@ def test_two_workers_agree(db_url: str, tmp_path: Path) -> None:
     headers = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
     try:
         with httpx.Client(base_url=srv.url, headers=headers, timeout=60) as adm:
-            s = create_stream(adm, publisher="hq_rtp", epsilon=1.0, window=256, height=3)
+            s = create_stream(adm, publisher="hq_rtp", epsilon=1.0, window=256, height=3,
+                              queries_from="anyone")
         sid = s["id"]
         counts = np.random.default_rng(1).integers(0, 20, size=400)
         seen: dict[tuple[int, int], float] = {}

@@ -164,3 +164,63 @@ def test_state_without_checkpoint_does_not_change_the_noise(cls):
     assert not np.array_equal(restored.answer(q2[-70:], record=False), saved.answer(q2[-70:], record=False))
     if cls is not BTH:  # BTH's least squares re-estimates the open block's past steps as new nodes arrive
         assert np.array_equal(restored.answer(q2[:26], record=False), saved.answer(q2[:26], record=False))
+
+
+def _same(a, b, path="state"):
+    """Exact equality of two states (same keys, same Python types, identical arrays)."""
+    if isinstance(a, dict):
+        assert set(a) == set(b), (path, set(a) ^ set(b))
+        for k in a:
+            _same(a[k], b[k], f"{path}.{k}")
+    elif isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        assert np.array_equal(np.asarray(a), np.asarray(b)), path
+    elif isinstance(a, list | tuple):
+        assert len(a) == len(b), path
+        for i, (x, y) in enumerate(zip(a, b)):
+            _same(x, y, f"{path}[{i}]")
+    else:
+        assert a == b and type(a) is type(b), (path, a, b)
+
+
+@pytest.mark.parametrize("noise", ["discrete", "laplace"])
+@pytest.mark.parametrize("cls", ALL)
+def test_delta_states_join_to_the_full_state(cls, noise):
+    """Issue 22, finding 8: ``state(since=t0)`` holds only what changed after ``t0`` (O(new
+    nodes), not O(window)); the last head and the parts that still meet the window rebuild the
+    full state exactly (same released noise, same trees, same open tree), through tree-height
+    changes (HQ), block completions (BTH rewrites a block's leaf estimates) and dropped parts."""
+    from privpub.stream._persist import join_state, split_state, state_needs_from
+
+    if noise == "discrete" and cls is BTH:
+        pytest.skip("BTH is real-valued (laplace) only")
+    g = np.random.default_rng(7)
+    pub = _pub(cls, np.random.default_rng(3), noise, window=40)
+    head, part = split_state(pub.state(checkpoint=False))
+    parts = [part]
+    for _ in range(120):
+        t0 = pub.t
+        n = int(g.integers(0, 12))
+        if g.random() < 0.5:
+            pub.extend(g.integers(0, 9, n))
+        else:
+            for _ in range(n):
+                pub.append(int(g.integers(0, 9)))
+        if pub.t > 2 and cls in (HQRTP, HQRTPMM):
+            r = int(g.integers(max(1, pub.t - 39), pub.t + 1))
+            pub.query(int(g.integers(max(1, pub.t - 39), r + 1)), r)
+        delta = pub.state(checkpoint=False, since=t0)
+        head, part = split_state(delta)
+        # a delta holds the new times only (BTH: from the start of the block that changed)
+        slack = pub._Tb if cls is BTH else 0
+        assert part["Y"].shape[-1] <= pub.t - t0 + slack
+        parts.append(part)
+        parts = [p for p in parts if p["t"] >= state_needs_from(head)]
+        _same(join_state(head, parts), pub.state(checkpoint=False))
+    assert len(parts) < 60  # parts before the window were dropped
+    restored = StreamPublisher.from_state(join_state(head, parts))
+    q = np.array([[max(1, pub.t - 39), pub.t], [pub.t, pub.t]])
+    assert np.array_equal(restored.answer(q, record=False), pub.answer(q, record=False))
+    with pytest.raises(ParameterError, match="delta"):
+        StreamPublisher.from_state(delta)
+    with pytest.raises(ParameterError, match="do not cover"):
+        join_state(head, parts[-1:] if pub.t - 40 > parts[-1]["arrays_from"] else parts[-2:-1])

@@ -76,10 +76,18 @@ def register_service_commands(stream_app: typer.Typer) -> None:
             "--sensitivity", help="What one individual may contribute to one step's count.")] = 1.0,
         late: Annotated[str, typer.Option("--late", help="Late events: reject or current.")] = "reject",
         session: Annotated[str | None, typer.Option("--session", help="Budget session (service database).")] = None,
+        origin: Annotated[float | None, typer.Option(
+            "--origin", help="Unix time where step 1 starts (with --step-seconds; default now, aligned).")] = None,
+        queries_from: Annotated[str, typer.Option(
+            "--queries-from", help="Which queries feed the HQ query log: readers (reader or admin token), "
+                                   "anyone, or none.")] = "readers",
+        log_per_client: Annotated[int | None, typer.Option(
+            "--log-per-client", help="Logged queries per client and hour (default 1000).")] = None,
         url: Annotated[str | None, _URL] = None,
         connect_timeout: Annotated[float, _CONNECT] = DEFAULT_CONNECT_TIMEOUT,
     ) -> None:
-        """Create a stream on a running service (admin token: $PRIVPUB_ADMIN_TOKEN); prints its status and its producer token (shown once) as JSON."""
+        """Create a stream on a running service (admin token: $PRIVPUB_ADMIN_TOKEN); prints its status,
+        its producer token and its reader token (shown once) as JSON."""
         from privpub.core import check_epsilon
 
         if publisher is not None:
@@ -103,6 +111,12 @@ def register_service_commands(stream_app: typer.Typer) -> None:
             checks.add(f"--late must be reject or current, got {late!r}")
         if session is not None and not session.strip():
             checks.add("--session must not be empty")
+        if queries_from not in ("readers", "anyone", "none"):
+            checks.add(f"--queries-from must be readers, anyone or none, got {queries_from!r}")
+        if log_per_client is not None and log_per_client < 1:
+            checks.add(f"--log-per-client must be >= 1, got {log_per_client}")
+        if origin is not None and not (math.isfinite(origin) and origin >= 0):
+            checks.add(f"--origin must be a Unix time >= 0, got {origin}")
         _check_common(checks, url, connect_timeout)
         checks.done()
         _need_extra()
@@ -112,6 +126,11 @@ def register_service_commands(stream_app: typer.Typer) -> None:
             body["step_seconds"] = step_seconds
         if session is not None:
             body["session"] = session
+        if origin is not None:
+            body["origin"] = origin
+        body["queries_from"] = queries_from
+        if log_per_client is not None:
+            body["log_per_client"] = log_per_client
         client, _ = connect(url, connect_timeout)
         typer.echo(json.dumps(client.post("/streams", json=body).json(), indent=2))
 
@@ -176,6 +195,10 @@ def register_service_commands(stream_app: typer.Typer) -> None:
         stream_id: Annotated[str, typer.Argument(help="The stream's id (16 hexadecimal digits).", show_default=False)],
         start: Annotated[int, typer.Option("--start", help="First step (from 1).")],
         end: Annotated[int, typer.Option("--end", help="Last step (inclusive).")],
+        token: Annotated[str | None, typer.Option(
+            "--token", envvar="PRIVPUB_READER_TOKEN",
+            help="The stream's reader token (default $PRIVPUB_READER_TOKEN): the query is logged for the "
+                 "HQ heights (the admin token, from $PRIVPUB_ADMIN_TOKEN, also counts).")] = None,
         url: Annotated[str | None, _URL] = None,
         connect_timeout: Annotated[float, _CONNECT] = DEFAULT_CONNECT_TIMEOUT,
     ) -> None:
@@ -190,5 +213,53 @@ def register_service_commands(stream_app: typer.Typer) -> None:
         checks.done()
         _need_extra()
         client, _ = connect(url, connect_timeout)
-        resp = client.get(f"/streams/{stream_id}/range", params={"start": start, "end": end})
+        headers = {"Authorization": f"Bearer {token}"} if token else None
+        resp = client.get(f"/streams/{stream_id}/range", params={"start": start, "end": end}, headers=headers)
         typer.echo(json.dumps(resp.json(), indent=2))
+
+    @stream_app.command("close-step")
+    @handle_errors
+    def close_step(
+        stream_id: Annotated[str, typer.Argument(help="The stream's id (16 hexadecimal digits).", show_default=False)],
+        step: Annotated[int | None, typer.Option(
+            "--step", help="The step to close (default: the open one, t + 1); closing it again is a no-op.")] = None,
+        token: Annotated[str | None, _TOKEN] = None,
+        url: Annotated[str | None, _URL] = None,
+        connect_timeout: Annotated[float, _CONNECT] = DEFAULT_CONNECT_TIMEOUT,
+    ) -> None:
+        """Close a stream's open step (streams without --step-seconds); prints t."""
+        checks = Checks()
+        checks(_id, stream_id, "stream")
+        if step is not None and step < 1:
+            checks.add(f"--step must be >= 1, got {step}")
+        tok = token or os.environ.get(ADMIN_TOKEN_ENV)
+        if not tok:
+            checks.add(f"--token (or ${PRODUCER_TOKEN_ENV} / ${ADMIN_TOKEN_ENV}) is needed")
+        _check_common(checks, url, connect_timeout)
+        checks.done()
+        _need_extra()
+        from privpub.client import StreamProducer
+
+        _, base = connect(url, connect_timeout)
+        producer = StreamProducer(base, stream_id, token=tok)
+        try:
+            typer.echo(f"t = {producer.close_step(step)}")
+        finally:
+            producer.close()
+
+    @stream_app.command("delete")
+    @handle_errors
+    def delete(
+        stream_id: Annotated[str, typer.Argument(help="The stream's id (16 hexadecimal digits).", show_default=False)],
+        url: Annotated[str | None, _URL] = None,
+        connect_timeout: Annotated[float, _CONNECT] = DEFAULT_CONNECT_TIMEOUT,
+    ) -> None:
+        """Close and archive a stream (admin token: $PRIVPUB_ADMIN_TOKEN): ingest and its clock stop for
+        good, its released steps stay queryable (JSON)."""
+        checks = Checks()
+        checks(_id, stream_id, "stream")
+        _check_common(checks, url, connect_timeout)
+        checks.done()
+        _need_extra()
+        client, _ = connect(url, connect_timeout)
+        typer.echo(json.dumps(client._do("DELETE", f"/streams/{stream_id}").json(), indent=2))

@@ -99,6 +99,9 @@ class StreamProducer:
             raise ParameterError(f"counts must be a non-empty 1-d array, got shape {arr.shape}")
         if arr.dtype.kind not in "iuf":
             raise ParameterError(f"counts must be numbers, got dtype {arr.dtype}")
+        if arr.dtype.kind == "f" and np.isfinite(arr).all() and (arr == np.floor(arr)).all() \
+                and float(np.abs(arr).max()) < 2.0**53:
+            arr = arr.astype(np.int64)  # sent as JSON integers (exact); other floats go as they are
         return self._send("counts", arr, rate)
 
     def send_events(self, times: ArrayLike, *, rate: float | None = None) -> ProduceResult:
@@ -158,9 +161,19 @@ class StreamProducer:
                 self._sleep(batch_seconds)  # gather the next batch
         return ProduceResult(batches=batches, items=int(rec.shape[0]), duplicates=dups, t=t)
 
-    def close_step(self) -> int:
-        """Close the open step now (streams without ``step_seconds``); returns ``t``."""
-        return int(self._post("close-step", {})["t"])
+    def close_step(self, step: int | None = None) -> int:
+        """Close the open step now (streams without ``step_seconds``); returns ``t``.
+
+        The request names the step it closes (``{"t": step}``; default: the open step, ``t + 1``
+        from the stream's status), so a retry after a lost answer closes nothing twice: the
+        service answers a repeated close of the same step with the same ``t``. A ``step`` that is
+        not the open one is refused (409 naming the current ``t``).
+        """
+        if step is None:
+            step = int(self.status()["t"]) + 1
+        if isinstance(step, bool) or not isinstance(step, int) or step < 1:
+            raise ParameterError(f"step must be an integer >= 1 (the open step, t + 1), got {step!r}")
+        return int(self._post("close-step", {"t": step})["t"])
 
     def close(self) -> None:
         self._http.client.close()

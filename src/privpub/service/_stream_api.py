@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import logging
+import math
 import re
 from typing import Annotated, Any, Literal
 from urllib.parse import parse_qs
@@ -19,22 +20,46 @@ import numpy as np
 from fastapi import APIRouter, Depends, Path, Query, Request
 from fastapi.responses import JSONResponse, Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, PlainValidator, ValidationError, WithJsonSchema
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from privpub.service._streams import MAX_WINDOW, StreamError, StreamStore
+from privpub.service._streams import (
+    LOG_PER_CLIENT,
+    MAX_WINDOW,
+    MIN_STEP_SECONDS,
+    Asker,
+    StreamError,
+    StreamStore,
+)
 
-__all__ = ["CountsIn", "EventsIn", "RangesIn", "StreamFastPath", "StreamIn", "router"]
+__all__ = ["CloseStepIn", "CountsIn", "EventsIn", "RangesIn", "StreamFastPath", "StreamIn", "router"]
 
 log = logging.getLogger("privpub.service")
 
 #: items (counts or events) per request, and ranges per batch query
 MAX_ITEMS = 200_000
-MAX_RANGES = 50_000
+MAX_RANGES = 10_000
 
 StreamId = Path(pattern=r"^[0-9a-f]{16}$", description="the stream's id")
 _BATCH = r"^[A-Za-z0-9._:-]{1,64}$"
+#: names: no control characters (NUL, newlines ...)
+_PRINTABLE = r"^[^\x00-\x1f\x7f]+$"
 Finite = Annotated[float, Field(allow_inf_nan=False)]
+
+
+def _count(v: Any) -> int | float:
+    """A count as sent: a JSON integer (kept exact, never through a float) or a finite JSON
+    float; ``true`` and ``"5"`` are refused (strict types)."""
+    if type(v) is int:
+        return v
+    if type(v) is float:
+        if not math.isfinite(v):
+            raise ValueError("must be a finite number")
+        return v
+    raise ValueError(f"must be a JSON number, got {type(v).__name__} (true and \"5\" are not counts)")
+
+
+Count = Annotated[int | float, PlainValidator(_count), WithJsonSchema({"type": "number"})]
 #: a step index (far beyond any stream, inside int64)
 Step = Annotated[int, Field(ge=-(2**62), le=2**62)]
 
@@ -47,7 +72,8 @@ class StreamIn(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    name: str = Field(min_length=1, max_length=200)
+    name: str = Field(min_length=1, max_length=200, pattern=_PRINTABLE,
+                      description="a label (no control characters: PostgreSQL text cannot hold NUL)")
     publisher: str = Field(min_length=1, max_length=32)
     epsilon: float = Field(gt=0, le=40, allow_inf_nan=False,
                            description="event-level epsilon of the whole stream, spent once")
@@ -63,17 +89,26 @@ class StreamIn(BaseModel):
     history: list[int] | None = Field(default=None, max_length=10_000,
                                       description="HQ publishers: public past query lengths")
     step_seconds: float | None = Field(default=None, gt=0, le=366 * 86400, allow_inf_nan=False,
-                                       description="step length: the service's clock closes steps; "
-                                                   "omitted: steps close by POST counts or close-step")
+                                       description=f"step length (at least {MIN_STEP_SECONDS} s): the service's "
+                                                   "clock closes steps; omitted: steps close by POST counts or "
+                                                   "close-step")
     origin: float | None = Field(default=None, ge=0, allow_inf_nan=False,
-                                 description="Unix time where step 1 starts (default: now, aligned to the step)")
+                                 description="Unix time where step 1 starts (default: now, aligned to the step); "
+                                             "at most 1,000,000 steps in the past, 366 days in the future")
     horizon: int | None = Field(default=None, ge=1, le=2**52, description="last step of the stream")
     late: Literal["reject", "current"] = Field(
         default="reject", description="events of a closed step: rejected (default) or counted in the open step")
-    session: str | None = Field(default=None, min_length=1, max_length=200,
+    session: str | None = Field(default=None, min_length=1, max_length=200, pattern=_PRINTABLE,
                                 description="budget session (in this database) charged with epsilon")
     rng: int | None = Field(default=None, ge=0, le=2**63 - 1,
                             description="seed for reproducible tests; never stored; leave unset in production")
+    queries_from: Literal["readers", "anyone", "none"] = Field(
+        default="readers", description="which range queries feed the query log the HQ publishers learn tree "
+                                       "heights from: those sent with the stream's reader token (or the admin "
+                                       "token; default), anyone's, or none")
+    log_per_client: int | None = Field(default=None, ge=1, le=10**7,
+                                       description=f"logged queries per client and hour (default {LOG_PER_CLIENT}); "
+                                                   "further queries are answered, not logged")
 
 
 class CountsIn(BaseModel):
@@ -81,7 +116,9 @@ class CountsIn(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    counts: list[Finite] = Field(min_length=1, max_length=MAX_ITEMS)
+    counts: list[Count] = Field(min_length=1, max_length=MAX_ITEMS,
+                                description="JSON numbers; integer streams take integers (parsed exactly; "
+                                            "a float must be integral and below 2**53)")
     batch_id: str = Field(pattern=_BATCH, description="idempotency key: a resent batch is not counted again")
 
 
@@ -94,6 +131,14 @@ class EventsIn(BaseModel):
     time: Finite | None = Field(default=None, ge=0, description="Unix time of one event")
     times: list[Finite] | None = Field(default=None, min_length=1, max_length=MAX_ITEMS,
                                        description="Unix times of many events")
+
+
+class CloseStepIn(BaseModel):
+    """The step a producer closes (``t + 1`` before the call): a retry closes nothing twice."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    t: int = Field(strict=True, ge=1, le=2**62, description="the step to close: the open step, t + 1 (t = steps closed)")
 
 
 class RangesIn(BaseModel):
@@ -148,8 +193,8 @@ _PRODUCER = [Depends(require_producer)]
 @router.post("", status_code=201, dependencies=[_admin_dep()])
 def create_stream(request: Request, body: StreamIn) -> dict[str, Any]:
     """Create a stream (admin). Returns its id, its status and its producer token (shown once)."""
-    info, token = _streams(request).create(body.model_dump())
-    return {**_streams(request).status(info.id), "producer_token": token}
+    info, token, reader = _streams(request).create(body.model_dump())
+    return {**_streams(request).status(info.id), "producer_token": token, "reader_token": reader}
 
 
 @router.get("", dependencies=[_admin_dep()])
@@ -165,7 +210,7 @@ def stream_status(request: Request, stream_id: str = StreamId) -> dict[str, Any]
 
 
 def do_counts(store: StreamStore, stream_id: str, body: CountsIn) -> dict[str, Any]:
-    return store.add_counts(stream_id, np.asarray(body.counts, dtype=np.float64), body.batch_id)
+    return store.add_counts(stream_id, body.counts, body.batch_id)
 
 
 def do_events(store: StreamStore, stream_id: str, body: EventsIn) -> dict[str, Any]:
@@ -197,9 +242,39 @@ def post_events(request: Request, body: EventsIn, stream_id: str = StreamId) -> 
 
 
 @router.post("/{stream_id}/close-step", dependencies=_PRODUCER)
-def close_step(request: Request, stream_id: str = StreamId) -> dict[str, Any]:
-    """Close the open step now and release it (streams without ``step_seconds``)."""
-    return _streams(request).close_step(stream_id)
+def close_step(request: Request, body: CloseStepIn, stream_id: str = StreamId) -> dict[str, Any]:
+    """Close step ``t`` (the open one) now and release it (streams without ``step_seconds``).
+
+    Idempotent: closing the step closed last again returns the same ``t`` with ``"duplicate": true``;
+    any other ``t`` is a 409 naming the current ``t``."""
+    return _streams(request).close_step(stream_id, body.t)
+
+
+@router.delete("/{stream_id}", dependencies=[_admin_dep()])
+def delete_stream(request: Request, stream_id: str = StreamId) -> dict[str, Any]:
+    """Close and archive a stream (admin): ingest and the clock stop for good, the released steps stay
+    queryable, the open step's events are discarded (never released). Idempotent."""
+    return _streams(request).delete(stream_id)
+
+
+def asker(app: Any, stream_id: str, authorization: str | None, host: str | None) -> Asker:
+    """Who asks: a reader (the stream's reader token or the admin token) or an anonymous client
+    (identified by its address for the per-client cap). A wrong token is simply anonymous."""
+    scheme, _, token = (authorization or "").partition(" ")
+    token = token.strip()
+    if scheme.lower() == "bearer" and token:
+        admin = app.state.admin_token
+        given = hashlib.sha256(token.encode("utf-8")).digest()
+        if admin and hmac.compare_digest(given, hashlib.sha256(admin.encode("utf-8")).digest()):
+            return Asker("admin", True)
+        if app.state.streams.is_reader(stream_id, token):
+            return Asker("reader:" + given.hex()[:16], True)
+    return Asker(f"client:{host or '?'}", False)
+
+
+def _request_asker(request: Request, stream_id: str) -> Asker:
+    return asker(request.app, stream_id, request.headers.get("authorization"),
+                 request.client.host if request.client else None)
 
 
 @router.get("/{stream_id}/range")
@@ -210,21 +285,22 @@ def range_query(request: Request, stream_id: str = StreamId,
 
     (Served by :class:`StreamFastPath`; this route documents it in the OpenAPI schema.)
     """
-    return answer_range(_streams(request), stream_id, start, end)
+    return answer_range(_streams(request), stream_id, start, end, _request_asker(request, stream_id))
 
 
-def answer_range(store: StreamStore, stream_id: str, start: int, end: int) -> dict[str, Any]:
+def answer_range(store: StreamStore, stream_id: str, start: int, end: int, who: Asker | None = None) -> dict[str, Any]:
     out, t, var = store.answer(stream_id, np.array([start], dtype=np.int64), np.array([end], dtype=np.int64),
-                               variance=True)
+                               variance=True, who=who)
     assert var is not None
     return {"estimate": out[0].item(), "start": start, "end": end, "t": t, "std": var[0] ** 0.5}
 
 
 @router.post("/{stream_id}/ranges")
 def range_queries(request: Request, body: RangesIn, stream_id: str = StreamId) -> dict[str, Any]:
-    """Many range queries at once (same answers as one ``/range`` each)."""
+    """Many range queries at once (same answers as one ``/range`` each; at most 10,000)."""
     q = np.asarray(body.ranges, dtype=np.int64).reshape(-1, 2)
-    out, t, _ = _streams(request).answer(stream_id, q[:, 0], q[:, 1], record=body.log)
+    out, t, _ = _streams(request).answer(stream_id, q[:, 0], q[:, 1], record=body.log,
+                                         who=_request_asker(request, stream_id))
     return {"estimates": out.tolist(), "t": t}
 
 
@@ -308,9 +384,17 @@ class StreamFastPath:
             if what == "range":
                 qs = parse_qs(scope.get("query_string", b"").decode("latin-1"))
                 start, end = _int_param(qs, "start"), _int_param(qs, "end")
-                body = store.try_answer_one(sid, start, end)
-                if body is None:  # a writer holds the stream: wait for it in the thread pool
-                    body = await anyio.to_thread.run_sync(answer_range, store, sid, start, end)
+                auth = dict(scope["headers"]).get(b"authorization")
+                client = scope.get("client")
+
+                def who() -> Asker:
+                    return asker(self.fastapi_app, sid, auth.decode("latin-1") if auth else None,
+                                 client[0] if client else None)
+
+                # a token is checked against the stream's copy: on the event loop only if it is loaded
+                body = store.try_answer_one(sid, start, end, who()) if (auth is None or store.loaded(sid)) else None
+                if body is None:  # a writer holds the stream (or it is not loaded): the thread pool
+                    body = await anyio.to_thread.run_sync(lambda: answer_range(store, sid, start, end, who()))
                 response: Response = JSONResponse(body)
             else:
                 auth = dict(scope["headers"]).get(b"authorization", b"").decode("latin-1")

@@ -48,15 +48,33 @@ from privpub.core import Session
 from privpub.errors import BudgetExceededError, PrivpubError
 from privpub.service._db import write_tx
 from privpub.service._store import NotFound
-from privpub.service._tables import stream_batches, stream_queries, streams
-from privpub.stream import PUBLISHERS, StreamPublisher
+from privpub.service._tables import stream_batches, stream_parts, stream_queries, streams
+from privpub.stream import PUBLISHERS, StreamPublisher, join_state, split_state, state_needs_from
 
-__all__ = ["StreamError", "StreamInfo", "StreamStore", "pack_state", "publisher_key", "unpack_state"]
+__all__ = ["Asker", "StreamError", "StreamInfo", "StreamStore", "exact_counts", "pack_state", "publisher_key",
+           "unpack_state"]
 
 log = logging.getLogger("privpub.service")
 
-#: largest window a service stream may declare (the state is rewritten when steps close)
+#: largest window a service stream may declare
 MAX_WINDOW = 1 << 20
+#: shortest step of a clocked stream (seconds): at most 100 steps a second per stream
+MIN_STEP_SECONDS = 0.01
+#: most steps the clock closes for one stream in one tick, and most steps a new stream's origin
+#: may lie in the past (catching up from origin is bounded work)
+MAX_CATCHUP_STEPS = 1_000_000
+#: how far in the future a stream's origin may lie (seconds)
+MAX_ORIGIN_AHEAD = 366 * 86400.0
+#: largest noise scale sensitivity / epsilon of a service stream (int64 sums keep their headroom)
+MAX_NOISE_SCALE = 2.0**36
+#: who feeds an HQ publisher's query log (the lengths its tree heights learn from)
+QUERIES_FROM = ("readers", "anyone", "none")
+#: default cap of logged queries per client and stream per hour (the rest are answered, not logged)
+LOG_PER_CLIENT = 1000
+#: seconds a stream whose clock failed waits before the clock tries it again
+CLOCK_RETRY = 30.0
+#: a clocked stream further behind than this (steps) is left alone: catching up would be endless
+CLOCK_GIVE_UP = 1000 * MAX_CATCHUP_STEPS
 #: events in the future by more than this (seconds, server clock) are refused
 FUTURE_SKEW = 2.0
 #: the background clock's period (seconds)
@@ -127,6 +145,41 @@ def unpack_state(blob: bytes) -> dict[str, Any]:
     return walk(doc)  # type: ignore[no-any-return]
 
 
+def exact_counts(values: list[int | float] | NDArray[Any], *, real: bool) -> NDArray[Any]:
+    """Counts as sent (JSON integers and floats) as an array, exactly.
+
+    Integers never go through a float (2**53 + 1 stays 2**53 + 1); an integer stream takes a
+    float only when it is integral and below 2**53 (where every integer is a float64); an
+    integer beyond int64 is refused (422 naming it) before the publisher's own limit check.
+    Real streams convert to float64 (the publisher refuses values above 2**52).
+    """
+    if isinstance(values, np.ndarray):
+        return values
+    try:
+        arr = np.array(values)
+    except OverflowError:  # an integer too large even for a float (real streams)
+        arr = np.array(values, dtype=object)
+    if arr.dtype.kind == "f" and not real:
+        for i, v in enumerate(values):
+            if type(v) is float:
+                if v != math.floor(v):
+                    raise StreamError(422, f"must be an integer (the stream is not real-valued), got {v!r}",
+                                      f"counts[{i}]")
+                if abs(v) >= 2**53:
+                    raise StreamError(422, f"is a JSON float of 2**53 or more ({v:.6g}), where a float64 cannot hold "
+                                           "every integer: send integer counts as JSON integers", f"counts[{i}]")
+        arr = np.array([int(v) for v in values])
+    if arr.dtype.kind == "O":
+        i, v = next((i, v) for i, v in enumerate(values) if not -(2**63) <= v < 2**63)
+        shown = str(v) if len(str(v)) < 30 else f"{str(v)[:25]}..."
+        raise StreamError(422, f"is beyond the stream's arithmetic (counts must be at most 2**61 for an integer "
+                               f"stream, 2**52 for a real one), got {shown}", f"counts[{i}]")
+    if arr.dtype.kind == "f" and real and not np.isfinite(arr).all():
+        i = int(np.argmax(~np.isfinite(arr)))
+        raise StreamError(422, "is beyond float64 (counts of a real stream must be at most 2**52)", f"counts[{i}]")
+    return arr
+
+
 def _hash(token: str) -> bytes:
     return hashlib.sha256(token.encode("utf-8")).digest()
 
@@ -150,6 +203,9 @@ class StreamInfo:
     session: str | None
     created_at: int
     token_hash: bytes
+    reader_hash: bytes | None = None
+    queries_from: str = "anyone"
+    log_per_client: int | None = None
 
     @property
     def sensitivity(self) -> float:
@@ -169,7 +225,18 @@ class StreamInfo:
         return {"id": self.id, "name": self.name, "publisher": self.method, "epsilon": self.epsilon,
                 "params": self.params, "step_seconds": self.step_seconds, "origin": self.origin,
                 "late": self.late, "horizon": self.horizon, "session": self.session,
-                "created_at": self.created_at, "neighbouring": self.privacy_words()}
+                "created_at": self.created_at, "queries_from": self.queries_from,
+                "log_per_client": self.log_per_client, "neighbouring": self.privacy_words()}
+
+
+@dataclass(frozen=True)
+class Asker:
+    """Who asks a range query: ``key`` identifies the client for the per-client cap (a reader
+    token's hash, or the address of an anonymous client); ``reader`` says whether it
+    authenticated as a reader of the stream (its reader token or the admin token)."""
+
+    key: str
+    reader: bool
 
 
 @dataclass
@@ -186,6 +253,9 @@ class Live:
     lock: threading.RLock = field(default_factory=threading.RLock)
     pending: list[tuple[float, int, int, int]] = field(default_factory=list)
     plock: threading.Lock = field(default_factory=threading.Lock)
+    closed_at: int | None = None
+    #: per-client logged queries in the current hour: client -> (hour, count)
+    logged: dict[str, tuple[int, int]] = field(default_factory=dict)
 
 
 def _info(row: Any) -> StreamInfo:
@@ -193,7 +263,10 @@ def _info(row: Any) -> StreamInfo:
                       step_seconds=None if row.step_seconds is None else float(row.step_seconds),
                       origin=None if row.origin is None else float(row.origin), late=row.late,
                       horizon=None if row.horizon is None else int(row.horizon), session=row.session,
-                      created_at=int(row.created_at), token_hash=bytes(row.producer_token_hash))
+                      created_at=int(row.created_at), token_hash=bytes(row.producer_token_hash),
+                      reader_hash=None if row.reader_token_hash is None else bytes(row.reader_token_hash),
+                      queries_from=row.queries_from or "anyone",
+                      log_per_client=LOG_PER_CLIENT if row.log_per_client is None else int(row.log_per_client))
 
 
 class StreamStore:
@@ -207,6 +280,8 @@ class StreamStore:
         self._guard = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        #: streams whose clock failed in this worker: id -> (message, when to retry)
+        self.clock_errors: dict[str, tuple[str, float]] = {}
 
     # -- lifecycle ------------------------------------------------------------------------------
     def start(self) -> None:
@@ -237,20 +312,38 @@ class StreamStore:
         now = time.time() if now is None else now
         with self.engine.connect() as conn:
             rows = conn.execute(sa.select(streams.c.id, streams.c.t, streams.c.step_seconds, streams.c.origin,
-                                          streams.c.horizon)).all()
+                                          streams.c.horizon, streams.c.closed_at)).all()
         for r in rows:
-            t_db = int(r._mapping["t"])
-            if r.step_seconds is not None:
-                due = self._clock_steps(float(r.origin), float(r.step_seconds), now, r.horizon)
-                if due > t_db:
-                    self._write(r.id, lambda conn, live, now=now: self._advance(conn, live, now))
-                    continue
-            live = self._live.get(r.id)
-            if live is not None and live.t < t_db:
-                self._current(r.id)
+            # one stream's failure never stops the others: logged, shown in its status, retried later
+            failed = self.clock_errors.get(r.id)
+            if failed is not None and time.monotonic() < failed[1]:
+                continue
+            try:
+                t_db = int(r._mapping["t"])
+                if r.step_seconds is not None and r.closed_at is None:
+                    due = self._clock_steps(float(r.origin), float(r.step_seconds), now, r.horizon)
+                    if due - t_db > CLOCK_GIVE_UP:
+                        raise StreamError(409, f"the clock is {due - t_db} steps behind (origin {float(r.origin):g}, "
+                                               f"step_seconds {float(r.step_seconds):g}), more than {CLOCK_GIVE_UP}: "
+                                               "left as it is (close it with DELETE /streams/{id})")
+                    if due > t_db:
+                        self._write(r.id, lambda conn, live, now=now: self._advance(conn, live, now))
+                        self.clock_errors.pop(r.id, None)
+                        continue
+                live = self._live.get(r.id)
+                if live is not None and live.t < t_db:
+                    self._current(r.id)
+                self.clock_errors.pop(r.id, None)
+            except Exception as exc:
+                msg = str(exc.message) if isinstance(exc, StreamError) else type(exc).__name__
+                log.error("stream %s: the clock failed (%s); retried in %g s", r.id, msg, CLOCK_RETRY)
+                self.clock_errors[r.id] = (msg, time.monotonic() + CLOCK_RETRY)
         for live in list(self._live.values()):
             if live.pending:
-                self._flush_queries(live)
+                try:
+                    self._flush_queries(live)
+                except Exception as exc:  # pragma: no cover - retried on the next tick
+                    log.warning("stream %s: query log flush failed (%s)", live.info.id, type(exc).__name__)
 
     @staticmethod
     def _clock_steps(origin: float, step: float, now: float, horizon: int | None) -> int:
@@ -259,8 +352,9 @@ class StreamStore:
         return n if horizon is None else min(n, int(horizon))
 
     # -- creation -------------------------------------------------------------------------------
-    def create(self, body: dict[str, Any]) -> tuple[StreamInfo, str]:
-        """Create a stream (validated publisher, budget charged); returns it and its producer token."""
+    def create(self, body: dict[str, Any]) -> tuple[StreamInfo, str, str]:
+        """Create a stream (validated publisher, budget charged); returns it, its producer token and
+        its reader token."""
         key = publisher_key(body["publisher"])
         if key is None:
             raise StreamError(422, f"must be one of {sorted(PUBLISHERS)} (or their class names), "
@@ -277,6 +371,29 @@ class StreamStore:
             params["history"] = list(body["history"])
         if params["window"] > MAX_WINDOW:
             raise StreamError(422, f"must be at most {MAX_WINDOW} in the service, got {params['window']}", "window")
+        scale = float(body.get("sensitivity") or 1.0) / float(body["epsilon"])
+        if scale > MAX_NOISE_SCALE:
+            raise StreamError(422, f"sensitivity / epsilon must be at most 2**36 (the noise scale; int64 sums keep "
+                                   f"their headroom), got {scale:.3g}: raise epsilon", "epsilon")
+        now = time.time()
+        step = body.get("step_seconds")
+        origin = body.get("origin")
+        if step is not None:
+            if step < MIN_STEP_SECONDS:
+                raise StreamError(422, f"must be at least {MIN_STEP_SECONDS} s (the clock closes at most "
+                                       f"{1 / MIN_STEP_SECONDS:g} steps a second), got {step:g}", "step_seconds")
+            if origin is not None:
+                behind = (now - origin) / step
+                if behind > MAX_CATCHUP_STEPS:
+                    raise StreamError(422, f"is {behind:.4g} steps of {step:g} s in the past; catching up may close "
+                                           f"at most {MAX_CATCHUP_STEPS} steps (origin >= now - "
+                                           f"{MAX_CATCHUP_STEPS} * step_seconds)", "origin")
+                if origin > now + MAX_ORIGIN_AHEAD:
+                    raise StreamError(422, f"is more than {MAX_ORIGIN_AHEAD / 86400:g} days in the future", "origin")
+        queries_from = body.get("queries_from") or "readers"
+        if queries_from not in QUERIES_FROM:  # pragma: no cover - the model refuses first
+            raise StreamError(422, f"must be one of {QUERIES_FROM}, got {queries_from!r}", "queries_from")
+        log_per_client = body.get("log_per_client") or LOG_PER_CLIENT
         session = None
         if body.get("session") is not None:
             from privpub.service._sessions import DatabaseSessionStore
@@ -302,9 +419,7 @@ class StreamStore:
                 session.store.close()  # type: ignore[attr-defined]
         sid = secrets.token_hex(8)
         token = secrets.token_urlsafe(24)
-        now = time.time()
-        step = body.get("step_seconds")
-        origin = body.get("origin")
+        reader = secrets.token_urlsafe(24)
         if step is not None and origin is None:
             origin = math.floor(now / step) * step  # steps aligned on the clock
         stored = {k: v for k, v in params.items() if k != "history"}
@@ -313,31 +428,40 @@ class StreamStore:
         info = StreamInfo(id=sid, name=body["name"], method=key, params=stored, epsilon=float(pub.epsilon),
                           step_seconds=step, origin=origin, late=body.get("late", "reject"),
                           horizon=body.get("horizon"), session=body.get("session"), created_at=int(now),
-                          token_hash=_hash(token))
+                          token_hash=_hash(token), reader_hash=_hash(reader), queries_from=queries_from,
+                          log_per_client=log_per_client)
         open_since = origin if step is not None else now
+        head, part = split_state(pub.state(checkpoint=False))
         with write_tx(self.engine) as conn:
             conn.execute(sa.insert(streams).values(
                 id=sid, name=info.name, method=key, params=stored, epsilon=info.epsilon, step_seconds=step,
                 origin=origin, late=info.late, horizon=info.horizon, session=info.session,
                 producer_token_hash=info.token_hash, created_at=info.created_at, t=0,
-                state=pack_state(pub.state(checkpoint=False)), open_count=0, open_since=open_since, log_seq=0,
-                true_total=0 if self.checks else None))
+                state=pack_state(head), open_count=0, open_since=open_since, log_seq=0,
+                true_total=0 if self.checks else None, reader_token_hash=info.reader_hash,
+                queries_from=queries_from, log_per_client=log_per_client))
+            conn.execute(sa.insert(stream_parts).values(stream_id=sid, t_end=part["t"], t_from=part["arrays_from"],
+                                                        data=pack_state(part)))
         with self._guard:
             self._live[sid] = Live(info=info, pub=pub, t=0, open_count=0, open_since=open_since, log_seq=0,
                                    visible=0)
         log.info("stream %s created (%s)", sid, key)
-        return info, token
+        return info, token, reader
 
     # -- loading --------------------------------------------------------------------------------
     def _load(self, conn: Connection, sid: str) -> Live:
         row = conn.execute(sa.select(streams).where(streams.c.id == sid)).first()
         if row is None:
             raise NotFound(f"no stream {sid}")
-        state = unpack_state(bytes(row.state))
-        pub = StreamPublisher.from_state(state, rng=None)  # fresh entropy for nodes not yet released
+        head = unpack_state(bytes(row.state))
+        pc = stream_parts.c
+        parts = [unpack_state(bytes(r.data)) for r in conn.execute(
+            sa.select(pc.data).where(pc.stream_id == sid, pc.t_end >= state_needs_from(head)).order_by(pc.t_end))]
+        pub = StreamPublisher.from_state(join_state(head, parts), rng=None)  # fresh entropy for unreleased nodes
         t = int(row._mapping["t"])
         return Live(info=_info(row), pub=pub, t=t, open_count=int(row.open_count),
-                    open_since=float(row.open_since), log_seq=int(row.log_seq), visible=t)
+                    open_since=float(row.open_since), log_seq=int(row.log_seq), visible=t,
+                    closed_at=None if row.closed_at is None else int(row.closed_at))
 
     def live(self, sid: str) -> Live:
         live = self._live.get(sid)
@@ -356,6 +480,11 @@ class StreamStore:
         with live.lock:
             live.pub, live.t, live.open_count = fresh.pub, fresh.t, fresh.open_count
             live.open_since, live.log_seq, live.visible = fresh.open_since, fresh.log_seq, fresh.t
+            live.closed_at = fresh.closed_at
+
+    def loaded(self, sid: str) -> bool:
+        """Whether this worker holds the stream in memory."""
+        return sid in self._live
 
     def info(self, sid: str) -> StreamInfo:
         return self.live(sid).info
@@ -364,15 +493,20 @@ class StreamStore:
         """Whether ``token`` is this stream's producer token (constant-time)."""
         return hmac.compare_digest(_hash(token), self.info(sid).token_hash)
 
+    def is_reader(self, sid: str, token: str) -> bool:
+        """Whether ``token`` is this stream's reader token (constant-time)."""
+        expected = self.info(sid).reader_hash
+        return expected is not None and hmac.compare_digest(_hash(token), expected)
+
     def list(self) -> list[dict[str, Any]]:
         with self.engine.connect() as conn:
             rows = conn.execute(sa.select(streams.c.id, streams.c.name, streams.c.method, streams.c.epsilon,
-                                          streams.c.t).order_by(streams.c.created_at)).all()
+                                          streams.c.t, streams.c.closed_at).order_by(streams.c.created_at)).all()
         return [{"id": r.id, "name": r.name, "publisher": r.method, "epsilon": r.epsilon,
-                 "t": int(r._mapping["t"])} for r in rows]
+                 "t": int(r._mapping["t"]), "closed_at": r.closed_at} for r in rows]
 
     # -- writing --------------------------------------------------------------------------------
-    def _write(self, sid: str, fn: Any) -> Any:
+    def _write(self, sid: str, fn: Any, *, closing: bool = False) -> Any:
         """Run ``fn(conn, live)`` in a write transaction holding the stream's row.
 
         Writers serialise on the row (``FOR UPDATE`` / ``BEGIN IMMEDIATE``). Steps closed in the
@@ -385,10 +519,14 @@ class StreamStore:
         try:
             with write_tx(self.engine) as conn:
                 row = conn.execute(sa.select(streams.c.t, streams.c.open_count, streams.c.open_since,
-                                             streams.c.log_seq).where(streams.c.id == sid)
+                                             streams.c.log_seq, streams.c.closed_at).where(streams.c.id == sid)
                                    .with_for_update()).one()
                 if int(row._mapping["t"]) != live.t:
                     self._refresh(conn, live)
+                if row.closed_at is not None and not closing:
+                    live.closed_at = int(row.closed_at)
+                    raise StreamError(409, f"the stream was closed (DELETE) at {int(row.closed_at)} (Unix time): it "
+                                           "takes no more data; its released steps stay queryable")
                 live.open_count, live.open_since = int(row.open_count), float(row.open_since)
                 live.log_seq = int(row.log_seq)
                 taken = self._flush_pending(conn, live)
@@ -428,13 +566,26 @@ class StreamStore:
                 lengths = [int(r.range_end) - int(r.range_start) + 1 for r in rows]
                 log_seq = int(rows[-1].seq)
         values: dict[str, Any] = {"open_count": open_count, "open_since": open_since, "log_seq": log_seq}
+        t_before = pub.t
+        part = None
         if counts.shape[0]:
             with live.lock:  # no query reads the publisher while it changes
                 if predictor is not None and lengths:
                     predictor.update_many(lengths)
-                pub.extend(counts)
-                state = pub.state(checkpoint=False)
-            values["state"] = pack_state(state)
+                try:
+                    pub.extend(counts)
+                except PrivpubError as exc:  # e.g. a running total beyond int64: refused, never wrapped
+                    with self._guard:  # the copy may be part-way: reload it (the transaction rolls back)
+                        self._live.pop(live.info.id, None)
+                    raise StreamError(422, str(exc).replace("items", "counts", 1), "counts") from None
+                # O(steps closed): the new nodes go to a new part, the small head replaces the old one
+                head, part = split_state(pub.state(checkpoint=False, since=t_before))
+            values["state"] = pack_state(head)
+            pc = stream_parts.c
+            conn.execute(sa.insert(stream_parts).values(stream_id=live.info.id, t_end=part["t"],
+                                                        t_from=part["arrays_from"], data=pack_state(part)))
+            conn.execute(sa.delete(stream_parts).where(pc.stream_id == live.info.id,
+                                                       pc.t_end < state_needs_from(head)))
         values["t"] = pub.t
         if self.checks and added:
             values["true_total"] = sa.func.coalesce(streams.c.true_total, 0) + added
@@ -446,22 +597,24 @@ class StreamStore:
         info = live.info
         assert info.step_seconds is not None and info.origin is not None
         due = self._clock_steps(info.origin, info.step_seconds, now, info.horizon)
-        n = due - live.t
+        n = min(due - live.t, MAX_CATCHUP_STEPS)  # bounded work per tick: a long catch-up takes several
         if n <= 0:
             return 0
         counts = np.zeros(n, dtype=np.int64)
         counts[0] = live.open_count
-        self._close_steps(conn, live, counts, 0, info.origin + due * info.step_seconds, 0)
+        self._close_steps(conn, live, counts, 0, info.origin + (live.t + n) * info.step_seconds, 0)
         return n
 
-    def add_counts(self, sid: str, counts: NDArray[Any], batch_id: str) -> dict[str, Any]:
-        """Append per-step counts (streams without ``step_seconds``)."""
+    def add_counts(self, sid: str, counts: list[int | float] | NDArray[Any], batch_id: str) -> dict[str, Any]:
+        """Append per-step counts (streams without ``step_seconds``): JSON integers stay exact
+        (never through a float), counts the stream cannot hold exactly are refused."""
         info = self.info(sid)
         if info.step_seconds is not None:
             raise StreamError(409, "this stream's steps close by its clock (step_seconds); post events", "counts")
         pub = self.live(sid).pub
+        arr = exact_counts(counts, real=bool(info.params.get("real")))
         try:
-            items = pub._check_items(counts)
+            items = pub._check_items(arr)
         except PrivpubError as exc:
             raise StreamError(422, str(exc).replace("items", "counts", 1), "counts") from None
 
@@ -474,7 +627,7 @@ class StreamStore:
             if info.horizon is not None and live.t + items.shape[0] > info.horizon:
                 raise StreamError(409, f"the stream ends at step {info.horizon} (horizon); {live.t} steps are "
                                        f"released, {items.shape[0]} more do not fit", "counts")
-            added = int(items.sum()) if self.checks and items.dtype.kind == "i" else 0
+            added = sum(items.tolist()) if self.checks and items.dtype.kind == "i" else 0
             self._close_steps(conn, live, items, 0, time.time(), added)
             self._mark(conn, sid, batch_id, int(items.shape[0]))
             return {"batch_id": batch_id, "duplicate": False, "t": live.t}
@@ -538,19 +691,48 @@ class StreamStore:
 
         return self._write(sid, apply)  # type: ignore[no-any-return]
 
-    def close_step(self, sid: str) -> dict[str, Any]:
-        """Close the open step now (streams without ``step_seconds``)."""
+    def close_step(self, sid: str, step: int) -> dict[str, Any]:
+        """Close step ``step``, the open one (streams without ``step_seconds``); idempotent.
+
+        ``step`` is the step the caller closes (``t + 1`` before the call). Closing the step that
+        was closed last again (a retry whose answer was lost) changes nothing and returns the
+        same ``t``; any other ``step`` is a 409 naming the current ``t``.
+        """
         info = self.info(sid)
         if info.step_seconds is not None:
             raise StreamError(409, "this stream's steps close by its clock (step_seconds)")
 
         def apply(conn: Connection, live: Live) -> dict[str, Any]:
+            if step == live.t and step >= 1:
+                return {"t": live.t, "step": step, "duplicate": True}
+            if step != live.t + 1:
+                raise StreamError(409, f"step {step} is not the open step: t={live.t} steps are closed, the open "
+                                       f"step is {live.t + 1} (send {{\"t\": {live.t + 1}}})", "t")
             if info.horizon is not None and live.t >= info.horizon:
                 raise StreamError(409, f"the stream ended at step {info.horizon} (horizon)")
             self._close_steps(conn, live, np.array([live.open_count], dtype=np.int64), 0, time.time(), 0)
-            return {"t": live.t}
+            return {"t": live.t, "step": step, "duplicate": False}
 
         return self._write(sid, apply)  # type: ignore[no-any-return]
+
+    def delete(self, sid: str) -> dict[str, Any]:
+        """Close and archive a stream (admin): ingest stops for good, the clock leaves it, the
+        released steps stay queryable; the open step's events are discarded, never released.
+        Idempotent (the first closing time is kept)."""
+
+        def apply(conn: Connection, live: Live) -> dict[str, Any]:
+            row = conn.execute(sa.select(streams.c.closed_at).where(streams.c.id == sid)).one()
+            closed = int(row.closed_at) if row.closed_at is not None else int(time.time())
+            discarded = 0 if row.closed_at is not None else live.open_count
+            if row.closed_at is None:
+                conn.execute(sa.update(streams).where(streams.c.id == sid).values(closed_at=closed, open_count=0))
+                live.open_count = 0
+            live.closed_at = closed
+            return {"id": sid, "closed_at": closed, "t": live.t, "discarded_open_step": discarded > 0}
+
+        out = self._write(sid, apply, closing=True)
+        log.info("stream %s closed", sid)
+        return out  # type: ignore[no-any-return]
 
     # -- query log ------------------------------------------------------------------------------
     def _flush_pending(self, conn: Connection, live: Live) -> list[tuple[float, int, int, int]]:
@@ -580,9 +762,12 @@ class StreamStore:
         """The worker's copy, reloaded if another worker released steps since."""
         live = self.live(sid)
         with self.engine.connect() as conn:
-            t = conn.execute(sa.select(streams.c.t).where(streams.c.id == sid)).scalar_one_or_none()
-            if t is None:
+            row = conn.execute(sa.select(streams.c.t, streams.c.closed_at).where(streams.c.id == sid)).first()
+            if row is None:
                 raise NotFound(f"no stream {sid}")
+            t = row._mapping["t"]
+            if row.closed_at is not None:
+                live.closed_at = int(row.closed_at)
             if int(t) > live.t:
                 with live.lock:
                     if int(t) > live.t:
@@ -602,12 +787,28 @@ class StreamStore:
                         f"(window={W})"), "start"
         return StreamError(422, why, field or fld)
 
-    def _log(self, live: Live, t: int, lo: list[int], hi: list[int]) -> None:
+    def _log(self, live: Live, t: int, lo: list[int], hi: list[int], who: Asker | None) -> int:
+        """Buffer the ranges for the query log as the stream's ``queries_from`` allows (readers only,
+        anyone, or none) and at most ``log_per_client`` per client and hour; returns how many."""
+        policy = live.info.queries_from
+        if policy == "none" or (policy == "readers" and (who is None or not who.reader)):
+            return 0
         now = time.time()
         with live.plock:
+            cap = live.info.log_per_client
+            if cap is not None and who is not None:
+                hour = int(now // 3600)
+                h, used = live.logged.get(who.key, (hour, 0))
+                used = used if h == hour else 0
+                take = max(0, min(len(lo), cap - used))
+                if len(live.logged) > 100_000:  # forget the clients of earlier hours
+                    live.logged = {k: v for k, v in live.logged.items() if v[0] == hour}
+                live.logged[who.key] = (hour, used + take)
+                lo, hi = lo[:take], hi[:take]
             live.pending.extend((now, t, a, b) for a, b in zip(lo, hi))
+        return len(lo)
 
-    def try_answer_one(self, sid: str, lo: int, hi: int) -> dict[str, Any] | None:
+    def try_answer_one(self, sid: str, lo: int, hi: int, who: Asker | None = None) -> dict[str, Any] | None:
         """One range from the worker's copy without waiting (the event loop's fast path), or None
         when the copy is busy (a writer commits), absent, or behind the range asked."""
         live = self._live.get(sid)
@@ -624,12 +825,13 @@ class StreamStore:
             std = float(pub.answer_variance(lo, hi)) ** 0.5  # type: ignore[attr-defined]
         finally:
             live.lock.release()
-        self._log(live, t, [lo], [hi])
+        self._log(live, t, [lo], [hi], who)
         return {"estimate": est, "start": lo, "end": hi, "t": t, "std": std}
 
     def answer(self, sid: str, lo: NDArray[np.int64], hi: NDArray[np.int64], *, record: bool = True,
-               variance: bool = False) -> tuple[NDArray[Any], int, list[float] | None]:
-        """Noisy answers to ranges ``[lo, hi]`` from released nodes; logged unless ``record=False``."""
+               variance: bool = False, who: Asker | None = None) -> tuple[NDArray[Any], int, list[float] | None]:
+        """Noisy answers to ranges ``[lo, hi]`` from released nodes; logged (as the stream's query-log
+        policy allows ``who``) unless ``record=False``."""
         live = self.live(sid)
         if hi.shape[0] and int(hi.max()) > live.t:
             live = self._current(sid)  # another worker may have released these steps
@@ -646,7 +848,7 @@ class StreamStore:
             if variance:
                 var = [float(pub.answer_variance(int(a), int(b))) for a, b in zip(lo.tolist(), hi.tolist())]  # type: ignore[attr-defined]
         if record:
-            self._log(live, t, lo.tolist(), hi.tolist())
+            self._log(live, t, lo.tolist(), hi.tolist(), who)
         return out, t, var
 
     def status(self, sid: str) -> dict[str, Any]:
@@ -654,7 +856,11 @@ class StreamStore:
         info = live.info
         with live.lock:
             t, W = live.visible, live.pub.window
-        out = {**info.public(), "t": t, "window": W, "answerable": [max(1, t - W + 1), t] if t else None}
+        out = {**info.public(), "t": t, "window": W, "answerable": [max(1, t - W + 1), t] if t else None,
+               "closed_at": live.closed_at}
+        failed = self.clock_errors.get(sid)
+        if failed is not None:
+            out["clock_error"] = failed[0]
         if info.step_seconds is not None and info.origin is not None:
             out["open_step"] = {"step": t + 1, "starts": info.origin + t * info.step_seconds,
                                 "ends": info.origin + (t + 1) * info.step_seconds}

@@ -26,6 +26,7 @@ __all__ = [
     "report_buckets",
     "reports",
     "stream_batches",
+    "stream_parts",
     "stream_queries",
     "streams",
 ]
@@ -167,6 +168,21 @@ streams = sa.Table(
     sa.Column("open_since", sa.Float, nullable=False),
     sa.Column("log_seq", sa.BigInteger, nullable=False),
     sa.Column("true_total", sa.BigInteger, nullable=True),
+    # issue 22 (migration 0004_streams_parts): archived streams, who feeds the HQ query log
+    sa.Column("closed_at", sa.BigInteger, nullable=True),
+    sa.Column("reader_token_hash", sa.LargeBinary(32), nullable=True),
+    sa.Column("queries_from", sa.String(16), nullable=True),
+    sa.Column("log_per_client", sa.BigInteger, nullable=True),
+)
+
+# the time-indexed part of each write's state delta (privpub.stream._persist): released node values
+# and noisy prefix sums of the steps the write closed; ``streams.state`` holds the head
+stream_parts = sa.Table(
+    "stream_parts", metadata,
+    sa.Column("stream_id", sa.String(32), sa.ForeignKey("streams.id"), primary_key=True),
+    sa.Column("t_end", sa.BigInteger, primary_key=True),
+    sa.Column("t_from", sa.BigInteger, nullable=False),
+    sa.Column("data", sa.LargeBinary, nullable=False),
 )
 
 stream_batches = sa.Table(

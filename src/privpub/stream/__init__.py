@@ -10,7 +10,8 @@ The publishers are stateful: ``pub = HQRTP(window=W, epsilon=1.0, rng=0)``, then
 ``pub.append(x)`` / ``pub.extend(items)``, ``pub.query(l, r)`` / ``pub.answer(queries)`` and
 ``pub.ledger`` (what the node noise charged: privacy by construction through
 :class:`privpub.core.TreeNoise`). They keep no raw history beyond the open tree's partial sums;
-``pub.state()`` / ``HQRTP.from_state(state, rng=...)`` persist and restore them.
+``pub.state()`` / ``HQRTP.from_state(state, rng=...)`` persist and restore them
+(``state(since=t0)``, ``split_state`` and ``join_state``: incrementally, O(new nodes) a write).
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from privpub.stream._kernels import (
     optimal_height_scalar,
     paper_eq16,
 )
+from privpub.stream._persist import join_state, split_state, state_needs_from
 from privpub.stream._predictors import EWMA, SMA
 from privpub.stream._registry import PUBLISHERS, make_publisher
 from privpub.stream._steps import step_counts, time_grid
@@ -64,6 +66,7 @@ __all__ = [
     "expected_error_mm_at",
     "expected_nodes",
     "expected_nodes_bt",
+    "join_state",
     "load_counts",
     "make_publisher",
     "max_height",
@@ -75,6 +78,8 @@ __all__ = [
     "optimal_height_mm_scalar",
     "optimal_height_scalar",
     "paper_eq16",
+    "split_state",
+    "state_needs_from",
     "step_counts",
     "time_grid",
 ]

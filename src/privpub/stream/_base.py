@@ -55,6 +55,10 @@ INT_SUM_LIMIT = 2**61
 INT_NP_LIMIT = 2**62
 #: exact integer streams: largest |noise| of one node accepted (far beyond any usable scale)
 INT_NOISE_LIMIT = 2**54
+#: exact integer streams: room kept below INT_NP_LIMIT for the noise of nodes not yet drawn
+_NP_MARGIN = 2**56
+#: integer streams: items given as floats must be below this (from it on, a float64 cannot hold every integer)
+FLOAT_INT_LIMIT = 2**53
 _STATE_FORMAT = "privpub-stream-state"
 _STATE_VERSION = 1
 
@@ -363,6 +367,8 @@ class StreamPublisher:
             return v
         if v != math.floor(v):
             raise DomainError(f"items must be integers (the stream was not declared real=True, which needs noise='laplace'), got {v}")
+        if v >= FLOAT_INT_LIMIT:
+            raise self._float_int_error(v)
         return int(v)
 
     def _check_items(self, items: ArrayLike) -> NDArray[Any]:
@@ -390,7 +396,32 @@ class StreamPublisher:
                     "items must be integers (the stream was not declared real=True, which needs noise='laplace'), "
                     f"got {arr[frac].flat[0]} at index {int(np.argmax(frac))}"
                 )
+            if hi >= FLOAT_INT_LIMIT:
+                raise self._float_int_error(float(hi))
         return arr.astype(np.int64, copy=False)
+
+    @staticmethod
+    def _float_int_error(v: float) -> DomainError:
+        return DomainError(
+            f"items of an integer stream given as floats must be below 2**53, got {v:.6g}: from there on a float64 "
+            "cannot hold every integer (2**53 + 1 is read as 2**53), so neighbouring counts could differ by more "
+            "than the sensitivity; pass Python ints or an int64 array")
+
+    def _noisy_total(self) -> float:
+        """The noisy running total at the current time (bounds every later int64 sum)."""
+        return 0.0
+
+    def _check_total(self, added: float) -> None:
+        """Refuse, before anything changes, items that would take an exact (int64) stream's noisy
+        running total beyond 2**62 (less room for noise): it would wrap, never round."""
+        if not self._exact:
+            return
+        total = abs(float(self._noisy_total())) + float(added)
+        if total > INT_NP_LIMIT - _NP_MARGIN:
+            raise DomainError(
+                f"the stream's running total would reach about {total:.4g}, beyond 2**62 - 2**56 (int64 sums of "
+                f"an exact integer stream; {self._t} items so far): refused, never wrapped; rescale the stream "
+                "(count in larger units) or start a new one")
 
     def _query_msg(self, l: int, r: int) -> str:
         t, W = self._t, self.window
@@ -443,11 +474,14 @@ class StreamPublisher:
     # -- public API -----------------------------------------------------------------------------
     def append(self, x: float) -> None:
         """Receive one item (the count of the next time step)."""
-        self._push(self._check_item(x))
+        v = self._check_item(x)
+        self._check_total(float(v))
+        self._push(v)
 
     def extend(self, items: ArrayLike) -> None:
         """Receive many items at once (vectorised; same result as appending them one by one)."""
         arr = self._check_items(items)
+        self._check_total(float(np.sum(arr, dtype=np.float64)))
         for a in range(0, arr.shape[0], _CHUNK):
             self._ingest(arr[a : a + _CHUNK])
 
@@ -481,6 +515,7 @@ class StreamPublisher:
         final state as appending the items one by one and calling :meth:`query` at those times.
         """
         arr = self._check_items(items)
+        self._check_total(float(np.sum(arr, dtype=np.float64)))
         q = self._int_array(queries, "queries", "(q, 3) of (time, l, r)", 3)
         qt, l, r = q[:, 0], q[:, 1], q[:, 2]
         t0, n = self._t, arr.shape[0]
@@ -518,7 +553,7 @@ class StreamPublisher:
                 "noise": self.noise, "real": self.real, "max_item": self.max_item,
                 "memory_limit": self.memory_limit}
 
-    def state(self, *, checkpoint: bool = True) -> dict[str, Any]:
+    def state(self, *, checkpoint: bool = True, since: int | None = None) -> dict[str, Any]:
         """Everything the stream needs to continue, for persistence (see :meth:`from_state`).
 
         The state holds the parameters, the released noise over the window (node values and
@@ -534,11 +569,25 @@ class StreamPublisher:
         every step gives the same answers as the library on the same items and rng), and a
         publisher restored from the state draws the noise of nodes not yet released anew from
         its own ``rng`` (released nodes are in the state and are never redrawn).
+
+        With ``since=t0`` (an earlier :attr:`t`), the state is a *delta*: its time-indexed arrays
+        (released node values, noisy prefix sums) cover only the times that may have changed
+        after ``t0`` and its tree list only the trees opened after ``t0``, so that persisting a
+        stream after every write costs O(new nodes), not O(window). :func:`split_state` cuts a
+        state into its small head and its time-indexed part; :func:`join_state` rebuilds the
+        full state from the last head and the parts written since the window's start.
         """
         if checkpoint:
             self._noise.checkpoint()
-        return {"format": _STATE_FORMAT, "version": _STATE_VERSION, "method": self.method,
-                "params": self._params(), "t": self._t, "ledger": self._noise.record(), **self._get_state()}
+        if since is not None:
+            if isinstance(since, bool) or not isinstance(since, numbers.Integral) or not 0 <= since <= self._t:
+                raise ParameterError(f"since must be an integer time in [0, t={self._t}], got {since!r}")
+            since = int(since)
+        out = {"format": _STATE_FORMAT, "version": _STATE_VERSION, "method": self.method,
+               "params": self._params(), "t": self._t, "ledger": self._noise.record(), **self._get_state(since)}
+        if since is not None:
+            out["since"] = since
+        return out
 
     @classmethod
     def from_state(cls, state: dict[str, Any], *, rng: RNGLike = None) -> StreamPublisher:
@@ -550,6 +599,8 @@ class StreamPublisher:
         """
         if not isinstance(state, dict) or state.get("format") != _STATE_FORMAT:
             raise ParameterError("state must be a dict made by a stream publisher's state()")
+        if state.get("since") is not None:
+            raise ParameterError("state is a delta (state(since=...)): rebuild the full state with join_state first")
         if state.get("version") != _STATE_VERSION:
             raise ParameterError(f"state version {state.get('version')!r} is not supported (expected {_STATE_VERSION})")
         target = StreamPublisher._by_method.get(str(state.get("method")))
@@ -593,7 +644,7 @@ class StreamPublisher:
     def _replay_layout(self, t0: int, n: int, q_times: NDArray[np.int64], lengths: NDArray[np.int64]) -> Any:
         return None
 
-    def _get_state(self) -> dict[str, Any]:  # pragma: no cover - abstract
+    def _get_state(self, since: int | None = None) -> dict[str, Any]:  # pragma: no cover - abstract
         raise NotImplementedError
 
     def _set_state(self, state: dict[str, Any]) -> None:  # pragma: no cover - abstract

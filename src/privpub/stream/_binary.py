@@ -153,6 +153,11 @@ class _BinaryTreePublisher(StreamPublisher):
         first = ((lo - 1) // self._Tb) * self._Tb + 1
         return [(s, self._k) for s in range(first, self._t + 1, self._Tb)]
 
+    def _noisy_total(self) -> float:
+        end = (self._t // self._Tb) * self._Tb  # the last completed block's end
+        carried = float(self._R[end - self._base]) if end else 0.0
+        return abs(carried) + (abs(float(self._p)) if self._u < self._Tb else 0.0)
+
     # -- online -----------------------------------------------------------------------------------
     def _push(self, x: Any) -> None:
         if self._u == self._Tb:
@@ -350,10 +355,14 @@ class _BinaryTreePublisher(StreamPublisher):
     def _params(self) -> dict[str, Any]:
         return {**super()._params(), "height": self.height}
 
-    def _get_state(self) -> dict[str, Any]:
+    def _get_state(self, since: int | None = None) -> dict[str, Any]:
         t = self._t
         lo = max(self._base, min(t - self.window, (t // self._Tb) * self._Tb))
-        a, b = lo - self._base, t - self._base + 1
+        start = lo
+        if since is not None:
+            # BTH writes a block's leaf estimates when the block completes: from the block of since + 1
+            start = max(lo, (since // self._Tb) * self._Tb if self._lsq else since + 1)
+        a, b = start - self._base, t - self._base + 1
         out: dict[str, Any] = {
             "store_from": lo,
             "Y": self._Y[:, a:b].copy(),
@@ -363,6 +372,8 @@ class _BinaryTreePublisher(StreamPublisher):
         if self._lsq:
             out["Z"] = self._Z[:, a:b].copy()
             out["H"] = self._H[a:b].copy()
+        if since is not None:
+            out["arrays_from"] = start
         return out
 
     @classmethod

@@ -279,6 +279,10 @@ class _FenwickPublisher(StreamPublisher):
         self._u = u
         self._p = p
 
+    def _noisy_total(self) -> float:
+        st = self._store
+        return float(st.NP[self._t - st.base]) if self._t else 0.0
+
     def _limit_name(self) -> str:
         return "2**61 (int64 sums)" if self._exact else "2**52 (float64 resolution)"
 
@@ -400,6 +404,8 @@ class _FenwickPublisher(StreamPublisher):
             if n_old == 0 and finished_root is not None:
                 rc = rc + finished_root  # the previous (full) tree's root joins rc as this tree opens
                 rc_f = abs(float(rc))
+                if self._exact and rc_f > INT_NP_LIMIT:  # pragma: no cover - _check_total refuses first
+                    raise DomainError("the stream's noisy running total exceeds 2**62; int64 sums would overflow")
             roots = y[:-1, T - 1]
             if self._exact and roots.size:
                 rc_f = rc_f + float(np.abs(roots).sum(dtype=np.float64))
@@ -440,6 +446,7 @@ class _FenwickPublisher(StreamPublisher):
 
     def extend(self, items: ArrayLike) -> None:
         arr = self._check_items(items)
+        self._check_total(float(np.sum(arr, dtype=np.float64)))
         self._hi = float(arr.max()) if arr.size else 0.0
         for a in range(0, arr.shape[0], _CHUNK):
             self._ingest(arr[a : a + _CHUNK])
@@ -602,7 +609,7 @@ class _FenwickPublisher(StreamPublisher):
     def _params(self) -> dict[str, Any]:
         return {**super()._params(), "height": self.height}
 
-    def _get_state(self) -> dict[str, Any]:
+    def _get_state(self, since: int | None = None) -> dict[str, Any]:
         st, t = self._store, self._t
         lo = min(t - self.window, self._s - 1)
         if self._trees.n:
@@ -610,11 +617,16 @@ class _FenwickPublisher(StreamPublisher):
             lo = min(lo, oldest - 1)
         lo = max(st.base, lo)
         i0 = self._trees.first_overlapping(lo + 1) if self._trees.n else 0
+        trees_from = int(self._trees.starts[i0]) if self._trees.n else 1
+        a = lo
+        if since is not None:  # a delta: the values of times after ``since`` (they never change later)
+            a = max(lo, since + 1)
+            i0 = max(i0, int(np.searchsorted(self._trees.starts[: self._trees.n], since, side="right")))
         cfgs = [self._trees.table[int(c)] for c in self._trees.cfg_ids[i0 : self._trees.n]]
-        return {
+        out = {
             "store_from": lo,
-            "Y": st.Y[lo - st.base : t - st.base + 1].copy(),
-            "NP": st.NP[lo - st.base : t - st.base + 1].copy(),
+            "Y": st.Y[a - st.base : t - st.base + 1].copy(),
+            "NP": st.NP[a - st.base : t - st.base + 1].copy(),
             "trees": {"start": self._trees.starts[i0 : self._trees.n].tolist(),
                       "height": [c.k for c in cfgs], "length": [float(c.length) for c in cfgs]},
             "open_tree": {"start": self._s, "items": self._u, "local_sum": self._p,
@@ -622,6 +634,16 @@ class _FenwickPublisher(StreamPublisher):
                           "noisy_total_before": self._rc} if self._cfg is not None else None,
             "predictor": None if self.predictor is None else self.predictor.get_state(),
         }
+        if since is not None:
+            out["arrays_from"], out["trees_from"] = a, trees_from
+            # the open tree's local noisy prefixes as a time-indexed array (times before it: 0)
+            LP = np.zeros(t - a + 1, dtype=self._dtype)
+            if self._cfg is not None:
+                first = max(a, self._s)
+                LP[first - a :] = self._open_lp[first - self._s + 1 : self._u + 1]
+                out["open_tree"]["local_prefix"] = None
+            out["LP"] = LP
+        return out
 
     @classmethod
     def _restoring(cls, params: dict[str, Any], rng: RNGLike, state: dict[str, Any]) -> StreamPublisher:

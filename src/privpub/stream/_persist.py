@@ -1,0 +1,108 @@
+"""Incremental persistence of stream publishers: a state cut into a small head and time-indexed parts.
+
+A stream persisted after every write should cost what the write changed, not the whole window.
+:meth:`StreamPublisher.state(since=t0) <privpub.stream._base.StreamPublisher.state>` returns a
+*delta*: the time-indexed arrays (released node values, noisy prefix sums, and for the Fenwick
+publishers the open tree's local prefixes) only for the times that may have changed after
+``t0``, and only the trees opened after ``t0``. :func:`split_state` cuts a state (full or delta)
+into its **head** (parameters, ``t``, ledger, open tree, predictor: small) and its **part** (the
+time-indexed arrays and the new trees). A store keeps the latest head and every part that still
+meets the window; :func:`join_state` rebuilds the full state, which
+:meth:`~privpub.stream._base.StreamPublisher.from_state` restores. Released values are never
+recomputed: every node's noise comes back exactly as it was released.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from privpub.errors import ParameterError
+
+__all__ = ["join_state", "split_state", "state_needs_from"]
+
+#: the state keys of time-indexed arrays (time on the last axis)
+TIME_KEYS = ("Y", "NP", "LP", "R", "Z", "H")
+
+
+def split_state(state: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Cut a publisher state (full, or a delta from ``state(since=...)``) into ``(head, part)``.
+
+    The part holds ``arrays_from`` (first time of its arrays), ``t`` and the time-indexed arrays,
+    plus, for the Fenwick publishers, the trees it lists. The head holds everything else.
+    """
+    if not isinstance(state, dict) or "store_from" not in state or "t" not in state:
+        raise ParameterError("state must be a dict made by a stream publisher's state()")
+    head = {k: v for k, v in state.items() if k not in TIME_KEYS and k not in ("trees", "since", "arrays_from")}
+    part: dict[str, Any] = {"t": int(state["t"]), "arrays_from": int(state.get("arrays_from", state["store_from"]))}
+    for k in TIME_KEYS:
+        if k in state:
+            part[k] = np.asarray(state[k])
+    fenwick = "NP" in state
+    if fenwick:
+        part["trees"] = state["trees"]
+        ot = state.get("open_tree")
+        if "LP" not in state:  # a full state: its open tree's local prefixes as a time-indexed array
+            a, t = part["arrays_from"], part["t"]
+            lp = np.zeros(t - a + 1, dtype=part["NP"].dtype)
+            if ot is not None:
+                s, u = int(ot["start"]), int(ot["items"])
+                lp[s - a : s - a + u] = np.asarray(ot["local_prefix"][1 : u + 1], dtype=lp.dtype)
+            part["LP"] = lp
+            trees = state["trees"]["start"]
+            head["trees_from"] = int(trees[0]) if len(trees) else 1
+        if ot is not None:
+            head["open_tree"] = {**ot, "local_prefix": None}
+    return head, part
+
+
+def state_needs_from(head: dict[str, Any]) -> int:
+    """The first time whose part the head still needs: parts ending before it may be dropped."""
+    lo = int(head["store_from"])
+    return min(lo, int(head.get("trees_from", lo)))
+
+
+def join_state(head: dict[str, Any], parts: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The full state from the latest ``head`` and the ``parts`` in the order written (later
+    parts win where they overlap); every part ending before :func:`state_needs_from` may be
+    left out. Refuses (``ParameterError``) parts that do not cover the head's window."""
+    if not parts:
+        raise ParameterError("state is damaged: no parts to join")
+    lo, t = int(head["store_from"]), int(head["t"])
+    n = t - lo + 1
+    out = {k: v for k, v in head.items() if k not in ("trees_from", "head")}
+    keys = [k for k in TIME_KEYS if k in parts[-1]]
+    for k in keys:
+        last = np.asarray(parts[-1][k])
+        arr = np.zeros((*last.shape[:-1], n), dtype=last.dtype)
+        covered = np.zeros(n, dtype=bool)
+        for p in parts:
+            v = np.asarray(p[k])
+            a = int(p["arrays_from"])
+            i0, i1 = max(a, lo), min(a + v.shape[-1] - 1, t)
+            if i1 < i0:
+                continue
+            arr[..., i0 - lo : i1 - lo + 1] = v[..., i0 - a : i1 - a + 1]
+            covered[i0 - lo : i1 - lo + 1] = True
+        if not covered.all():
+            raise ParameterError(f"state is damaged: the stored parts do not cover times {lo}..{t} "
+                                 f"(first gap at {lo + int(np.argmin(covered))})")
+        out[k] = arr
+    if "LP" in out:  # Fenwick: the trees and the open tree's local prefixes
+        lp = out.pop("LP")
+        first = int(head.get("trees_from", 1))
+        table: dict[int, tuple[int, float]] = {}
+        for p in parts:
+            tr = p["trees"]
+            for s, k, length in zip(tr["start"], tr["height"], tr["length"]):
+                table[int(s)] = (int(k), float(length))
+        starts = sorted(s for s in table if s >= first)
+        out["trees"] = {"start": starts, "height": [table[s][0] for s in starts],
+                        "length": [table[s][1] for s in starts]}
+        ot = head.get("open_tree")
+        if ot is not None:
+            s, u = int(ot["start"]), int(ot["items"])
+            out["open_tree"] = {**ot, "local_prefix": [0, *lp[s - lo : s - lo + u].tolist()]}
+    return out
