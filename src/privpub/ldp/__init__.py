@@ -19,6 +19,16 @@ from __future__ import annotations
 from privpub.ldp._base import FrequencyOracle
 from privpub.ldp._grr import GRR
 from privpub.ldp._olh import OLH
+from privpub.ldp._poisoning import (
+    POISONING_DEFENSES,
+    PoisoningResult,
+    defend,
+    fake_reports,
+    report_threshold,
+    support_size_pmf,
+    support_sizes,
+    truncated_probabilities,
+)
 from privpub.ldp._postprocess import clip_renormalise, isotonic_regression, norm_sub
 from privpub.ldp._unary import OUE, SUE, UnaryEncoding, sue_epsilon, sue_flip_probability
 
@@ -27,11 +37,19 @@ __all__ = [
     "GRR",
     "OLH",
     "OUE",
+    "POISONING_DEFENSES",
+    "PoisoningResult",
     "SUE",
     "UnaryEncoding",
     "clip_renormalise",
+    "defend",
+    "fake_reports",
     "isotonic_regression",
     "norm_sub",
+    "report_threshold",
     "sue_epsilon",
     "sue_flip_probability",
+    "support_size_pmf",
+    "support_sizes",
+    "truncated_probabilities",
 ]
