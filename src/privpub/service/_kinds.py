@@ -379,6 +379,32 @@ class SynthKind(Kind):
         return [csv_safe(n) for n in names], [[csv_safe(r[n]) for n in names] for r in result["records"]]
 
 
+def _check_epsilon_useful(spec: dict[str, Any]) -> None:
+    """Refuse an epsilon at which the randomiser's two response probabilities coincide (e.g. 1e-300):
+    every report would be pure noise and no release could be estimated."""
+    eps = float(spec["epsilon"])
+    if spec["kind"] == "synth":
+        n_attrs = len(spec.get("attributes") or []) or 1
+        try:
+            useful = f_from_epsilon(eps, n_attrs) < 1.0
+        except PrivpubError:
+            useful = False
+    else:
+        try:
+            p, q = OUE(domain_size=2).probabilities(eps)
+            useful = p > q
+            if spec["kind"] == "frequency" and spec.get("categories"):
+                d = max(2, len(spec["categories"]))
+                for o in (GRR(domain_size=d), OUE(domain_size=d)):
+                    p, q = o.probabilities(eps)
+                    useful = useful and p > q
+        except PrivpubError:
+            useful = False
+    if not useful:
+        raise SpecError("epsilon", f"{eps:g} is too small: the randomiser's response probabilities coincide at "
+                                   "this epsilon, so the reports would carry no information")
+
+
 def make_kind(spec: dict[str, Any]) -> Kind:
     """The :class:`Kind` of a stored (normalised) campaign spec."""
     from privpub.service._spatial import SpatialKind
@@ -398,6 +424,7 @@ def normalise_spec(spec: dict[str, Any]) -> dict[str, Any]:
             raise SpecError(name, f"does not apply to a {spec['kind']} campaign")
     if spec["kind"] != "frequency" and spec.get("poisoning_defense") is not None:
         raise SpecError("poisoning_defense", "applies to frequency campaigns only")
+    _check_epsilon_useful(spec)
     multiphase = spec["kind"] == "spatial" and (spec.get("method") or "kdght") == "kdght"
     if spec.get("allow_unenrolled_phases") and not multiphase:
         raise SpecError("allow_unenrolled_phases", "applies to multi-phase (KDG-HT) campaigns only")
