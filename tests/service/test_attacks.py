@@ -14,8 +14,10 @@ import secrets
 import httpx
 import numpy as np
 import pytest
-from service_helpers import create
+from service_helpers import ADMIN_TOKEN, create
+from typer.testing import CliRunner
 
+from privpub.cli import app as cli_app
 from privpub.client import Gateway, Participant
 from privpub.ldp import OUE, fake_reports
 
@@ -216,7 +218,7 @@ def test_finding9_batch_group_beyond_int64_is_a_4xx(server, admin) -> None:
 
 
 def test_finding9_release_csv_neutralises_formulas(server, admin) -> None:
-    evil = ['=HYPERLINK("http://evil.example","x")', "+1", "-2", "@SUM(A1)", "plain"]
+    evil = ['=HYPERLINK("http://evil.example","x")', "+cmd", "-2+3+cmd|' /C calc'!A0", "@SUM(A1)", "plain"]
     cfg = create(admin, name="csv", kind="frequency", oracle="GRR", epsilon=1.0, categories=evil, min_reports=10)
     _post_batch(server.url, cfg["id"], np.zeros((20, 4), dtype=np.uint8))
     rel = admin.post(f"/campaigns/{cfg['id']}/releases").json()
@@ -224,6 +226,23 @@ def test_finding9_release_csv_neutralises_formulas(server, admin) -> None:
     cells = [row[0] for row in csv.reader(io.StringIO(text))][1:]
     assert cells == ["'" + c for c in evil[:4]] + ["plain"]
     assert rel["estimates"][evil[0]] is not None  # the JSON keeps the names as declared
+
+
+def test_finding9_cli_release_csv_neutralises_formulas(server, admin, tmp_path) -> None:
+    evil = ['=HYPERLINK("http://evil.example","x")', "@SUM(A1)", "plain"]
+    cfg = create(admin, name="cli csv", kind="frequency", oracle="GRR", epsilon=1.0, categories=evil,
+                 min_reports=10)
+    _post_batch(server.url, cfg["id"], np.zeros((20, 4), dtype=np.uint8))
+    out = tmp_path / "release.csv"
+    res = CliRunner().invoke(cli_app, ["campaign", "release", cfg["id"], "--url", server.url, "-o", str(out)],
+                             env={"PRIVPUB_ADMIN_TOKEN": ADMIN_TOKEN})
+    assert res.exit_code == 0, res.output
+    rows = list(csv.reader(io.StringIO(out.read_text(encoding="utf-8"))))
+    assert rows[0] == ["category", "estimate", "normalised"]
+    assert [r[0] for r in rows[1:]] == ["'" + evil[0], "'" + evil[1], "plain"]
+    bad = CliRunner().invoke(cli_app, ["campaign", "release", cfg["id"], "--url", server.url, "-o",
+                                       str(tmp_path / "x.txt")], env={"PRIVPUB_ADMIN_TOKEN": ADMIN_TOKEN})
+    assert bad.exit_code == 2 and "error:" in bad.output
 
 
 def test_campaigns_are_archived_by_delete(server, admin) -> None:

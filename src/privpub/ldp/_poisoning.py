@@ -19,8 +19,8 @@ say so.) Two levels of detection follow:
 
 ``"recover"`` then estimates the honest frequencies in the spirit of LDPRecover (Sun et al. 2024):
 the poisoned support is the genuine part plus the malicious part; the number of genuine reports is
-the largest that fits under the observed histogram, the malicious reports of each size bin are the
-excess, and the genuine frequencies and the attackers' target distribution are fitted jointly over
+estimated from the size bins that fit the honest law (a bin more than 3 standard deviations above
+it is set aside, worst first), the malicious reports of each set-aside bin are its excess, and the genuine frequencies and the attackers' target distribution are fitted jointly over
 the bins (in bin ``k`` a genuine report supports its own value with probability ``a_k`` and another
 with ``b_k``; a fake one supports its target and ``k - 1`` other values at random), under the
 constraints ``0 <= f <= 1`` and ``sum f = 1``.
@@ -416,15 +416,21 @@ def defend(oracle: FrequencyOracle, reports: ArrayLike, *, epsilon: float | None
     if method == "recover" and p_value < group_alpha:
         a, b = _bin_conditionals(oracle, epsilon, pmf)
         a, b = a[:top], b[:top]
-        # genuine reports: the largest count whose expected histogram fits under the observed one
-        # (2 standard deviations of slack per bin, bins expecting at least 5)
-        usable = n_kept * honest_pmf >= 5.0
-        ratio = (obs + 2.0 * np.sqrt(obs) + 1.0) / np.where(honest_pmf > 0, honest_pmf, np.inf)
-        n_honest = float(min(n_kept, ratio[usable].min())) if usable.any() else float(n_kept)
-        excess = np.maximum(0.0, obs - n_honest * honest_pmf)
-        fake = float(n_kept - n_honest)
+        # genuine reports: pooled over the bins the fakes left alone; a bin whose count exceeds the
+        # honest expectation by more than 3 standard deviations is set aside, worst first
+        clean = honest_pmf > 0
+        n_honest = float(n_kept)
+        while clean.sum() >= 2:
+            n_honest = float(obs[clean].sum() / honest_pmf[clean].sum())
+            z = np.where(clean, (obs - n_honest * honest_pmf) / np.sqrt(n_honest * honest_pmf + 1.0), -np.inf)
+            if z.max() <= 3.0:
+                break
+            clean[int(np.argmax(z))] = False
+        excess = np.where(clean, 0.0, np.maximum(0.0, obs - n_honest * honest_pmf))
+        fake = float(excess.sum())
+        n_honest = float(n_kept) - fake
         if excess.sum() > 0 and fake > 0:
-            m = excess * (fake / excess.sum())
+            m = excess
             h = np.maximum(obs - m, 0.0)
             per_bin = _per_value_support(oracle, kept_reports, sizes[keep], epsilon, top).astype(np.float64)
             e = np.clip((np.arange(top) - 1.0) / (d - 1), 0.0, 1.0)

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from privpub._io import neutralise_cell
 from privpub.client._codec import decode_payloads, payload_width
 from privpub.client._perturb import frequency_oracle
 from privpub.core import Accountant, BudgetLedger, Schema
@@ -149,11 +150,8 @@ def participants_words(spec: dict[str, Any]) -> str:
 
 
 def csv_safe(value: Any) -> Any:
-    """A CSV cell that spreadsheets do not run as a formula (OWASP: a text cell starting with ``=``,
-    ``+``, ``-``, ``@``, a tab or a carriage return gets a leading ``'``). Numbers pass unchanged."""
-    if isinstance(value, str) and value and value[0] in "=+-@\t\r":
-        return "'" + value
-    return value
+    """A release CSV cell that spreadsheets do not run as a formula (OWASP; :func:`privpub._io.neutralise_cell`)."""
+    return neutralise_cell(value)
 
 
 # ---------------------------------------------------------------------------------------------
