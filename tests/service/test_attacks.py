@@ -97,6 +97,10 @@ def test_finding1_anonymous_takeover_of_phase0_is_refused(server, admin) -> None
         "report_id": _rid(), "report": payload, "group": a["group"], "assignment": a["assignment"],
         "token": honest[50]})
     assert r.status_code == 201
+    # the SDK follows: a participant's device sends its token for the assignment and the report
+    receipt = Participant(server.url, cid, token=honest[52], rng=4).submit((0.5, 0.5))
+    assert receipt.received is not None and not receipt.queued
+    assert _phase0_reports(admin, cid) == 53
 
 
 def test_finding1_unenrolled_opt_out_gives_one_short_assignment_per_request(server, admin) -> None:
