@@ -166,6 +166,8 @@ def _auto_oracle(d: int, epsilon: float) -> str:
             var[name] = oracle.variance(1_000_000, epsilon=epsilon)
         except PrivpubError:
             continue
+    if not var:
+        raise SpecError("epsilon", f"{epsilon:g} is too small for every frequency oracle")
     return min(var, key=lambda k: (var[k], k))
 
 
@@ -423,6 +425,7 @@ def normalise_spec(spec: dict[str, Any]) -> dict[str, Any]:
     if spec["kind"] != "frequency" and spec.get("poisoning_defense") is not None:
         raise SpecError("poisoning_defense", "applies to frequency campaigns only")
     _check_epsilon_useful(spec)
+    out = kinds[spec["kind"]].normalise(spec)
     multiphase = spec["kind"] == "spatial" and (spec.get("method") or "kdght") == "kdght"
     if spec.get("allow_unenrolled_phases") and not multiphase:
         raise SpecError("allow_unenrolled_phases", "applies to multi-phase (KDG-HT) campaigns only")
@@ -435,6 +438,6 @@ def normalise_spec(spec: dict[str, Any]) -> dict[str, Any]:
         if int(spec.get("assignment_ttl", 600)) > 3600:
             raise SpecError("assignment_ttl", "must be at most 3600 seconds for a campaign without enrollment "
                                               "(an unused assignment holds a place of its phase until it expires)")
-    return kinds[spec["kind"]].normalise(spec)
+    return out
 
 
