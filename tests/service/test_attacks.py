@@ -106,7 +106,7 @@ def test_finding1_anonymous_takeover_of_phase0_is_refused(server, admin) -> None
 def test_finding1_unenrolled_opt_out_gives_one_short_assignment_per_request(server, admin) -> None:
     cfg = _kdght(admin, allow_unenrolled_phases=True)
     cid = cfg["id"]
-    assert cfg["enrollment"] is False
+    assert cfg["enrollment"] is False and cfg["allow_unenrolled_phases"] is True
     r = httpx.post(f"{server.url}/campaigns/{cid}/assignments", json={"count": 1000})
     assert r.status_code == 403 and r.json()["error"]["field"] == "count"
     one = httpx.post(f"{server.url}/campaigns/{cid}/assignments", json={"count": 1}).json()
@@ -172,6 +172,21 @@ def test_finding5_poisoned_oue_campaign(server, admin, defense) -> None:
     # the ledger does not claim one report per participant without enrollment
     notes = " ".join(e.get("note", "") for e in rel["ledger"])
     assert "per submission" in notes and "report each" not in notes
+
+
+def test_poisoning_defense_from_campaign_yaml(server, tmp_path) -> None:
+    spec = tmp_path / "campaign.yaml"
+    spec.write_text("name: yaml\nkind: frequency\nepsilon: 2\noracle: SUE\ncategories: [a, b, c]\n"
+                    "poisoning_defense: recover\n", encoding="utf-8")
+    res = CliRunner().invoke(cli_app, ["campaign", "create", str(spec), "--url", server.url],
+                             env={"PRIVPUB_ADMIN_TOKEN": ADMIN_TOKEN})
+    assert res.exit_code == 0, res.output
+    assert '"poisoning_defense": "recover"' in res.output
+    spec.write_text("name: yaml\nkind: frequency\nepsilon: 2\ncategories: [a, b]\npoisoning_defense: loud\n",
+                    encoding="utf-8")
+    res = CliRunner().invoke(cli_app, ["campaign", "create", str(spec), "--url", server.url],
+                             env={"PRIVPUB_ADMIN_TOKEN": ADMIN_TOKEN})
+    assert res.exit_code == 2 and "poisoning_defense" in res.output
 
 
 def test_finding5_twenty_thousand_reports_from_one_client_ledger_wording(server, admin) -> None:

@@ -221,7 +221,8 @@ class FrequencyKind(Kind):
     def public_config(self, groups: list[Group]) -> dict[str, Any]:
         d = len(self.categories)
         cfg = {"oracle": self.spec["oracle"], "categories": self.categories, "domain_size": d,
-               "payload": {"layout": self.layout, "bytes": payload_width(self.layout, d)}}
+               "payload": {"layout": self.layout, "bytes": payload_width(self.layout, d)},
+               "poisoning_defense": self.defense}
         if self.spec["oracle"] == "OLH":
             cfg["g"] = self.spec["g"]
         return cfg

@@ -111,6 +111,7 @@ class SpatialKind(Kind):
         else:
             cfg["phases"] = [{"group": g.group_id, "name": g.name, "cells": g.domain_size, "quota": g.quota}
                              for g in groups]
+            cfg["allow_unenrolled_phases"] = bool(self.spec.get("allow_unenrolled_phases", False))
         return cfg
 
     def privacy_words(self) -> str:
