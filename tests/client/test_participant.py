@@ -79,7 +79,7 @@ def test_raw_values_never_leave_the_client(server, admin) -> None:
     assert 5 < sum(r != 1 for r in reported) < 25
     points = np.array([[0.123456789, 0.987654321]] * 20)
     spatial = create(admin, name="s", kind="spatial", method="kdght", epsilon=1.0, bounds=[0, 0, 1, 1],
-                     expected_participants=1000, min_reports=1)
+                     expected_participants=1000, min_reports=1, allow_unenrolled_phases=True)
     Gateway(server.url, spatial["id"], client=rec.client, rng=2).submit_many(points)
     Participant(server.url, spatial["id"], client=rec.client, rng=3).submit((0.123456789, 0.987654321))
     synth = create(admin, name="y", kind="synth", epsilon=4.0, min_reports=1, degree=1,

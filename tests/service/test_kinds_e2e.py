@@ -17,7 +17,7 @@ from service_helpers import create
 from privpub.cli._service import simulate_values
 from privpub.client import Gateway, Participant, decode_payloads, frequency_oracle
 from privpub.core import BudgetLedger, Schema
-from privpub.ldp import OUE, norm_sub
+from privpub.ldp import OUE, defend, norm_sub
 from privpub.ldp_synth import LDPBayesSynthesizer
 from privpub.service import load_reports, make_engine
 from privpub.spatial._kernels import ci_combine, oue_v1
@@ -49,9 +49,13 @@ def test_frequency_release_equals_offline_estimate(server, admin, db_url, oracle
     ids, payloads = _stored(db_url, cfg["id"])[0]
     assert ids.shape == (N, 16) and len({bytes(r) for r in ids}) == N
     o = frequency_oracle(cfg)
-    offline = o.estimate(decode_payloads(cfg["payload"]["layout"], payloads, len(CATS)), epsilon=1.5)
+    # (the default poisoning defense, "detect", sets improbable reports aside: privpub.ldp.defend)
+    defended = defend(o, decode_payloads(cfg["payload"]["layout"], payloads, len(CATS)), epsilon=1.5,
+                      method="detect")
+    offline = defended.estimate
     assert [body["estimates"][c] for c in CATS] == offline.tolist()
-    assert [body["normalised"][c] for c in CATS] == norm_sub(offline, float(N)).tolist()
+    assert [body["normalised"][c] for c in CATS] == norm_sub(offline, defended.n).tolist()
+    assert body["poisoning"]["method"] == "detect" and body["poisoning"]["suspected"] == defended.suspected
     # accuracy: within 5 standard errors of the true counts
     true = pd.Series(values).value_counts().reindex(CATS, fill_value=0).to_numpy()
     assert np.all(np.abs(offline - true) < 5 * math.sqrt(o.variance(N, epsilon=1.5)))
@@ -123,10 +127,11 @@ def test_spatial_ug_release_equals_offline(server, admin, db_url) -> None:
 
 def test_spatial_kdght_multiphase_equals_offline(server, admin, db_url) -> None:
     cfg = create(admin, name="kdght", kind="spatial", method="kdght", epsilon=1.0, bounds=[0, 0, 1, 1],
-                 expected_participants=N, min_reports=N)
+                 expected_participants=N, min_reports=N, enrollment=True)
     assert cfg["assigned"] is True
+    tokens = admin.post(f"/campaigns/{cfg['id']}/tokens", json={"count": N}).json()["tokens"]
     pts = simulate_values(cfg, N, np.random.default_rng(9))
-    res = Gateway(server.url, cfg["id"], rng=8).submit_many(pts)
+    res = Gateway(server.url, cfg["id"], rng=8).submit_many(pts, tokens=tokens)
     assert (res.new, res.rejected) == (N, [])
     status = admin.get(f"/campaigns/{cfg['id']}/status").json()
     groups = status["groups"]

@@ -39,9 +39,11 @@ def test_kdght_over_http_matches_the_library_on_gowalla(data_dir, tmp_path) -> N
                           timeout=600) as admin:
             for seed in SEEDS:
                 cfg = create(admin, name=f"gowalla {seed}", kind="spatial", method="kdght", epsilon=EPSILON,
-                             bounds=[0, 0, 1, 1], expected_participants=N, min_reports=N)
+                             bounds=[0, 0, 1, 1], expected_participants=N, min_reports=N, enrollment=True)
+                tokens = admin.post(f"/campaigns/{cfg['id']}/tokens", json={"count": N}).json()["tokens"]
                 order = np.random.default_rng(100 + seed).permutation(N)  # participants arrive at random
-                res = Gateway(server.url, cfg["id"], rng=seed, batch_size=1000).submit_many(points[order])
+                res = Gateway(server.url, cfg["id"], rng=seed, batch_size=1000).submit_many(points[order],
+                                                                                          tokens=tokens)
                 assert res.new == N
                 rel = admin.post(f"/campaigns/{cfg['id']}/releases").json()
                 lv = {k: np.asarray(v, dtype=np.float64) for k, v in rel["leaves"].items()}

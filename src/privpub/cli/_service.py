@@ -391,19 +391,26 @@ def campaign_status(campaign_id: Annotated[str, _CAMPAIGN_ID], url: Annotated[st
 def campaign_release(
     campaign_id: Annotated[str, _CAMPAIGN_ID],
     url: Annotated[str | None, _URL] = None,
-    output: Annotated[Path | None, typer.Option("--output", "-o", help="Write the release (.json) here.")] = None,
+    output: Annotated[Path | None, typer.Option(
+        "--output", "-o", help="Write the release here: .json, or .csv (cells that could start a spreadsheet "
+                               "formula get a leading ')")] = None,
     force: ForceOption = False,
     connect_timeout: Annotated[float, _CONNECT] = DEFAULT_CONNECT_TIMEOUT,
 ) -> None:
     """Publish a release from the stored reports (admin); prints a summary."""
-    from privpub._io import check_output, write_json
+    from privpub._io import atomic_output, check_output, output_format, write_json
 
     if output is not None:  # checked before the release spends budget
-        check_output(output, force=force, supported=("json",))
+        check_output(output, force=force, supported=("json", "csv"))
     ident = _id(campaign_id)
     client, _ = _client(url, connect_timeout)
     rel = _json(client.post(f"/campaigns/{ident}/releases"))
-    if output is not None:
+    if output is not None and output_format(output, ("json", "csv")) == "csv":
+        # the service's CSV (formula cells neutralised there), written atomically
+        resp = client.get(f"/campaigns/{ident}/releases/{rel['id']}", params={"format": "csv"})
+        with atomic_output(output, force=force) as tmp:
+            tmp.write_bytes(resp.content)
+    elif output is not None:
         write_json(rel, output, force=force)
     summary = {k: rel[k] for k in ("id", "n_reports", "epsilon", "ledger_total")}
     if "estimates" in rel:

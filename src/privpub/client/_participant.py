@@ -191,8 +191,10 @@ class Participant:
         group = 0
         if cfg["kind"] == "spatial":
             if cfg.get("assigned", False):
+                # with enrollment the assignment is bound to this participant's token
+                ask: dict[str, Any] = {"token": self.token} if self.token is not None else {"count": 1}
                 assigned = self._http.request("POST", f"/campaigns/{self.campaign_id}/assignments",
-                                              json_body={"count": 1}).json()
+                                              json_body=ask).json()
                 group = int(assigned["assignments"][0]["group"])
                 item["assignment"] = assigned["assignments"][0]["assignment"]
                 partition = assigned["partitions"][str(group)]
@@ -302,7 +304,8 @@ class Gateway:
                 step = min(self.batch_size, n - pos)
                 if cfg.get("assigned", False):
                     step = min(step, 1000)
-                payload, groups, extra = self._spatial_chunk(cfg, seq[pos:pos + step])
+                payload, groups, extra = self._spatial_chunk(
+                    cfg, seq[pos:pos + step], None if tokens is None else list(tokens[pos:pos + step]))
                 step = len(groups)
                 body.update(extra)
             else:
@@ -324,15 +327,35 @@ class Gateway:
             pos += step
         return total
 
-    def _spatial_chunk(self, cfg: dict[str, Any], pts: np.ndarray) -> tuple[np.ndarray, list[int], dict[str, Any]]:
-        """Payloads (concatenated in order), groups and assignments of the first participants of ``pts``."""
+    def _spatial_chunk(self, cfg: dict[str, Any], pts: np.ndarray, tokens: list[str] | None = None
+                       ) -> tuple[np.ndarray, list[int], dict[str, Any]]:
+        """Payloads (concatenated in order), groups and assignments of the first participants of ``pts``.
+
+        With enrollment tokens, one request asks for one assignment per token (each bound to its
+        participant's token); without, the service gives one assignment per request.
+        """
         n = pts.shape[0]
         if not cfg.get("assigned", False):
             return perturb_values(cfg, pts, partition=cfg["partition"], rng=self._gen).reshape(-1), [0] * n, {}
-        resp = self._http.request("POST", f"/campaigns/{self.campaign_id}/assignments",
-                                  json_body={"count": n}).json()
-        got = resp["assignments"]
-        partitions = resp["partitions"]
+        if tokens is not None:
+            resp = self._http.request("POST", f"/campaigns/{self.campaign_id}/assignments",
+                                      json_body={"tokens": tokens[:n]}).json()
+            got = resp["assignments"]
+            partitions = resp["partitions"]
+        else:
+            got, partitions = [], {}
+            for _ in range(n):
+                try:
+                    one = self._http.request("POST", f"/campaigns/{self.campaign_id}/assignments",
+                                             json_body={"count": 1}).json()
+                except (OfflineError, SubmissionError):
+                    if got:  # the phase waits for reports: send those assigned so far first
+                        break
+                    raise
+                if not one["assignments"]:
+                    break
+                got.extend(one["assignments"])
+                partitions.update(one["partitions"])
         m = len(got)
         pts = pts[:m]
         groups = np.array([int(a["group"]) for a in got], dtype=np.int64)

@@ -19,6 +19,16 @@ from __future__ import annotations
 from privpub.ldp._base import MAX_LOCAL_EPSILON, N_THREADS, FrequencyOracle, run_chunks
 from privpub.ldp._grr import GRR
 from privpub.ldp._olh import OLH, OLH_PRIME
+from privpub.ldp._poisoning import (
+    POISONING_DEFENSES,
+    PoisoningResult,
+    defend,
+    fake_reports,
+    report_threshold,
+    support_size_pmf,
+    support_sizes,
+    truncated_probabilities,
+)
 from privpub.ldp._postprocess import clip_renormalise, isotonic_regression, norm_sub
 from privpub.ldp._unary import OUE, SUE, UnaryEncoding, sue_epsilon, sue_flip_probability
 
@@ -30,12 +40,20 @@ __all__ = [
     "OLH",
     "OLH_PRIME",
     "OUE",
+    "POISONING_DEFENSES",
+    "PoisoningResult",
     "SUE",
     "UnaryEncoding",
     "clip_renormalise",
+    "defend",
+    "fake_reports",
     "isotonic_regression",
     "norm_sub",
     "run_chunks",
+    "report_threshold",
     "sue_epsilon",
     "sue_flip_probability",
+    "support_size_pmf",
+    "support_sizes",
+    "truncated_probabilities",
 ]

@@ -36,6 +36,7 @@ from privpub.service._kinds import ReportError, SpecError
 from privpub.service._metrics import count_reports
 from privpub.service._specs import AssignmentRequest, BatchIn, CampaignIn, ReportIn, TokenRequest
 from privpub.service._store import (
+    ARCHIVED,
     BAD_ASSIGNMENT,
     BAD_TOKEN,
     CLOSED,
@@ -44,6 +45,8 @@ from privpub.service._store import (
     Batch,
     CampaignInfo,
     Conflict,
+    Forbidden,
+    Gone,
     Ingestor,
     NotFound,
     Store,
@@ -302,6 +305,15 @@ def close_campaign(request: Request, campaign_id: str = CampaignId) -> dict[str,
     return _store(request).status(campaign_id)
 
 
+@campaigns_router.delete("/{campaign_id}", dependencies=[Depends(require_admin)])
+def archive_campaign(request: Request, campaign_id: str = CampaignId) -> dict[str, Any]:
+    """Close and archive a campaign (admin): its releases stay readable; reports, assignments,
+    tokens and new releases get 410. Idempotent."""
+    out = _store(request).archive(campaign_id)
+    log.info("campaign %s archived", campaign_id)
+    return out
+
+
 @campaigns_router.post("/{campaign_id}/tokens", status_code=201, dependencies=[Depends(require_admin)])
 def create_tokens(request: Request, body: TokenRequest, campaign_id: str = CampaignId) -> dict[str, Any]:
     """One-time enrollment tokens (admin); shown once, stored only as hashes."""
@@ -310,8 +322,15 @@ def create_tokens(request: Request, body: TokenRequest, campaign_id: str = Campa
 
 @reports_router.post("/{campaign_id}/assignments")
 def assign(request: Request, body: AssignmentRequest, campaign_id: str = CampaignId) -> dict[str, Any]:
-    """Assign arriving participants to the current phase's group (multi-phase campaigns)."""
-    return _store(request).assign(campaign_id, body.count)
+    """Assign an arriving participant to the current phase's group (multi-phase campaigns).
+
+    With enrollment, send the participant's enrollment token (``token``; a gateway: ``tokens``, one
+    per participant): each assignment is bound to its token, one outstanding per token. Without
+    enrollment (``allow_unenrolled_phases``), one assignment per request."""
+    if body.token is not None and body.tokens is not None:
+        raise ApiError(422, "send token or tokens, not both", "tokens")
+    tokens = [body.token] if body.token is not None else body.tokens
+    return _store(request).assign(campaign_id, body.count, tokens)
 
 
 async def handle_report(app: Any, campaign_id: str, body: ReportIn) -> tuple[int, dict[str, Any]]:
@@ -326,7 +345,9 @@ async def handle_report(app: Any, campaign_id: str, body: ReportIn) -> tuple[int
     out = await _store_batch(app, info, batch)
     status = int(out.status[0])
     count_reports(campaign_id, accepted=int(status == NEW), duplicate=int(status == DUPLICATE),
-                  refused=int(status in (CLOSED, BAD_TOKEN, BAD_ASSIGNMENT)))
+                  refused=int(status in (CLOSED, BAD_TOKEN, BAD_ASSIGNMENT, ARCHIVED)))
+    if status == ARCHIVED:
+        raise ApiError(410, "the campaign is archived: it accepts no more reports")
     if status == CLOSED:
         raise ApiError(409, "the campaign is not accepting reports")
     if status == BAD_TOKEN:
@@ -348,7 +369,10 @@ async def handle_batch(app: Any, campaign_id: str, body: BatchIn) -> tuple[int, 
         raise
     out = await _store_batch(app, info, batch)
     count_reports(campaign_id, accepted=int((out.status == NEW).sum()), duplicate=int((out.status == DUPLICATE).sum()),
-                  refused=int(((out.status == CLOSED) | (out.status == BAD_TOKEN) | (out.status == BAD_ASSIGNMENT)).sum()))
+                  refused=int(((out.status == CLOSED) | (out.status == BAD_TOKEN) | (out.status == BAD_ASSIGNMENT)
+                               | (out.status == ARCHIVED)).sum()))
+    if (out.status == ARCHIVED).all():
+        raise ApiError(410, "the campaign is archived: it accepts no more reports")
     if (out.status == CLOSED).all():
         raise ApiError(409, "the campaign is not accepting reports")
     messages = {BAD_TOKEN: ("tokens", "unknown or already used"),
@@ -577,6 +601,14 @@ def create_app(db: str, *, admin_token: str | None = None, migrate: bool = True,
     @app.exception_handler(Conflict)
     async def _conflict(_: Request, exc: Conflict) -> JSONResponse:
         return _error(409, str(exc))
+
+    @app.exception_handler(Forbidden)
+    async def _forbidden(_: Request, exc: Forbidden) -> JSONResponse:
+        return _error(403, str(exc), exc.field)
+
+    @app.exception_handler(Gone)
+    async def _gone(_: Request, exc: Gone) -> JSONResponse:
+        return _error(410, str(exc))
 
     @app.exception_handler(Unavailable)
     async def _busy(_: Request, exc: Unavailable) -> JSONResponse:

@@ -21,11 +21,12 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from privpub._io import neutralise_cell
 from privpub.client._codec import decode_payloads, payload_width
 from privpub.client._perturb import frequency_oracle
 from privpub.core import Accountant, BudgetLedger, Schema
 from privpub.errors import PrivpubError
-from privpub.ldp import GRR, MAX_LOCAL_EPSILON, OLH, OUE, norm_sub
+from privpub.ldp import GRR, MAX_LOCAL_EPSILON, OLH, OUE, defend, norm_sub
 from privpub.ldp_synth import LDPBayesSynthesizer, f_from_epsilon
 
 __all__ = ["Group", "Kind", "ReportError", "SpecError", "make_kind"]
@@ -134,6 +135,24 @@ class Kind(ABC):
         raise NotImplementedError
 
 
+def reports_each(spec: dict[str, Any]) -> str:
+    """The ledger's words for how many reports a participant sends: "one report each" only when
+    enrollment (one one-time token per participant) enforces it."""
+    return "one epsilon-LDP report each" if spec.get("enrollment") else "one epsilon-LDP report per submission"
+
+
+def participants_words(spec: dict[str, Any]) -> str:
+    if spec.get("enrollment"):
+        return "Each enrolled participant sends one report (a one-time enrollment token enforces it)"
+    return ("Each report is one submission: without enrollment the server cannot tell whether two reports come "
+            "from the same person, so one participant may send several")
+
+
+def csv_safe(value: Any) -> Any:
+    """A release CSV cell that spreadsheets do not run as a formula (OWASP; :func:`privpub._io.neutralise_cell`)."""
+    return neutralise_cell(value)
+
+
 # ---------------------------------------------------------------------------------------------
 # frequency
 # ---------------------------------------------------------------------------------------------
@@ -146,6 +165,8 @@ def _auto_oracle(d: int, epsilon: float) -> str:
             var[name] = oracle.variance(1_000_000, epsilon=epsilon)
         except PrivpubError:
             continue
+    if not var:
+        raise SpecError("epsilon", f"{epsilon:g} is too small for every frequency oracle")
     return min(var, key=lambda k: (var[k], k))
 
 
@@ -168,6 +189,10 @@ class FrequencyKind(Kind):
         self.categories: list[str] = list(spec["categories"])
         self.oracle = frequency_oracle(spec)
         self.layout = {"GRR": "uint32le", "OLH": "uint32le[3]"}.get(spec["oracle"], "bits")
+        # campaigns stored before issue 22 have no field: they keep their releases' behaviour
+        self.defense = str(spec.get("poisoning_defense") or "none")
+        # the report-level tests read the stored reports (GRR and OLH have none: see privpub.ldp.defend)
+        self.needs_payloads = self.defense != "none" and spec["oracle"] in ("OUE", "SUE")
 
     @classmethod
     def normalise(cls, spec: dict[str, Any]) -> dict[str, Any]:
@@ -178,7 +203,8 @@ class FrequencyKind(Kind):
         eps = float(spec["epsilon"])
         if oracle == "auto":
             oracle = _auto_oracle(len(cats), eps)
-        out = dict(spec, categories=cats, oracle=oracle, requested_oracle=spec.get("oracle") or "auto")
+        out = dict(spec, categories=cats, oracle=oracle, requested_oracle=spec.get("oracle") or "auto",
+                   poisoning_defense=spec.get("poisoning_defense") or "detect")
         try:
             o = frequency_oracle(dict(out, g=OLH(domain_size=len(cats)).buckets(eps)))
             o.probabilities(eps)
@@ -194,7 +220,8 @@ class FrequencyKind(Kind):
     def public_config(self, groups: list[Group]) -> dict[str, Any]:
         d = len(self.categories)
         cfg = {"oracle": self.spec["oracle"], "categories": self.categories, "domain_size": d,
-               "payload": {"layout": self.layout, "bytes": payload_width(self.layout, d)}}
+               "payload": {"layout": self.layout, "bytes": payload_width(self.layout, d)},
+               "poisoning_defense": self.defense}
         if self.spec["oracle"] == "OLH":
             cfg["g"] = self.spec["g"]
         return cfg
@@ -203,8 +230,8 @@ class FrequencyKind(Kind):
         e = self.epsilon
         return (f"Each participant's device randomises its answer with {self.spec['oracle']} before sending it: "
                 f"whatever the true answer, every report is at most e^{e:g} ≈ {math.exp(e):.3g} times more likely "
-                f"under one answer than under any other (epsilon = {e:g} local differential privacy). Each "
-                "participant sends one report; the server never sees an answer, and every published estimate "
+                f"under one answer than under any other (epsilon = {e:g} local differential privacy). "
+                f"{participants_words(self.spec)}; the server never sees an answer, and every published estimate "
                 "is computed from the reports alone.")
 
     def validate(self, group: Group, payloads: NDArray[np.uint8]) -> None:
@@ -230,17 +257,33 @@ class FrequencyKind(Kind):
 
     def release(self, data: ReleaseInput) -> tuple[dict[str, Any], dict[str, Any], BudgetLedger]:
         n = data.n[0]
-        est = self.oracle.estimate_from_support(data.support[0], n, epsilon=self.epsilon)
-        normalised = norm_sub(est, float(n))
-        se = math.sqrt(self.oracle.variance(n, epsilon=self.epsilon))
+        if data.payloads is not None:  # the defense reads the stored reports (post-processing)
+            reports = decode_payloads(self.layout, data.payloads[0], len(self.categories))
+            res = defend(self.oracle, reports, epsilon=self.epsilon, method=self.defense)  # type: ignore[arg-type]
+            est, n_est = res.estimate, res.n
+            poisoning = res.to_dict()
+        else:
+            est = self.oracle.estimate_from_support(data.support[0], n, epsilon=self.epsilon)
+            n_est = float(n)
+            poisoning = {"method": self.defense, "suspected": 0, "false_positive_rate": 0.0,
+                         "report_threshold": None, "group_p_value": None, "group_flagged": False,
+                         "honest_reports": float(n),
+                         "note": ("no reports set aside (poisoning_defense: none)" if self.defense == "none" else
+                                  ("GRR: a report is one value, which an honest client sends for any input; "
+                                   "enrollment is the defense" if self.spec["oracle"] == "GRR" else
+                                   "OLH: no report-level test with a stated false-positive rate applies to its "
+                                   "hash family; enrollment is the defense"))}
+        normalised = norm_sub(est, n_est)
+        se = math.sqrt(self.oracle.variance(max(1, round(n_est)), epsilon=self.epsilon))
         acc = Accountant(self.epsilon, label=f"campaign {data.campaign_id}")
         with acc.step("local perturbation"):
             acc.charge(self.spec["oracle"], self.epsilon,
-                       note=f"{n} participants, one epsilon-LDP report each, randomised on their devices "
-                            "(declared by the campaign); the estimate is post-processing")
+                       note=f"{n} reports, {reports_each(self.spec)}, randomised on participants' devices "
+                            "(declared by the campaign); the estimate and the poisoning defense are "
+                            "post-processing")
         result = {"estimates": dict(zip(self.categories, est.tolist())),
                   "normalised": dict(zip(self.categories, normalised.tolist())),
-                  "standard_error": se}
+                  "standard_error": se, "poisoning": poisoning}
         params = {"oracle": self.spec["oracle"], "domain_size": len(self.categories),
                   "effective_epsilon": self.oracle.effective_epsilon(self.epsilon)}
         if self.spec["oracle"] == "OLH":
@@ -249,7 +292,7 @@ class FrequencyKind(Kind):
 
     def csv_rows(self, result: dict[str, Any]) -> tuple[list[str], list[list[Any]]]:
         return (["category", "estimate", "normalised"],
-                [[c, result["estimates"][c], result["normalised"][c]] for c in self.categories])
+                [[csv_safe(c), result["estimates"][c], result["normalised"][c]] for c in self.categories])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -311,8 +354,8 @@ class SynthKind(Kind):
         d = len(self.schema)
         return (f"Each participant's device one-hot encodes each of the {d} attributes and flips every bit with "
                 f"probability f = {self.flip_prob:.4g} (RAPPOR) before sending: the whole record is protected at "
-                f"epsilon = {self.epsilon:g} ({self.epsilon / d:.4g} per attribute). Each participant sends one "
-                "report; the Bayesian network and the synthetic records are computed from the reports alone.")
+                f"epsilon = {self.epsilon:g} ({self.epsilon / d:.4g} per attribute). {participants_words(self.spec)}; "
+                "the Bayesian network and the synthetic records are computed from the reports alone.")
 
     def release(self, data: ReleaseInput) -> tuple[dict[str, Any], dict[str, Any], BudgetLedger]:
         assert data.payloads is not None
@@ -333,7 +376,33 @@ class SynthKind(Kind):
 
     def csv_rows(self, result: dict[str, Any]) -> tuple[list[str], list[list[Any]]]:
         names = list(self.schema.names)
-        return names, [[r[n] for n in names] for r in result["records"]]
+        return [csv_safe(n) for n in names], [[csv_safe(r[n]) for n in names] for r in result["records"]]
+
+
+def _check_epsilon_useful(spec: dict[str, Any]) -> None:
+    """Refuse an epsilon at which the randomiser's two response probabilities coincide (e.g. 1e-300):
+    every report would be pure noise and no release could be estimated."""
+    eps = float(spec["epsilon"])
+    if spec["kind"] == "synth":
+        n_attrs = len(spec.get("attributes") or []) or 1
+        try:
+            useful = f_from_epsilon(eps, n_attrs) < 1.0
+        except PrivpubError:
+            useful = False
+    else:
+        try:
+            p, q = OUE(domain_size=2).probabilities(eps)
+            useful = p > q
+            if spec["kind"] == "frequency" and spec.get("categories"):
+                d = max(2, len(spec["categories"]))
+                for o in (GRR(domain_size=d), OUE(domain_size=d)):
+                    p, q = o.probabilities(eps)
+                    useful = useful and p > q
+        except PrivpubError:
+            useful = False
+    if not useful:
+        raise SpecError("epsilon", f"{eps:g} is too small: the randomiser's response probabilities coincide at "
+                                   "this epsilon, so the reports would carry no information")
 
 
 def make_kind(spec: dict[str, Any]) -> Kind:
@@ -353,6 +422,22 @@ def normalise_spec(spec: dict[str, Any]) -> dict[str, Any]:
     for name in other[spec["kind"]]:
         if spec.get(name) is not None:
             raise SpecError(name, f"does not apply to a {spec['kind']} campaign")
-    return kinds[spec["kind"]].normalise(spec)
+    if spec["kind"] != "frequency" and spec.get("poisoning_defense") is not None:
+        raise SpecError("poisoning_defense", "applies to frequency campaigns only")
+    _check_epsilon_useful(spec)
+    out = kinds[spec["kind"]].normalise(spec)
+    multiphase = spec["kind"] == "spatial" and (spec.get("method") or "kdght") == "kdght"
+    if spec.get("allow_unenrolled_phases") and not multiphase:
+        raise SpecError("allow_unenrolled_phases", "applies to multi-phase (KDG-HT) campaigns only")
+    if multiphase and not spec.get("enrollment"):
+        if not spec.get("allow_unenrolled_phases"):
+            raise SpecError("enrollment", "a KDG-HT campaign builds its later phases from earlier reports, so "
+                                          "anyone who can report can steer its public partition: set enrollment: "
+                                          "true (one assignment per enrollment token), or opt out explicitly "
+                                          "with allow_unenrolled_phases: true")
+        if int(spec.get("assignment_ttl", 600)) > 3600:
+            raise SpecError("assignment_ttl", "must be at most 3600 seconds for a campaign without enrollment "
+                                              "(an unused assignment holds a place of its phase until it expires)")
+    return out
 
 

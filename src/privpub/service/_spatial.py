@@ -35,7 +35,7 @@ import numpy as np
 from privpub.core import Accountant, BudgetLedger, check_bounds_2d
 from privpub.errors import PrivpubError
 from privpub.ldp import OUE, norm_sub
-from privpub.service._kinds import Group, Kind, ReleaseInput, SpecError
+from privpub.service._kinds import Group, Kind, ReleaseInput, SpecError, participants_words, reports_each
 from privpub.spatial import kdg_intervals, ug_granularity
 from privpub.spatial.protocol import (
     ci_combine,
@@ -111,13 +111,14 @@ class SpatialKind(Kind):
         else:
             cfg["phases"] = [{"group": g.group_id, "name": g.name, "cells": g.domain_size, "quota": g.quota}
                              for g in groups]
+            cfg["allow_unenrolled_phases"] = bool(self.spec.get("allow_unenrolled_phases", False))
         return cfg
 
     def privacy_words(self) -> str:
         e = self.epsilon
         base = (f"Each participant's device finds the cell of the public partition that holds its location and "
                 f"sends one OUE report of it at epsilon = {e:g}: any report is at most e^{e:g} ≈ {math.exp(e):.3g} "
-                "times more likely from one location than from any other.")
+                "times more likely from one location than from any other. " + participants_words(self.spec) + ".")
         if self.method == "kdght":
             base += (" KDG-HT runs in phases: the server assigns each participant to exactly one group (without "
                      "looking at any value) and later phases use partitions estimated from earlier reports, so "
@@ -192,7 +193,7 @@ class SpatialKind(Kind):
                 if data.n.get(g.group_id, 0) > 0:
                     with block.branch(g.name):
                         acc.charge("OUE", self.epsilon,
-                                   note=f"{data.n[g.group_id]} participants, one epsilon-LDP report each over "
+                                   note=f"{data.n[g.group_id]} reports, {reports_each(self.spec)}, over "
                                         f"{g.domain_size} cells, randomised on their devices (declared)")
         ledger = acc.seal()
         if self.method == "ug":

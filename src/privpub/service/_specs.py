@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -32,6 +32,11 @@ class CampaignIn(BaseModel):
     time_precision: int = Field(default=3600, ge=60, le=7 * 86400,
                                 description="report times are stored rounded down to this many seconds")
     enrollment: bool = Field(default=False, description="reports need a one-time enrollment token")
+    allow_unenrolled_phases: bool = Field(
+        default=False, description="KDG-HT only: run the phases without enrollment (anyone can then steer the "
+                                   "public partition; one assignment per request, assignment_ttl at most 3600 s)")
+    poisoning_defense: Literal["none", "detect", "recover"] | None = Field(
+        default=None, description="frequency campaigns: none, detect (default) or recover (see docs/service.md)")
     # frequency
     oracle: Literal["GRR", "OUE", "OLH", "SUE", "auto"] | None = None
     categories: list[str] | None = Field(default=None, min_length=2, max_length=10_000)
@@ -72,15 +77,21 @@ class BatchIn(BaseModel):
 
     report_ids: str = Field(pattern=_B64, description="base64 of n x 16 bytes")
     reports: str = Field(pattern=_B64, description="base64 of the n payloads, concatenated in order")
-    groups: list[int] | None = Field(default=None, max_length=50_000)
+    groups: list[Annotated[int, Field(ge=0, le=1_000_000)]] | None = Field(default=None, max_length=50_000)
     assignments: list[str] | None = Field(default=None, max_length=50_000)
     tokens: list[str] | None = Field(default=None, max_length=50_000)
 
 
 class AssignmentRequest(BaseModel):
+    """Ask for group assignments (KDG-HT). With enrollment: one per enrollment token (``token`` or
+    ``tokens``), each bound to its token; without: ``count`` must be 1."""
+
     model_config = ConfigDict(extra="forbid")
 
     count: int = Field(default=1, ge=1, le=1000)
+    token: str | None = Field(default=None, min_length=16, max_length=64)
+    tokens: list[Annotated[str, Field(min_length=16, max_length=64)]] | None = Field(
+        default=None, min_length=1, max_length=1000)
 
 
 class TokenRequest(BaseModel):

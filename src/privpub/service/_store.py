@@ -52,7 +52,21 @@ _CHUNK = 2000
 #: max reports merged into one writer transaction
 MAX_TX_ROWS = 60_000
 
-NEW, DUPLICATE, BAD_TOKEN, BAD_ASSIGNMENT, CLOSED = 0, 1, 2, 3, 4
+NEW, DUPLICATE, BAD_TOKEN, BAD_ASSIGNMENT, CLOSED, ARCHIVED = 0, 1, 2, 3, 4, 5
+#: longest validity of an assignment in a multi-phase campaign without enrollment
+UNENROLLED_MAX_TTL = 3600
+
+
+class Forbidden(Exception):
+    """A credential is missing, unknown or used (-> 403 naming ``field``)."""
+
+    def __init__(self, message: str, field: str) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+class Gone(Exception):
+    """The campaign is archived (-> 410)."""
 
 
 class Conflict(Exception):
@@ -232,18 +246,40 @@ class Store:
     def list_campaigns(self) -> list[dict[str, Any]]:
         with self.engine.connect() as conn:
             rows = conn.execute(sa.select(campaigns.c.id, campaigns.c.name, campaigns.c.kind, campaigns.c.closed,
-                                          campaigns.c.created_at).order_by(campaigns.c.created_at)).all()
-        return [{"id": r.id, "name": r.name, "kind": r.kind, "closed": r.closed, "created_at": iso(r.created_at)}
-                for r in rows]
+                                          campaigns.c.created_at, campaigns.c.archived_at)
+                                .order_by(campaigns.c.created_at)).all()
+        return [{"id": r.id, "name": r.name, "kind": r.kind, "closed": r.closed, "created_at": iso(r.created_at),
+                 "archived_at": iso(r.archived_at)} for r in rows]
 
     def close(self, cid: str) -> None:
         self.campaign(cid)
         with write_tx(self.engine) as conn:
             conn.execute(sa.update(campaigns).where(campaigns.c.id == cid).values(closed=True))
 
+    def archive(self, cid: str) -> dict[str, Any]:
+        """Close and archive a campaign (``DELETE /campaigns/{id}``): its releases stay readable,
+        reports, assignments, tokens and new releases are refused (410). Idempotent."""
+        self.campaign(cid)
+        with write_tx(self.engine) as conn:
+            conn.execute(sa.update(campaigns).where(campaigns.c.id == cid, campaigns.c.archived_at.is_(None))
+                         .values(closed=True, archived_at=now_s()))
+        return self.status(cid)
+
+    def archived_at(self, conn: Connection, cid: str) -> int | None:
+        return conn.execute(sa.select(campaigns.c.archived_at).where(campaigns.c.id == cid)).scalar_one()
+
+    def check_not_archived(self, cid: str) -> None:
+        with self.engine.connect() as conn:
+            when = self.archived_at(conn, cid)
+        if when is not None:
+            raise Gone(f"the campaign was archived at {iso(when)}: its releases stay readable, nothing else")
+
     def is_open(self, conn: Connection, info: CampaignInfo, t: int) -> str | None:
-        closed = conn.execute(sa.select(campaigns.c.closed).where(campaigns.c.id == info.id)).scalar_one()
-        if closed:
+        row = conn.execute(sa.select(campaigns.c.closed, campaigns.c.archived_at)
+                           .where(campaigns.c.id == info.id)).one()
+        if row.archived_at is not None:
+            return "the campaign is archived"
+        if row.closed:
             return "the campaign is closed"
         if info.opens_at is not None and t < info.opens_at:
             return f"the campaign opens at {iso(info.opens_at)}"
@@ -254,6 +290,7 @@ class Store:
     # -- enrollment tokens -----------------------------------------------------------------------
     def create_tokens(self, cid: str, count: int) -> list[str]:
         info = self.campaign(cid)
+        self.check_not_archived(cid)
         if not info.enrollment:
             raise Conflict("this campaign does not use enrollment tokens (create it with enrollment: true)")
         tokens = [secrets.token_urlsafe(24) for _ in range(count)]
@@ -269,8 +306,9 @@ class Store:
         status = np.full(n, NEW, dtype=np.int64)
         bucket = t - t % info.time_precision
         received = np.full(n, bucket, dtype=np.int64)
-        if self.is_open(conn, info, t) is not None:
-            status[:] = CLOSED
+        reason = self.is_open(conn, info, t)
+        if reason is not None:
+            status[:] = ARCHIVED if reason == "the campaign is archived" else CLOSED
             return Outcome(status, received)
         view = np.ascontiguousarray(batch.ids).view("V16").ravel()
         _, first, inverse = np.unique(view, return_index=True, return_inverse=True)
@@ -285,6 +323,8 @@ class Store:
                 if ids_b[i] in existing:
                     status[i] = DUPLICATE
                     received[i] = existing[ids_b[i]]
+        if info.enrollment and info.kind.assigned:  # an assignment serves only the token it was issued to
+            self._check_binding(conn, c, batch.tokens or [""] * n, batch.assignments or [""] * n, status)
         if info.enrollment:
             self._consume(conn, enrollment_tokens, c, batch.tokens or [""] * n, status, BAD_TOKEN, None, batch.groups)
         if info.kind.assigned:
@@ -366,6 +406,23 @@ class Store:
         return out
 
     @staticmethod
+    def _check_binding(conn: Connection, cid: str, tokens: list[str], assigns: list[str],
+                       status: NDArray[np.int64]) -> None:
+        """NEW rows whose assignment was not issued to their enrollment token get BAD_ASSIGNMENT."""
+        todo = np.flatnonzero(status == NEW).tolist()
+        want = {i: token_hash(assigns[i]) for i in todo if assigns[i]}
+        bound: dict[bytes, bytes | None] = {}
+        hashes = list(set(want.values()))
+        for s in range(0, len(hashes), _CHUNK):
+            rows = conn.execute(sa.select(assignments.c.token_hash, assignments.c.enrollment_hash).where(
+                assignments.c.campaign_id == cid, assignments.c.token_hash.in_(hashes[s:s + _CHUNK]))).all()
+            bound.update({bytes(r[0]): (bytes(r[1]) if r[1] is not None else None) for r in rows})
+        for i in todo:
+            owner = bound.get(want.get(i, b""))
+            if owner is None or not tokens[i] or owner != token_hash(tokens[i]):
+                status[i] = BAD_ASSIGNMENT
+
+    @staticmethod
     def _consume(conn: Connection, table: sa.Table, cid: str, tokens: list[str], status: NDArray[np.int64],
                  bad: int, group_col: Any, groups: NDArray[np.int64]) -> None:
         """Mark one-time tokens used for the NEW rows; rows without a valid unused token get ``bad``."""
@@ -400,12 +457,28 @@ class Store:
         conn.execute(sa.update(aggregates).where(*key).values(n=row.n + n, support=support.astype("<i8").tobytes()))
 
     # -- assignments (multi-phase campaigns) -----------------------------------------------------
-    def assign(self, cid: str, count: int) -> dict[str, Any]:
-        """Assign ``count`` arriving participants to the current phase's group(s), advancing phases."""
+    def assign(self, cid: str, count: int, tokens: list[str] | None = None) -> dict[str, Any]:
+        """Assign arriving participants to the current phase's group(s), advancing phases.
+
+        With enrollment: one assignment per enrollment token in ``tokens`` (unknown or used tokens
+        refuse the request), bound to that token; a token's earlier outstanding assignment expires
+        (one outstanding assignment per token). Without: ``count`` must be 1.
+        """
         info = self.campaign(cid)
         if not info.kind.assigned:
             raise Conflict("this campaign does not assign groups: every participant reports over the public "
                            "partition in its configuration")
+        if info.enrollment:
+            if not tokens:
+                raise Forbidden("this campaign binds each assignment to a participant's enrollment token: send "
+                                "token (or tokens, one per participant)", "token")
+            if len(set(tokens)) != len(tokens):
+                raise Forbidden("each enrollment token may appear once", "tokens")
+            count = len(tokens)
+        elif tokens:
+            raise Conflict("this campaign does not use enrollment tokens")
+        elif count != 1:
+            raise Forbidden("this campaign runs without enrollment: one assignment per request", "count")
         from privpub.service._spatial import LEVEL0, SpatialKind
 
         kind = info.kind
@@ -416,7 +489,24 @@ class Store:
                                  ).scalar_one()
             reason = self.is_open(conn, info, t)
             if reason is not None:
-                raise Conflict(reason)
+                raise (Gone if reason == "the campaign is archived" else Conflict)(reason)
+            bound: list[bytes] = []
+            if tokens:
+                bound = [token_hash(tok) for tok in tokens]
+                valid = set()
+                for s in range(0, len(bound), _CHUNK):
+                    valid.update(bytes(r[0]) for r in conn.execute(sa.select(enrollment_tokens.c.token_hash).where(
+                        enrollment_tokens.c.campaign_id == cid, enrollment_tokens.c.token_hash.in_(
+                            bound[s:s + _CHUNK]), enrollment_tokens.c.used == sa.false())).all())
+                bad = [i for i, h in enumerate(bound) if h not in valid]
+                if bad:
+                    raise Forbidden(f"enrollment token {bad[0]} is unknown or already used",
+                                    "token" if len(bound) == 1 else f"tokens[{bad[0]}]")
+                # one outstanding assignment per token: an earlier one expires now (its place frees)
+                for s in range(0, len(bound), _CHUNK):
+                    conn.execute(sa.update(assignments).where(
+                        assignments.c.campaign_id == cid, assignments.c.enrollment_hash.in_(bound[s:s + _CHUNK]),
+                        assignments.c.used == sa.false(), assignments.c.expires_at > t).values(expires_at=t))
             groups = self._groups(conn, cid)
             for _ in range(16):  # advance through as many completed phases as needed
                 current = [groups[0], groups[1]] if stage == 0 else [groups[LEVEL0 + stage - 1]]
@@ -446,10 +536,15 @@ class Store:
                 if free[gid] > 0:
                     free[gid] -= 1
                     out.append({"assignment": secrets.token_urlsafe(24), "group": gid})
-            expires = t + int(info.spec["assignment_ttl"])
-            conn.execute(sa.insert(assignments), [{"campaign_id": cid, "token_hash": token_hash(a["assignment"]),
-                                                    "group_id": a["group"], "expires_at": expires, "used": False}
-                                                   for a in out])
+            ttl = int(info.spec["assignment_ttl"])
+            if not info.enrollment:
+                ttl = min(ttl, UNENROLLED_MAX_TTL)
+            expires = t + ttl
+            if out:
+                conn.execute(sa.insert(assignments), [
+                    {"campaign_id": cid, "token_hash": token_hash(a["assignment"]), "group_id": a["group"],
+                     "expires_at": expires, "used": False, "enrollment_hash": bound[i] if bound else None}
+                    for i, a in enumerate(out)])
         info.groups = groups
         used = sorted({a["group"] for a in out})
         return {"assignments": [dict(a, expires_at=iso(expires)) for a in out],
@@ -493,7 +588,10 @@ class Store:
             n_rel = conn.execute(sa.select(sa.func.count()).select_from(releases)
                                  .where(releases.c.campaign_id == cid)).scalar_one()
         total = sum(n.values())
+        with self.engine.connect() as conn:
+            archived = self.archived_at(conn, cid)
         return {"id": cid, "name": info.name, "kind": info.kind.kind, "open": reason is None,
+                "archived_at": iso(archived),
                 "state": "open" if reason is None else reason, "n_reports": total, "min_reports": info.min_reports,
                 "publishable": total >= info.min_reports, "n_releases": int(n_rel),
                 "groups": [{"group": g.group_id, "name": g.name, "cells": g.domain_size, "quota": g.quota,
@@ -504,6 +602,7 @@ class Store:
     # -- releases --------------------------------------------------------------------------------
     def make_release(self, cid: str) -> dict[str, Any]:
         info = self.campaign(cid, refresh_groups=True)
+        self.check_not_archived(cid)
         with self.engine.connect() as raw:
             conn = raw.execution_options(isolation_level="REPEATABLE READ") if raw.dialect.name == "postgresql" else raw
             tx = conn.begin()

@@ -48,6 +48,7 @@ campaigns = sa.Table(
     sa.Column("closed", sa.Boolean, nullable=False, server_default=sa.false()),
     sa.Column("stage", sa.Integer, nullable=False, server_default="0"),
     sa.Column("created_at", sa.BigInteger, nullable=False),
+    sa.Column("archived_at", sa.BigInteger, nullable=True),  # 0004: DELETE /campaigns/{id}
 )
 
 # the public cells a group of participants reports over (one group for frequency/synth/UG;
@@ -108,7 +109,10 @@ assignments = sa.Table(
     sa.Column("group_id", sa.Integer, nullable=False),
     sa.Column("expires_at", sa.BigInteger, nullable=False),
     sa.Column("used", sa.Boolean, nullable=False, server_default=sa.false()),
+    # 0004: the enrollment token (hash) the assignment is bound to (one outstanding per token)
+    sa.Column("enrollment_hash", sa.LargeBinary(32), nullable=True),
     sa.Index("ix_assignments_group", "campaign_id", "group_id", "used"),
+    sa.Index("ix_assignments_enrollment", "campaign_id", "enrollment_hash"),
 )
 
 # immutable (database triggers refuse UPDATE and DELETE)
