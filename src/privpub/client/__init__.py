@@ -14,7 +14,6 @@ Examples
 
 from __future__ import annotations
 
-from privpub.client._codec import b64encode, decode_payloads, encode_payloads, new_report_ids, payload_width
 from privpub.client._participant import (
     BatchResult,
     Gateway,
@@ -25,6 +24,7 @@ from privpub.client._participant import (
 )
 from privpub.client._perturb import cell_domain_size, frequency_oracle, locate_cells, perturb_values
 from privpub.client._producer import ProduceResult, StreamProducer
+from privpub.client.codec import b64encode, decode_payloads, encode_payloads, new_report_ids, payload_width
 
 __all__ = [
     "BatchResult",

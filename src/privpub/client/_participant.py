@@ -21,8 +21,8 @@ from typing import Any
 import httpx
 import numpy as np
 
-from privpub.client._codec import b64encode, new_report_ids
 from privpub.client._perturb import perturb_values
+from privpub.client.codec import b64encode, new_report_ids
 from privpub.core import RNGLike, as_generator
 from privpub.errors import PrivpubError
 

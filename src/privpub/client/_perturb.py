@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 from numpy.typing import ArrayLike, NDArray
 
-from privpub.client._codec import encode_payloads
+from privpub.client.codec import encode_payloads
 from privpub.core import RNGLike, Schema, as_generator, check_bounds_2d
 from privpub.errors import DomainError, ParameterError
 from privpub.ldp import GRR, OLH, OUE, SUE, FrequencyOracle
