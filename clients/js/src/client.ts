@@ -170,8 +170,16 @@ export class Participant {
       partition = got.partitions[String(a.group)];
     }
     const payload = new Randomiser(cfg, partition).report(value);
-    item.report_id = newReportId();
-    item.report = b64encode(payload);
+    return this.submitPayload(payload, item.group, item.assignment);
+  }
+
+  /**
+   * Upload a report already randomised on this device (e.g. one shown to the participant before
+   * sending: never randomise a value twice). Same retries, id and queue as submit().
+   */
+  async submitPayload(payload: Uint8Array, group = 0, assignment?: string): Promise<Receipt> {
+    const item: QueuedReport = { report_id: newReportId(), report: b64encode(payload), group };
+    if (assignment !== undefined) item.assignment = assignment;
     if (this.opts.token !== undefined) item.token = this.opts.token;
     return this.send(item);
   }

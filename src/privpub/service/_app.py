@@ -50,6 +50,7 @@ from privpub.service._store import (
     iso,
 )
 from privpub.service._streams import StreamError, StreamStore
+from privpub.service._web import CampaignCORS, client_js_router
 
 __all__ = ["ROUTERS", "create_app", "create_app_from_env"]
 
@@ -474,7 +475,7 @@ def _streams_router() -> APIRouter:
 #: the application's resources; a new resource appends its router here
 ROUTERS: list[Callable[[], APIRouter]] = [
     lambda: health_router, lambda: campaigns_router, lambda: reports_router, lambda: releases_router,
-    _dashboard_router, _streams_router,
+    _dashboard_router, _streams_router, client_js_router,
 ]
 
 
@@ -556,6 +557,7 @@ def create_app(db: str, *, admin_token: str | None = None, migrate: bool = True)
     from privpub.service._stream_api import StreamFastPath
 
     app.add_middleware(StreamFastPath, fastapi_app=app)
+    app.add_middleware(CampaignCORS, fastapi_app=app)  # outermost: before the fast paths see a request
     return app
 
 
