@@ -1,8 +1,14 @@
 /** Node-only additions: an offline queue in a JSON-lines file. */
+import { webcrypto } from "node:crypto";
 import { readFile, rename, writeFile } from "node:fs/promises";
 import type { QueuedReport, ReportQueue } from "./client.js";
 
 export * from "./index.js";
+
+// Node 18 has the Web Crypto API only as node:crypto's webcrypto (Node >= 19 also as the global)
+if (globalThis.crypto === undefined) {
+  Object.defineProperty(globalThis, "crypto", { value: webcrypto, configurable: true });
+}
 
 export class FileQueue implements ReportQueue {
   constructor(readonly path: string) {}
