@@ -1,7 +1,7 @@
 /** privpub's browser and Node client: local-DP randomisation on the device, and submission. */
 export { b64decode, b64encode, hex, newReportId } from "./codec.js";
 export { type Dyadic, complement, doubleToRational, dyadicDown, dyadicUp, flipProbability, thresholdWords, toNumber } from "./dyadic.js";
-export { Bernoulli, CryptoRandom, type RandomSource, uniformInt } from "./random.js";
+export { Bernoulli, ByteSampler, CryptoRandom, type RandomSource, uniformInt } from "./random.js";
 export {
   type CampaignConfig, DomainError, MAX_LOCAL_EPSILON, OLH_PRIME, type Partition, RandomisedResponse, Randomiser,
   UnarySampler, type Value, cellCount, locateCell, olhHash, oue, perturb, sue, sueFlip,

@@ -4,7 +4,7 @@
  * blocks, and spatial OUE over the cells of a public partition (UG grid, KDG-HT intervals/leaves).
  */
 import { type Dyadic, complement, doubleToRational, dyadicUp, flipProbability } from "./dyadic.js";
-import { Bernoulli, CryptoRandom, type RandomSource, uniformInt } from "./random.js";
+import { Bernoulli, ByteSampler, CryptoRandom, type RandomSource, uniformInt } from "./random.js";
 import { uint32le } from "./codec.js";
 
 export const MAX_LOCAL_EPSILON = 40;
@@ -42,25 +42,28 @@ function checkEpsilon(eps: number): number {
 /** A unary encoding: `d` independent bits, P[1] = p on the own bit, q elsewhere. */
 export class UnarySampler {
   private readonly own: Bernoulli;
-  private readonly other: Bernoulli;
+  private readonly other: ByteSampler;
   readonly width: number;
 
   constructor(readonly d: number, p: Dyadic, q: Dyadic) {
     this.own = new Bernoulli(p);
-    this.other = new Bernoulli(q);
+    this.other = ByteSampler.of(q);
     this.width = (d + 7) >> 3;
   }
 
-  /** The packed report of value `v` (or of no value, v = -1: every bit at q). */
+  /**
+   * The packed report of value `v` (v = -1: every bit at q). Every bit is drawn at q, 8 at a time,
+   * then the own bit is replaced by an independent Bernoulli(p) draw: the bits are independent, so
+   * this is exactly the law of the unary encoding. Padding bits are 0.
+   */
   report(v: number, rng: RandomSource, out: Uint8Array = new Uint8Array(this.width)): Uint8Array {
-    const { d, other } = this;
-    for (let byte = 0, j = 0; byte < this.width; byte++) {
-      let acc = 0;
-      const end = Math.min(8, d - j);
-      for (let b = 0; b < end; b++, j++) {
-        if (j === v ? this.own.draw(rng) : other.draw(rng)) acc |= 1 << b;
-      }
-      out[byte] = acc;
+    this.other.fill(out, 0, this.width, rng);
+    const tail = this.d & 7;
+    if (tail) out[this.width - 1] &= (1 << tail) - 1;
+    if (v >= 0) {
+      const bit = 1 << (v & 7);
+      if (this.own.draw(rng)) out[v >> 3] |= bit;
+      else out[v >> 3] &= ~bit;
     }
     return out;
   }

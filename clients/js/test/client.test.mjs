@@ -171,3 +171,32 @@ test("a KDG-HT participant reports over its assigned group's partition", async (
   assert.equal(sent.assignment, "tok-1");
   assert.equal(b64decode(sent.report).length, 1); // 5 cells -> 1 byte
 });
+
+test("the 8-bits-at-a-time sampler's tables equal privpub.ldp._unary._byte_sampler's", async () => {
+  const { ByteSampler } = await import("../dist/node.js");
+  // hash of the 65,536-entry prefix table, as computed from the Python library's table
+  const PYTHON = { "1,2": 161892320n, "0.5,2": 364740717n, "8,2": 52927000n, "40,2": 16777216n };
+  for (const [key, want] of Object.entries(PYTHON)) {
+    const [e, k] = key.split(",").map(Number);
+    const s = ByteSampler.of(flipProbability(e, k));
+    let h = 0n;
+    s.table.forEach((v, i) => { h = (h * 31n + BigInt(v) * BigInt(i + 1)) % 1000000007n; });
+    assert.equal(h, want, key);
+  }
+  assert.equal(ByteSampler.of(flipProbability(8, 2)).ambBase.join(","), "0,1,2,4,8,16,32,64,68,128");
+});
+
+test("an ambiguous prefix is refined by further words of U", async () => {
+  const { ByteSampler } = await import("../dist/node.js");
+  const s = ByteSampler.of(flipProbability(8, 2));
+  const a = 3; // an ambiguous prefix: the byte is ambBase[a] below its first boundary, more above
+  const prefix = s.table.indexOf(256 + a);
+  const first = s.ambBounds[a][0];
+  const below = [prefix << 16, ...Array.from(first, (w, i) => (i === first.length - 1 ? w - 1 : w))];
+  const out = new Uint8Array(1);
+  s.fill(out, 0, 1, { word: () => below.shift() });
+  assert.equal(out[0], s.ambBase[a]);
+  const at = [prefix << 16, ...first, ...Array(40).fill(0xffffffff)];
+  s.fill(out, 0, 1, { word: () => at.shift() ?? 0 });
+  assert.ok(out[0] > s.ambBase[a]);
+});
