@@ -194,3 +194,32 @@ def test_example_page_in_chromium(web_server: Server) -> None:
         sd = math.sqrt(oue.variance(n, epsilon=1.0, frequency=truth[c] / n))
         assert abs(result["estimates"][c] - truth[c]) < 4 * sd, (c, result["estimates"], sd)
     assert result["standard_error"] == pytest.approx(math.sqrt(oue.variance(n, epsilon=1.0)))
+
+
+def test_audit_accepts_the_services_own_public_configurations(web_server: Server) -> None:
+    """``privpub audit client`` takes ``GET /campaigns/{id}`` as it is, for every kind."""
+    import sys
+
+    from privpub.audit import audit_client, client_scenarios
+
+    specs = [
+        {"kind": "frequency", "categories": ["a", "b", "c"], "oracle": "OLH"},
+        {"kind": "frequency", "categories": [f"v{i}" for i in range(20)], "oracle": "auto"},
+        {"kind": "synth", "attributes": [{"name": "x", "categories": ["0", "1"]},
+                                         {"name": "y", "categories": ["p", "q", "r"]}], "degree": 1},
+        {"kind": "spatial", "method": "ug", "bounds": [0, 0, 1, 1], "expected_participants": 5000},
+        {"kind": "spatial", "method": "kdght", "bounds": [0, 0, 4, 2], "expected_participants": 5000},
+    ]
+    with _admin(web_server) as adm:
+        configs = [httpx.get(f"{web_server.url}/campaigns/{create(adm, name='c', epsilon=1.0, **s)['id']}").json()
+                   for s in specs]
+    names = [[sc.name for sc in client_scenarios(cfg)] for cfg in configs]
+    assert names[0] == ["frequency OLH"] and names[2] == ["synth"] and names[3] == ["spatial ug grid"]
+    assert len(names[4]) == 4  # U'_x, U'_y and two tree levels
+    kdght = client_scenarios(configs[4])
+    assert kdght[0].line["partition"]["type"] == "intervals"
+    assert len(kdght[0].line["partition"]["edges"]) == configs[4]["phases"][0]["cells"] + 1
+    # 3,000 reports: at epsilon 1 over 2 attributes the doubled-epsilon control is caught with p ~ 1e-45
+    # (at 600 reports p ~ 1e-7 would make the audit inconclusive at alpha = 1e-6)
+    audit = audit_client(configs[2], [sys.executable, "-m", "privpub.client.conformance"], reports=3000)
+    assert audit.passed, audit.table()
