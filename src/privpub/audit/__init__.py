@@ -6,7 +6,9 @@ probabilities of output events chosen on independent runs). :func:`exact_epsilon
 exact epsilon of a local randomiser from its enumerated output probabilities
 (:func:`output_probabilities`). :func:`audit_cases` and :func:`run_audits` are the library's own
 audit suite (every core mechanism, every LDP oracle and the private steps of the five parts,
-each with a negative control); ``privpub audit run`` prints its table.
+each with a negative control); ``privpub audit run`` prints its table. :func:`audit_client`
+holds a client implementation (any language) to a campaign's configuration over the wire format
+(``privpub audit client``).
 
 Examples
 --------
@@ -22,16 +24,32 @@ True
 from __future__ import annotations
 
 from privpub.audit._auditor import AuditResult, audit_epsilon, clopper_pearson_bounds
+from privpub.audit._client import (
+    ClientAudit,
+    ClientCheck,
+    ClientError,
+    ClientScenario,
+    audit_client,
+    client_scenarios,
+    run_client,
+)
 from privpub.audit._exact import exact_epsilon, output_probabilities
 from privpub.audit._suite import AuditCase, audit_cases, run_audits
 
 __all__ = [
     "AuditCase",
     "AuditResult",
+    "ClientAudit",
+    "ClientCheck",
+    "ClientError",
+    "ClientScenario",
+    "audit_client",
     "audit_cases",
     "audit_epsilon",
+    "client_scenarios",
     "clopper_pearson_bounds",
     "exact_epsilon",
     "output_probabilities",
     "run_audits",
+    "run_client",
 ]

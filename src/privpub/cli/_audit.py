@@ -90,3 +90,61 @@ def list_cases(
 
     for case in audit_cases("full" if full else "fast"):
         typer.echo(f"{case.name}  (epsilon {case.epsilon:g}; control: {case.control_note})\n    {case.neighbours}")
+
+
+@audit_app.command("client", context_settings={"allow_interspersed_args": False})
+@handle_errors
+def client(
+    command: Annotated[list[str], typer.Argument(
+        help="The client's conformance entry point and its arguments, after `--`.", show_default=False)],
+    config: Annotated[Path, typer.Option(
+        "--config", help="The campaign's public configuration (JSON, as GET /campaigns/{id} returns it).")],
+    reports: Annotated[int, typer.Option("--reports", help="Reports per input and configuration.")] = 3000,
+    alpha: Annotated[float, typer.Option(
+        "--alpha", help="False-alarm rate of each check on a conforming client.")] = 1e-6,
+    timeout: Annotated[float, typer.Option("--timeout", help="Seconds allowed for each run of the client.")] = 300.0,
+    output: Annotated[Path | None, typer.Option(
+        "--output", "-o", help="Also write the checks as a table: .csv, .json or .parquet.")] = None,
+    force: ForceOption = False,
+) -> None:
+    """Hold a client implementation to a campaign's configuration over the wire format.
+
+    The command gets the public configuration as JSON on its first stdin line (for a KDG-HT
+    phase with its assignment and partition), then one input value per line, and must write
+    one base64 wire report per input, in order. Every scenario is checked for the wire format,
+    the exact report distribution and an epsilon lower bound, each with a negative control at
+    twice the epsilon. Exits 0 when every check passes and every control is caught, 1 otherwise.
+    """
+    import json
+
+    from privpub.audit import ClientError, audit_client
+    from privpub.errors import ParameterError
+
+    if output is not None:
+        check_output(output, force=force, supported=FORMATS)
+    try:
+        cfg = json.loads(config.read_text())
+    except FileNotFoundError:
+        raise ParameterError(f"config file {str(config)!r} does not exist") from None
+    except (OSError, ValueError) as exc:
+        raise ParameterError(f"config file {str(config)!r} is not readable JSON: {exc}") from None
+    try:
+        audit = audit_client(cfg, command, reports=reports, alpha=alpha, timeout=timeout,
+                             progress=lambda name: typer.echo(f"auditing {name} ...", err=True))
+    except ClientError as exc:
+        typer.echo(f"FAILED: the client broke the protocol: {exc}", err=True)
+        raise typer.Exit(code=1) from None
+    frame = pd.DataFrame(audit.table())
+    if output is not None:
+        write_table(frame, output, force=force, formats=FORMATS)
+    with pd.option_context("display.max_colwidth", 60, "display.width", 200):
+        typer.echo(frame.drop(columns=["reports"]).to_string(index=False))
+    if audit.failed:
+        typer.echo("FAILED: " + "; ".join(f"{c.scenario} {c.check}" for c in audit.failed), err=True)
+        raise typer.Exit(code=1)
+    if audit.uncaught:
+        typer.echo("INCONCLUSIVE: no check caught the negative control of " + ", ".join(audit.uncaught)
+                   + f" at {reports} reports; raise --reports", err=True)
+        raise typer.Exit(code=1)
+    typer.echo(f"all {len(frame)} checks passed on {len(audit.scenarios)} scenarios; every negative control "
+               f"caught at {reports} reports per input", err=True)

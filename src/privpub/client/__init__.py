@@ -2,7 +2,9 @@
 
 A device perturbs its own value under epsilon-LDP with the library's client code and sends only
 the report; see :class:`Participant` (one device) and :class:`Gateway` (a relay or simulator
-that perturbs and uploads many participants' values in batches). A real-time stream's producer
+that perturbs and uploads many participants' values in batches). A device's randomness is a
+ChaCha20 stream keyed from the OS CSPRNG (:func:`device_generator`); ``python -m
+privpub.client.conformance`` is the SDK's entry point for ``privpub audit client``. A real-time stream's producer
 (a trusted source of raw counts or events; the service adds the noise) is :class:`StreamProducer`.
 
 Examples
@@ -14,7 +16,6 @@ Examples
 
 from __future__ import annotations
 
-from privpub.client._codec import b64encode, decode_payloads, encode_payloads, new_report_ids, payload_width
 from privpub.client._participant import (
     BatchResult,
     Gateway,
@@ -25,6 +26,8 @@ from privpub.client._participant import (
 )
 from privpub.client._perturb import cell_domain_size, frequency_oracle, locate_cells, perturb_values
 from privpub.client._producer import ProduceResult, StreamProducer
+from privpub.client._randomness import device_generator
+from privpub.client.codec import b64encode, decode_payloads, encode_payloads, new_report_ids, payload_width
 
 __all__ = [
     "BatchResult",
@@ -38,6 +41,7 @@ __all__ = [
     "b64encode",
     "cell_domain_size",
     "decode_payloads",
+    "device_generator",
     "encode_payloads",
     "frequency_oracle",
     "locate_cells",

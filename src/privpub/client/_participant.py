@@ -21,8 +21,9 @@ from typing import Any
 import httpx
 import numpy as np
 
-from privpub.client._codec import b64encode, new_report_ids
 from privpub.client._perturb import perturb_values
+from privpub.client._randomness import device_rng
+from privpub.client.codec import b64encode, new_report_ids
 from privpub.core import RNGLike, as_generator
 from privpub.errors import PrivpubError
 
@@ -106,6 +107,20 @@ class _Http:
         raise OfflineError(f"{method} {path} failed after {self.retries + 1} attempts ({last})")
 
 
+def _is_secure(rng: RNGLike) -> bool:
+    return isinstance(rng, str) and rng == "secure"
+
+
+class _Coins:
+    """The randomness of an SDK object: a seeded stream kept across calls, or (``"secure"``) a
+    fresh ChaCha20 stream keyed from the OS CSPRNG on every call."""
+
+    _gen: np.random.Generator | None
+
+    def _coins(self) -> np.random.Generator:
+        return self._gen if self._gen is not None else device_rng("secure")
+
+
 def _error(resp: httpx.Response) -> SubmissionError:
     try:
         err = resp.json().get("error", {})
@@ -114,7 +129,7 @@ def _error(resp: httpx.Response) -> SubmissionError:
         return SubmissionError(resp.status_code, resp.text[:200])
 
 
-class Participant:
+class Participant(_Coins):
     """One participant's device taking part in a campaign.
 
     Parameters
@@ -126,7 +141,10 @@ class Participant:
     token : str, optional
         A one-time enrollment token, when the campaign requires one.
     rng : int, Generator, "secure" or None
-        Randomness of the local randomiser (default: seeded from the OS CSPRNG).
+        Randomness of the local randomiser. The default ``"secure"`` keys a fresh ChaCha20
+        stream from the operating system's CSPRNG for every report
+        (:func:`privpub.client.device_generator`); an int or a Generator is a seeded PCG64
+        stream, for tests and simulations only.
     retries, backoff, max_backoff, timeout : optional
         Upload retries with exponential back-off (seconds) and the per-request timeout.
     queue_path : path, optional
@@ -147,7 +165,7 @@ class Participant:
                  sleep: Callable[[float], None] = time.sleep) -> None:
         self.campaign_id = str(campaign_id)
         self.token = token
-        self._gen = as_generator(rng)
+        self._gen = None if _is_secure(rng) else as_generator(rng)
         self._http = _Http(base_url, client=client, timeout=timeout, retries=retries, backoff=backoff,
                            max_backoff=max_backoff, sleep=sleep)
         self._config: dict[str, Any] | None = None
@@ -204,7 +222,7 @@ class Participant:
             values = [dict(value)]
         else:
             values = [value]
-        payload = perturb_values(cfg, values, partition=partition, rng=self._gen)[0]
+        payload = perturb_values(cfg, values, partition=partition, rng=self._coins())[0]
         item.update({"report_id": new_report_ids(1)[0].tobytes().hex(), "report": b64encode(payload),
                      "group": group})
         if self.token is not None:
@@ -250,7 +268,7 @@ class Participant:
         return done
 
 
-class Gateway:
+class Gateway(_Coins):
     """A gateway or simulator that perturbs and relays many participants' reports in batches.
 
     Each value is one participant: it is randomised independently (vectorised with the library's
@@ -264,7 +282,8 @@ class Gateway:
     batch_size : int
         Reports per request (at most the server's limit, 50,000).
     rng : int, Generator, "secure" or None
-        The randomisers' randomness.
+        The randomisers' randomness (``"secure"``: a fresh ChaCha20 stream keyed from the OS
+        CSPRNG for every batch; an int or Generator: seeded, for simulations).
     """
 
     def __init__(self, base_url: str, campaign_id: str, *, batch_size: int = 10_000, rng: RNGLike = "secure",
@@ -272,7 +291,7 @@ class Gateway:
                  client: httpx.Client | None = None, sleep: Callable[[float], None] = time.sleep) -> None:
         self.campaign_id = str(campaign_id)
         self.batch_size = int(batch_size)
-        self._gen = as_generator(rng)
+        self._gen = None if _is_secure(rng) else as_generator(rng)
         self._http = _Http(base_url, client=client, timeout=timeout, retries=retries, backoff=backoff,
                            max_backoff=max_backoff, sleep=sleep)
         self._config: dict[str, Any] | None = None
@@ -311,7 +330,7 @@ class Gateway:
             else:
                 step = min(self.batch_size, n - pos)
                 chunk = seq.iloc[pos:pos + step] if hasattr(seq, "iloc") else seq[pos:pos + step]
-                payload = perturb_values(cfg, chunk, rng=self._gen).reshape(-1)
+                payload = perturb_values(cfg, chunk, rng=self._coins()).reshape(-1)
             ids = new_report_ids(step)
             body["report_ids"] = b64encode(ids)
             body["reports"] = b64encode(payload)
@@ -336,7 +355,7 @@ class Gateway:
         """
         n = pts.shape[0]
         if not cfg.get("assigned", False):
-            return perturb_values(cfg, pts, partition=cfg["partition"], rng=self._gen).reshape(-1), [0] * n, {}
+            return perturb_values(cfg, pts, partition=cfg["partition"], rng=self._coins()).reshape(-1), [0] * n, {}
         if tokens is not None:
             resp = self._http.request("POST", f"/campaigns/{self.campaign_id}/assignments",
                                       json_body={"tokens": tokens[:n]}).json()
@@ -359,7 +378,7 @@ class Gateway:
         m = len(got)
         pts = pts[:m]
         groups = np.array([int(a["group"]) for a in got], dtype=np.int64)
-        blocks = {int(g): perturb_values(cfg, pts[groups == g], partition=partitions[str(int(g))], rng=self._gen)
+        blocks = {int(g): perturb_values(cfg, pts[groups == g], partition=partitions[str(int(g))], rng=self._coins())
                   for g in np.unique(groups)}
         widths = np.zeros(m, dtype=np.int64)
         for g, block in blocks.items():

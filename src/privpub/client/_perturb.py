@@ -16,8 +16,9 @@ import numpy as np
 import pandas as pd
 from numpy.typing import ArrayLike, NDArray
 
-from privpub.client._codec import encode_payloads
-from privpub.core import RNGLike, Schema, as_generator, check_bounds_2d
+from privpub.client._randomness import device_rng
+from privpub.client.codec import encode_payloads
+from privpub.core import RNGLike, Schema, check_bounds_2d
 from privpub.errors import DomainError, ParameterError
 from privpub.ldp import GRR, OLH, OUE, SUE, FrequencyOracle
 from privpub.ldp_synth import perturb_codes
@@ -131,14 +132,17 @@ def perturb_values(
         Spatial only: the public partition of the participants' group (from the configuration
         for UG, from the assignment for KDG-HT).
     rng : int, Generator, "secure" or None
-        The randomisers' randomness ("secure": seeded from the operating system's CSPRNG).
+        The randomisers' randomness. ``"secure"`` (the default, what a device must use): a
+        fresh ChaCha20 stream keyed from the operating system's CSPRNG for this call
+        (:func:`privpub.client.device_generator`). An int or a Generator gives a seeded,
+        reproducible PCG64 stream: for tests and simulations only, never on a device.
 
     Notes
     -----
     **Privacy:** each row is one participant's report, epsilon-LDP at the campaign's declared
     epsilon; the raw value is used only here, on the client.
     """
-    gen = as_generator(rng)
+    gen = device_rng(rng)
     kind = config["kind"]
     if kind == "frequency":
         return _frequency(config, list(values), gen)

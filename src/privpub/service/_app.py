@@ -55,6 +55,7 @@ from privpub.service._store import (
 )
 from privpub.service._streams import StreamError, StreamStore
 from privpub.service._transport import Guard, TransportConfig, admin_token_problem
+from privpub.service._web import CampaignCORS, client_js_router
 
 __all__ = ["ROUTERS", "create_app", "create_app_from_env"]
 
@@ -530,7 +531,7 @@ def _streams_router() -> APIRouter:
 #: the application's resources; a new resource appends its router here
 ROUTERS: list[Callable[[], APIRouter]] = [
     lambda: health_router, lambda: campaigns_router, lambda: reports_router, lambda: releases_router,
-    _dashboard_router, _streams_router,
+    _dashboard_router, _streams_router, client_js_router,
 ]
 
 
@@ -633,8 +634,11 @@ def create_app(db: str, *, admin_token: str | None = None, migrate: bool = True,
     from privpub.service._stream_api import StreamFastPath
 
     app.add_middleware(StreamFastPath, fastapi_app=app)
-    # outermost: JSON only, auth before the body, failed-auth limit, body deadline, no tracebacks
+    # JSON only, auth before the body, failed-auth limit, body deadline, no tracebacks
     app.add_middleware(Guard, fastapi_app=app, config=transport or TransportConfig())
+    # outermost: CORS preflights and headers for a campaign's allowed origins, before the guard and
+    # the fast paths see a request (their refusals carry the CORS headers too)
+    app.add_middleware(CampaignCORS, fastapi_app=app)
     return app
 
 

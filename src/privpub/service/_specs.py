@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 __all__ = ["AssignmentRequest", "BatchIn", "CampaignIn", "ReportIn", "TokenRequest"]
 
@@ -56,6 +56,17 @@ class CampaignIn(BaseModel):
     attributes: list[dict[str, Any]] | None = Field(default=None, min_length=2, max_length=64)
     degree: int = Field(default=2, ge=1, le=8)
     estimator: Literal["em", "linear", "hybrid"] = "em"
+    # web participants (the JS client, GET /client.js)
+    allowed_origins: list[str] | None = Field(
+        default=None, max_length=100,
+        description="web origins (scheme://host[:port]) whose pages may submit from a browser (CORS)")
+
+    @field_validator("allowed_origins")
+    @classmethod
+    def _origins(cls, v: list[str] | None) -> list[str] | None:
+        from privpub.service._web import check_origins
+
+        return check_origins(v)
 
 
 class ReportIn(BaseModel):
