@@ -58,10 +58,10 @@ from numpy.typing import NDArray
 from scipy import stats
 
 from privpub.audit._auditor import audit_epsilon
-from privpub.client.codec import b64decode, payload_width
 from privpub.core import Schema, check_bounds_2d, check_positive_int, check_probability
 from privpub.errors import ParameterError, PrivpubError
 from privpub.ldp import GRR, OUE, SUE
+from privpub.ldp.wire import b64decode, payload_width
 from privpub.ldp_synth import f_from_epsilon
 
 __all__ = ["ClientAudit", "ClientCheck", "ClientError", "ClientScenario", "audit_client", "client_scenarios",

@@ -115,10 +115,8 @@ def _serve(db: str, host: str, port: int, workers: int, upgrade: bool, log_level
 
     import uvicorn
 
-    from privpub.service import database_url
+    from privpub.service import admin_token_problem, database_url, private_sqlite_file
     from privpub.service import upgrade as do_upgrade
-    from privpub.service._db import private_sqlite_file
-    from privpub.service._transport import admin_token_problem
 
     token = os.environ.get("PRIVPUB_ADMIN_TOKEN")
     if token:

@@ -17,29 +17,14 @@ import pandas as pd
 from numpy.typing import ArrayLike, NDArray
 
 from privpub.client._randomness import device_rng
-from privpub.client.codec import encode_payloads
 from privpub.core import RNGLike, Schema, check_bounds_2d
 from privpub.errors import DomainError, ParameterError
-from privpub.ldp import GRR, OLH, OUE, SUE, FrequencyOracle
+from privpub.ldp import OUE, SUE
+from privpub.ldp.wire import encode_payloads, frequency_oracle
 from privpub.ldp_synth import perturb_codes
 from privpub.spatial.protocol import check_points, grid_edges, interval_index, leaf_lookup, locate_in_leaves
 
 __all__ = ["cell_domain_size", "frequency_oracle", "locate_cells", "perturb_values"]
-
-
-def frequency_oracle(config: Mapping[str, Any]) -> FrequencyOracle:
-    """The :mod:`privpub.ldp` oracle a frequency campaign declares (public parameters only)."""
-    d = len(config["categories"])
-    name = config["oracle"]
-    if name == "GRR":
-        return GRR(domain_size=d)
-    if name == "OUE":
-        return OUE(domain_size=d)
-    if name == "SUE":
-        return SUE(domain_size=d)
-    if name == "OLH":
-        return OLH(domain_size=d, g=int(config["g"]))
-    raise ParameterError(f"oracle must be one of GRR, OUE, OLH, SUE, got {name!r}")
 
 
 def cell_domain_size(partition: Mapping[str, Any]) -> int:

@@ -11,14 +11,16 @@ This package needs the ``privpub[service]`` extra.
 from __future__ import annotations
 
 from privpub.service._app import ROUTERS, create_app, create_app_from_env
-from privpub.service._db import database_url, head_revision, make_engine, upgrade
+from privpub.service._db import database_url, head_revision, make_engine, private_sqlite_file, upgrade
 from privpub.service._sessions import DatabaseSessionStore, database_session_store
 from privpub.service._store import Store, load_reports
+from privpub.service._transport import admin_token_problem
 
 __all__ = [
     "DatabaseSessionStore",
     "ROUTERS",
     "Store",
+    "admin_token_problem",
     "create_app",
     "create_app_from_env",
     "database_session_store",
@@ -26,5 +28,6 @@ __all__ = [
     "head_revision",
     "load_reports",
     "make_engine",
+    "private_sqlite_file",
     "upgrade",
 ]

@@ -10,28 +10,39 @@ from __future__ import annotations
 
 import asyncio
 import csv
-import hashlib
-import hmac
 import io
 import logging
 import os
 import re
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-from fastapi import APIRouter, Depends, FastAPI, Path, Query, Request
+from fastapi import APIRouter, Depends, FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
-from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 import privpub
-from privpub.client._codec import b64decode
+from privpub.ldp.wire import b64decode
 from privpub.service._db import make_engine, upgrade
+from privpub.service._http import (
+    MAX_BATCH_BODY,
+    MAX_BATCH_REPORTS,
+    MAX_BODY,
+    STORE_TIMEOUT,
+    ApiError,
+    BodyLimit,
+    CampaignId,
+    ReleaseId,
+    _error,
+    _validation_error,
+    read_body,
+    require_admin,
+)
 from privpub.service._kinds import ReportError, SpecError
 from privpub.service._metrics import count_reports
 from privpub.service._specs import AssignmentRequest, BatchIn, CampaignIn, ReportIn, TokenRequest
@@ -62,83 +73,6 @@ __all__ = ["ROUTERS", "create_app", "create_app_from_env"]
 log = logging.getLogger("privpub.service")
 
 #: request body limits (bytes): the batch endpoint, everything else
-MAX_BATCH_BODY = 32 * 1024 * 1024
-MAX_BODY = 256 * 1024
-MAX_BATCH_REPORTS = 50_000
-#: how long a report request waits for its transaction
-STORE_TIMEOUT = 120.0
-
-CampaignId = Path(pattern=r"^[0-9a-f]{16}$", description="the campaign's id")
-ReleaseId = Path(pattern=r"^[0-9a-f]{16}$", description="the release's id")
-
-
-class ApiError(Exception):
-    def __init__(self, status: int, message: str, field: str | None = None,
-                 headers: dict[str, str] | None = None) -> None:
-        super().__init__(message)
-        self.status, self.message, self.field, self.headers = status, message, field, headers
-
-
-def _error(status: int, message: str, field: str | None = None, headers: dict[str, str] | None = None) -> JSONResponse:
-    body: dict[str, Any] = {"message": message}
-    if field is not None:
-        body["field"] = field
-    return JSONResponse({"error": body}, status_code=status, headers=headers)
-
-
-def _is_batch_path(path: str) -> bool:
-    return path.endswith("/reports/batch") or (path.startswith("/streams/") and (
-        path.endswith("/events") or path.endswith("/counts") or path.endswith("/ranges")))
-
-
-class BodyLimit:
-    """Refuse request bodies above the limit with 413, before they are read into memory."""
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        limit = MAX_BATCH_BODY if _is_batch_path(scope["path"]) else MAX_BODY
-        length = dict(scope["headers"]).get(b"content-length")
-        if length is not None and (not length.isdigit() or int(length) > limit):
-            await _error(413, f"the request body exceeds the limit of {limit} bytes",
-                         headers={"Connection": "close"})(scope, receive, send)
-            return
-        seen = 0
-
-        async def limited() -> Message:
-            nonlocal seen
-            msg = await receive()
-            if msg["type"] == "http.request":
-                seen += len(msg.get("body", b""))
-                if seen > limit:
-                    raise ApiError(413, f"the request body exceeds the limit of {limit} bytes",
-                                   headers={"Connection": "close"})
-            return msg
-
-        await self.app(scope, limited, send)
-
-
-_bearer = HTTPBearer(auto_error=False, description="the admin token (PRIVPUB_ADMIN_TOKEN)")
-_BEARER = Depends(_bearer)
-
-
-def require_admin(request: Request, cred: HTTPAuthorizationCredentials | None = _BEARER) -> None:
-    """Admin endpoints: ``Authorization: Bearer <PRIVPUB_ADMIN_TOKEN>``, compared in constant time."""
-    expected: str | None = request.app.state.admin_token
-    if not expected:
-        raise ApiError(403, "no admin token is configured on this server (set PRIVPUB_ADMIN_TOKEN)")
-    if cred is None or cred.scheme.lower() != "bearer":
-        raise ApiError(401, "this endpoint needs the admin token: Authorization: Bearer <token>",
-                       headers={"WWW-Authenticate": "Bearer"})
-    given = hashlib.sha256(cred.credentials.encode("utf-8")).digest()
-    if not hmac.compare_digest(given, hashlib.sha256(expected.encode("utf-8")).digest()):
-        raise ApiError(403, "the admin token is not valid")
-
-
 def _store(request: Request) -> Store:
     return request.app.state.store  # type: ignore[no-any-return]
 
@@ -402,29 +336,6 @@ async def submit_batch(request: Request, body: BatchIn, campaign_id: str = Campa
     return (await handle_batch(request.app, campaign_id, body))[1]
 
 
-async def read_body(receive: Receive, limit: int) -> bytes | None:
-    """A request's body (None if the client went away); ``ApiError(413)`` past ``limit`` bytes,
-    before the rest is read."""
-    chunks: list[bytes] = []
-    size = 0
-    more = True
-    while more:
-        try:
-            msg = await receive()
-        except StarletteHTTPException as exc:  # the body deadline (408) of the transport guard
-            raise ApiError(exc.status_code, str(exc.detail), headers=dict(exc.headers or {})) from None
-        if msg["type"] != "http.request":
-            return None
-        chunk = msg.get("body", b"")
-        size += len(chunk)
-        if size > limit:
-            raise ApiError(413, f"the request body exceeds the limit of {limit} bytes",
-                           headers={"Connection": "close"})
-        chunks.append(chunk)
-        more = msg.get("more_body", False)
-    return b"".join(chunks)
-
-
 _REPORT_PATH = re.compile(r"^/campaigns/([0-9a-f]{16})/reports(/batch)?$")
 
 
@@ -465,13 +376,6 @@ class ReportFastPath:
             log.error("internal error on a report request: %s", type(exc).__name__)
             response = _error(500, "internal error")
         await response(scope, receive, send)
-
-
-def _validation_error(errors: Sequence[Any]) -> JSONResponse:
-    first = errors[0] if errors else {"loc": ("body",), "msg": "invalid request"}
-    loc = [str(p) for p in first.get("loc", ()) if p not in ("body", "query", "path")]
-    # pydantic's messages never include the input; the input itself is deliberately not returned
-    return _error(422, str(first.get("msg", "invalid value")), ".".join(loc) or "body")
 
 
 @releases_router.post("/{campaign_id}/releases", status_code=201, dependencies=[Depends(require_admin)])

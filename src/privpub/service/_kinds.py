@@ -22,14 +22,13 @@ import numpy as np
 from numpy.typing import NDArray
 
 from privpub._io import neutralise_cell
-from privpub.client._codec import decode_payloads, payload_width
-from privpub.client._perturb import frequency_oracle
 from privpub.core import Accountant, BudgetLedger, Schema
 from privpub.errors import PrivpubError
 from privpub.ldp import GRR, MAX_LOCAL_EPSILON, OLH, OUE, defend, norm_sub
+from privpub.ldp.wire import decode_payloads, frequency_oracle, payload_width
 from privpub.ldp_synth import LDPBayesSynthesizer, f_from_epsilon
 
-__all__ = ["Group", "Kind", "ReportError", "SpecError", "make_kind"]
+__all__ = ["FrequencyKind", "Group", "Kind", "ReportError", "SpecError", "SynthKind"]
 
 _OLH_PRIME = (1 << 31) - 1
 
@@ -379,7 +378,7 @@ class SynthKind(Kind):
         return [csv_safe(n) for n in names], [[csv_safe(r[n]) for n in names] for r in result["records"]]
 
 
-def _check_epsilon_useful(spec: dict[str, Any]) -> None:
+def check_epsilon_useful(spec: dict[str, Any]) -> None:
     """Refuse an epsilon at which the randomiser's two response probabilities coincide (e.g. 1e-300):
     every report would be pure noise and no release could be estimated."""
     eps = float(spec["epsilon"])
@@ -403,41 +402,5 @@ def _check_epsilon_useful(spec: dict[str, Any]) -> None:
     if not useful:
         raise SpecError("epsilon", f"{eps:g} is too small: the randomiser's response probabilities coincide at "
                                    "this epsilon, so the reports would carry no information")
-
-
-def make_kind(spec: dict[str, Any]) -> Kind:
-    """The :class:`Kind` of a stored (normalised) campaign spec."""
-    from privpub.service._spatial import SpatialKind
-
-    kinds: dict[str, type[Kind]] = {"frequency": FrequencyKind, "synth": SynthKind, "spatial": SpatialKind}
-    return kinds[spec["kind"]](spec)
-
-
-def normalise_spec(spec: dict[str, Any]) -> dict[str, Any]:
-    from privpub.service._spatial import SpatialKind
-
-    kinds: dict[str, type[Kind]] = {"frequency": FrequencyKind, "synth": SynthKind, "spatial": SpatialKind}
-    other = {"frequency": ("method", "bounds", "attributes"), "synth": ("oracle", "categories", "method", "bounds"),
-             "spatial": ("oracle", "categories", "attributes")}
-    for name in other[spec["kind"]]:
-        if spec.get(name) is not None:
-            raise SpecError(name, f"does not apply to a {spec['kind']} campaign")
-    if spec["kind"] != "frequency" and spec.get("poisoning_defense") is not None:
-        raise SpecError("poisoning_defense", "applies to frequency campaigns only")
-    _check_epsilon_useful(spec)
-    out = kinds[spec["kind"]].normalise(spec)
-    multiphase = spec["kind"] == "spatial" and (spec.get("method") or "kdght") == "kdght"
-    if spec.get("allow_unenrolled_phases") and not multiphase:
-        raise SpecError("allow_unenrolled_phases", "applies to multi-phase (KDG-HT) campaigns only")
-    if multiphase and not spec.get("enrollment"):
-        if not spec.get("allow_unenrolled_phases"):
-            raise SpecError("enrollment", "a KDG-HT campaign builds its later phases from earlier reports, so "
-                                          "anyone who can report can steer its public partition: set enrollment: "
-                                          "true (one assignment per enrollment token), or opt out explicitly "
-                                          "with allow_unenrolled_phases: true")
-        if int(spec.get("assignment_ttl", 600)) > 3600:
-            raise SpecError("assignment_ttl", "must be at most 3600 seconds for a campaign without enrollment "
-                                              "(an unused assignment holds a place of its phase until it expires)")
-    return out
 
 

@@ -29,8 +29,9 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import Connection, Engine
 
+from privpub.service._catalog import make_kind, normalise_spec
 from privpub.service._db import write_tx
-from privpub.service._kinds import Group, Kind, ReleaseInput, SpecError, make_kind, normalise_spec
+from privpub.service._kinds import Group, Kind, ReleaseInput, SpecError
 from privpub.service._tables import (
     aggregates,
     assignments,

@@ -160,14 +160,14 @@ def _streams(request: Request) -> StreamStore:
 
 
 def _admin_dep() -> Any:
-    from privpub.service._app import require_admin
+    from privpub.service._http import require_admin
 
     return Depends(require_admin)
 
 
 def check_producer(app: Any, stream_id: str, token: str | None) -> None:
     """Ingestion: the stream's producer token or the admin token (constant-time comparisons)."""
-    from privpub.service._app import ApiError
+    from privpub.service._http import ApiError
 
     if token is None:
         raise ApiError(401, "posting to a stream needs its producer token (or the admin token): "
@@ -371,7 +371,7 @@ class StreamFastPath:
         if match is None:
             await self.app(scope, receive, send)
             return
-        from privpub.service._app import MAX_BATCH_BODY, ApiError, _error, _validation_error, read_body
+        from privpub.service._http import MAX_BATCH_BODY, ApiError, _error, _validation_error, read_body
         from privpub.service._store import NotFound
 
         sid, what = match.group(1), match.group(2)

@@ -141,7 +141,7 @@ class AuthLimiter:
 
 def _json_error(status: int, message: str, field: str | None = None,
                 headers: dict[str, str] | None = None) -> Any:
-    from privpub.service._app import _error
+    from privpub.service._http import _error
 
     return _error(status, message, field, {**_CLOSE, **(headers or {})})
 
@@ -151,7 +151,7 @@ class BodyTimeout(StarletteHTTPException):
 
 
 def _auth_kind(route: Any) -> str | None:
-    from privpub.service._app import require_admin
+    from privpub.service._http import require_admin
     from privpub.service._stream_api import require_producer
 
     stack = list(getattr(getattr(route, "dependant", None), "dependencies", []))
@@ -278,7 +278,7 @@ class Guard:
 
                 await anyio.to_thread.run_sync(check_producer, self.fastapi_app, params.get("stream_id", ""), token)
         except Exception as exc:
-            from privpub.service._app import ApiError
+            from privpub.service._http import ApiError
             from privpub.service._store import NotFound
 
             if isinstance(exc, ApiError):
@@ -292,7 +292,7 @@ class Guard:
         return None
 
     def _check_admin(self, token: str) -> None:
-        from privpub.service._app import ApiError
+        from privpub.service._http import ApiError
 
         expected: str | None = self.fastapi_app.state.admin_token
         if not expected:
