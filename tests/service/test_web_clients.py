@@ -223,7 +223,8 @@ def test_audit_accepts_the_services_own_public_configurations(web_server: Server
         {"kind": "synth", "attributes": [{"name": "x", "categories": ["0", "1"]},
                                          {"name": "y", "categories": ["p", "q", "r"]}], "degree": 1},
         {"kind": "spatial", "method": "ug", "bounds": [0, 0, 1, 1], "expected_participants": 5000},
-        {"kind": "spatial", "method": "kdght", "bounds": [0, 0, 4, 2], "expected_participants": 5000},
+        {"kind": "spatial", "method": "kdght", "bounds": [0, 0, 4, 2], "expected_participants": 5000,
+         "enrollment": True},  # KDG-HT phases are built from reports: enrolled participants only
     ]
     with _admin(web_server) as adm:
         configs = [httpx.get(f"{web_server.url}/campaigns/{create(adm, name='c', epsilon=1.0, **s)['id']}").json()
