@@ -156,7 +156,22 @@ def test_example_page_in_chromium(web_server: Server) -> None:
                     return sent;
                 }""", TRUTH)
                 assert n_sent == 2000
-                assert _count(web_server, cid) == 2001
+                # offline: the report (perturbed) waits in IndexedDB and is flushed later, same id
+                queued = page.evaluate("""async ([url, cid]) => {
+                    const q = new privpub.IndexedDBQueue('offline-test');
+                    const cfg = await window.participant.config();
+                    const off = new privpub.Participant(url, cid, {queue: q, retries: 1, backoff: 0.01,
+                      fetch: async (u, init) => (init && init.method === 'POST') ? Promise.reject(new TypeError('offline'))
+                                                                                 : fetch(u, init)});
+                    const r = await off.submit('car');
+                    const stored = await q.load();
+                    const on = new privpub.Participant(url, cid, {queue: q});
+                    const done = await on.flush();
+                    return [r.queued, stored.length, stored[0].report_id === r.report_id,
+                            JSON.stringify(stored).includes('"car"'), done.length, await on.pending(), cfg.kind];
+                }""", [web_server.url, cid])
+                assert queued == [True, 1, True, False, 1, 0, "frequency"]
+                assert _count(web_server, cid) == 2002
                 # a page from an origin the campaign does not allow cannot submit
                 other = ctx.new_page()
                 assert other.goto(f"{foreign.origin}/index.html{query}").status == 200
@@ -179,14 +194,14 @@ def test_example_page_in_chromium(web_server: Server) -> None:
                     } catch (e) { return 'blocked'; }
                 }""", [web_server.url, cid])
                 assert simple in ("sent", "blocked")  # opaque either way; the server refused it:
-                assert _count(web_server, cid) == 2001
+                assert _count(web_server, cid) == 2002
             finally:
                 ctx.close()
     with _admin(web_server) as adm:
         rel = adm.post(f"/campaigns/{cid}/releases")
         assert rel.status_code == 201, rel.text
         result = rel.json()
-    truth = dict(TRUTH, bike=TRUTH["bike"] + 1)
+    truth = dict(TRUTH, bike=TRUTH["bike"] + 1, car=TRUTH["car"] + 1)
     n = sum(truth.values())
     oue = OUE(domain_size=len(CATEGORIES))
     for c in CATEGORIES:
@@ -208,7 +223,8 @@ def test_audit_accepts_the_services_own_public_configurations(web_server: Server
         {"kind": "synth", "attributes": [{"name": "x", "categories": ["0", "1"]},
                                          {"name": "y", "categories": ["p", "q", "r"]}], "degree": 1},
         {"kind": "spatial", "method": "ug", "bounds": [0, 0, 1, 1], "expected_participants": 5000},
-        {"kind": "spatial", "method": "kdght", "bounds": [0, 0, 4, 2], "expected_participants": 5000},
+        {"kind": "spatial", "method": "kdght", "bounds": [0, 0, 4, 2], "expected_participants": 5000,
+         "enrollment": True},  # KDG-HT phases are built from reports: enrolled participants only
     ]
     with _admin(web_server) as adm:
         configs = [httpx.get(f"{web_server.url}/campaigns/{create(adm, name='c', epsilon=1.0, **s)['id']}").json()

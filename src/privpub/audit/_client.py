@@ -255,8 +255,8 @@ class _Unary(_Model):
     def project(self, reports: NDArray[np.bool_]) -> NDArray[np.int64]:
         sub = reports[:, self.diff]
         if self.diff.size <= 8:  # exact joint of the distinguishing bits
-            return (sub.astype(np.int64) << np.arange(self.diff.size)).sum(axis=1)
-        return (sub == self.pattern).sum(axis=1).astype(np.int64)  # the likelihood ratio's statistic
+            return np.asarray((sub.astype(np.int64) << np.arange(self.diff.size)).sum(axis=1), dtype=np.int64)
+        return np.asarray((sub == self.pattern).sum(axis=1), dtype=np.int64)  # the likelihood ratio's statistic
 
 
 class _Grr(_Model):
@@ -332,8 +332,8 @@ class _Olh(_Model):
     def project(self, reports: NDArray[np.int64]) -> NDArray[np.int64]:
         a, b, y = reports[:, 0], reports[:, 1], reports[:, 2]
         x, x2 = self.inputs
-        return ((y == _olh_hash(a, b, x, self.g)).astype(np.int64)
-                + 2 * (y == _olh_hash(a, b, x2, self.g)).astype(np.int64))
+        return np.asarray((y == _olh_hash(a, b, x, self.g)).astype(np.int64)
+                          + 2 * (y == _olh_hash(a, b, x2, self.g)).astype(np.int64), dtype=np.int64)
 
 
 # ---------------------------------------------------------------------------------------------

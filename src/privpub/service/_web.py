@@ -61,7 +61,7 @@ def _match(path: str) -> tuple[str, tuple[str, ...]] | None:
 def _header(scope: Scope, name: bytes) -> str | None:
     for k, v in scope["headers"]:
         if k == name:
-            return v.decode("latin-1")
+            return str(v.decode("latin-1"))
     return None
 
 
