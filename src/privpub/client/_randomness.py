@@ -37,7 +37,7 @@ def device_generator() -> np.random.Generator:
     >>> type(device_generator().bit_generator).__name__
     'ChaCha'
     """
-    return np.random.Generator(ChaCha(np.random.SeedSequence(secrets.randbits(256)), rounds=ROUNDS))
+    return np.random.Generator(ChaCha(key=secrets.randbits(256), rounds=ROUNDS))  # the key itself: 256 bits
 
 
 def device_rng(rng: RNGLike) -> np.random.Generator:
