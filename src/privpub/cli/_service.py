@@ -133,6 +133,9 @@ class _Client:
     def post(self, path: str, **kwargs: Any) -> Any:
         return self._do("POST", path, **kwargs)
 
+    def delete(self, path: str, **kwargs: Any) -> Any:
+        return self._do("DELETE", path, **kwargs)
+
 
 class ServiceUnreachableError(PrivpubError):
     """The service at --url could not be reached."""
@@ -251,6 +254,15 @@ def campaign_close(campaign_id: str, url: Annotated[str | None, _URL] = None) ->
     client, _ = _client(url)
     client.post(f"/campaigns/{_id(campaign_id)}/close")
     typer.echo(f"campaign {campaign_id} closed")
+
+
+@campaign_app.command("archive")
+@handle_errors
+def campaign_archive(campaign_id: str, url: Annotated[str | None, _URL] = None) -> None:
+    """Close and archive a campaign (admin): its releases stay readable, nothing else is accepted."""
+    client, _ = _client(url)
+    client.delete(f"/campaigns/{_id(campaign_id)}")
+    typer.echo(f"campaign {campaign_id} archived")
 
 
 def _id(campaign_id: str) -> str:
