@@ -31,7 +31,7 @@ def test_older_database_upgrades_and_keeps_its_data(db_url: str, tmp_path: Path)
             assert adm.get(f"/streams/{s['id']}/range", params={"start": 1, "end": 3}).status_code == 200
         engine = make_engine(db_url, pool_size=1)
         try:
-            assert current_revision(engine) == head_revision() == "0003_streams"
+            assert current_revision(engine) == head_revision()
             with engine.connect() as conn:
                 assert conn.execute(sa.text("SELECT name FROM campaigns")).scalars().all() == ["old"]
         finally:
