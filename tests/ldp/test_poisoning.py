@@ -19,8 +19,10 @@ from privpub.ldp import (
     OUE,
     SUE,
     defend,
+    defend_bins,
     fake_reports,
     report_threshold,
+    size_bins,
     support_size_pmf,
     support_sizes,
     truncated_probabilities,
@@ -131,6 +133,26 @@ def test_fake_reports_follow_their_attack() -> None:
     olh = OLH(domain_size=16)
     r = fake_reports(olh, 3, 200, attack="mga", epsilon=EPS, rng=2)
     assert (olh.aggregate(r, epsilon=EPS)[3] == 200)
+
+
+def test_bins_of_chunks_give_the_same_result_as_all_reports() -> None:
+    oracle = OUE(domain_size=13)  # padding bits in the last byte
+    values = np.random.default_rng(8).integers(0, 13, 3000)
+    reports = np.concatenate([oracle.perturb(values, epsilon=EPS, rng=9),
+                              fake_reports(oracle, 4, 300, attack="mga", epsilon=EPS, rng=10)])
+    whole = size_bins(oracle, reports)
+    merged = size_bins(oracle, reports[:1000]) + size_bins(oracle, reports[1000:2500]) + size_bins(oracle, reports[2500:])
+    np.testing.assert_array_equal(whole.counts, merged.counts)
+    assert whole.n == reports.shape[0] == int(np.bincount(support_sizes(oracle, reports)).sum())
+    total = sum(merged.support.values(), np.zeros(13, dtype=np.int64))
+    np.testing.assert_array_equal(total, oracle.aggregate(reports))
+    for method in ("none", "detect", "recover"):
+        a = defend(oracle, reports, epsilon=EPS, method=method)
+        b = defend_bins(oracle, merged, epsilon=EPS, method=method)
+        np.testing.assert_allclose(a.estimate, b.estimate, rtol=1e-9, atol=1e-9)
+        assert (a.suspected, a.n) == (b.suspected, pytest.approx(b.n))
+    assert defend(oracle, reports, epsilon=EPS, method="none").estimate.tolist() == \
+        oracle.estimate(reports, epsilon=EPS).tolist()
 
 
 def test_bad_arguments_are_refused() -> None:

@@ -1033,3 +1033,10 @@ def test_campaigns_are_archived_by_delete(server, admin) -> None:
     # released data stays published
     assert httpx.get(f"{server.url}/campaigns/{cid}/releases/{rel['id']}").json()["id"] == rel["id"]
     assert admin.get(f"/campaigns/{cid}/status").json()["open"] is False
+    # the CLI archives too (idempotent)
+    res = CliRunner().invoke(cli_app, ["campaign", "archive", cid, "--url", server.url],
+                             env={"PRIVPUB_ADMIN_TOKEN": ADMIN_TOKEN})
+    assert res.exit_code == 0 and "archived" in res.output
+    res = CliRunner().invoke(cli_app, ["campaign", "archive", "0" * 16, "--url", server.url],
+                             env={"PRIVPUB_ADMIN_TOKEN": ADMIN_TOKEN})
+    assert res.exit_code == 2 and "404" in res.output

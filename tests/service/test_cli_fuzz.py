@@ -1,6 +1,6 @@
 """Fuzzing the service commands of the CLI against a real ``privpub serve`` (SQLite file, loopback).
 
-``campaign create/status/tokens/release/close`` and ``participate`` get malformed files, ids,
+``campaign create/status/tokens/release/close/archive`` and ``participate`` get malformed files, ids,
 counts, URLs and values; ``serve`` and ``db upgrade`` get malformed ports, worker counts, log
 levels, databases and revisions (those never reach a running server: a valid ``serve`` would block).
 A command may succeed or fail with one ``error:`` line and exit code 2; ``PRIVPUB_DEBUG=1`` makes any
@@ -89,7 +89,7 @@ def _path(live: dict[str, Any]) -> st.SearchStrategy[str]:
 @FUZZ
 @given(data=st.data())
 def test_fuzz_campaign_commands(live: dict[str, Any], data: st.DataObject) -> None:
-    cmd = data.draw(st.sampled_from(["create", "status", "tokens", "release", "close"]))
+    cmd = data.draw(st.sampled_from(["create", "status", "tokens", "release", "close", "archive"]))
     if cmd == "create":
         args = ["campaign", "create", data.draw(_path(live))]
     else:

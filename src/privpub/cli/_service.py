@@ -239,6 +239,9 @@ class _Client:
     def post(self, path: str, **kwargs: Any) -> Any:
         return self._do("POST", path, **kwargs)
 
+    def delete(self, path: str, **kwargs: Any) -> Any:
+        return self._do("DELETE", path, **kwargs)
+
 
 class ServiceUnreachableError(PrivpubError):
     """The service at --url could not be reached."""
@@ -440,6 +443,17 @@ def campaign_close(campaign_id: Annotated[str, _CAMPAIGN_ID], url: Annotated[str
     client, _ = _client(url, connect_timeout)
     client.post(f"/campaigns/{ident}/close")
     typer.echo(f"campaign {campaign_id} closed")
+
+
+@campaign_app.command("archive")
+@handle_errors
+def campaign_archive(campaign_id: Annotated[str, _CAMPAIGN_ID], url: Annotated[str | None, _URL] = None,
+                     connect_timeout: Annotated[float, _CONNECT] = DEFAULT_CONNECT_TIMEOUT) -> None:
+    """Close and archive a campaign (admin): its releases stay readable, nothing else is accepted."""
+    ident = _id(campaign_id)
+    client, _ = _client(url, connect_timeout)
+    client.delete(f"/campaigns/{ident}")
+    typer.echo(f"campaign {campaign_id} archived")
 
 
 def _id(ident: str, what: str = "campaign") -> str:

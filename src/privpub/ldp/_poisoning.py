@@ -43,6 +43,7 @@ Li, Li, Wang, Sun. Mitigating data poisoning attacks to local differential priva
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -63,9 +64,12 @@ __all__ = [
     "DEFAULT_GROUP_ALPHA",
     "POISONING_DEFENSES",
     "PoisoningResult",
+    "SizeBins",
     "defend",
+    "defend_bins",
     "fake_reports",
     "report_threshold",
+    "size_bins",
     "support_size_pmf",
     "support_sizes",
     "truncated_probabilities",
@@ -217,17 +221,54 @@ def support_sizes(oracle: FrequencyOracle, reports: ArrayLike, *, epsilon: float
                          f"got {r.shape}")
 
 
-def _per_value_support(oracle: FrequencyOracle, reports: NDArray[Any], sizes: NDArray[np.int64],
-                       epsilon: float | None, n_bins: int) -> NDArray[np.int64]:
-    """Support counts per size bin: ``(n_bins, d)``."""
+_POPCOUNT = np.array([bin(i).count("1") for i in range(256)], dtype=np.int64)
+
+
+@dataclass
+class SizeBins:
+    """Reports of a unary encoding summarised by their number of ones ``k``: ``counts[k]`` reports,
+    and ``support[k]`` their ones per cell. Enough for :func:`defend_bins`; chunks merge with ``+``.
+    """
+
+    counts: NDArray[np.int64]
+    support: dict[int, NDArray[np.int64]]
+
+    def __add__(self, other: SizeBins) -> SizeBins:
+        support = dict(self.support)
+        for k, v in other.support.items():
+            support[k] = support[k] + v if k in support else v.copy()
+        return SizeBins(self.counts + other.counts, support)
+
+    @property
+    def n(self) -> int:
+        return int(self.counts.sum())
+
+
+def size_bins(oracle: FrequencyOracle, reports: ArrayLike, *, epsilon: float | None = None) -> SizeBins:
+    """:class:`SizeBins` of unary-encoding reports (packed uint8 rows or ``(n, d)`` bool rows).
+
+    One pass of compiled column counts over the reports sorted by their number of ones.
+    """
+    if not isinstance(oracle, UnaryEncoding):
+        raise ParameterError("size bins apply to unary encodings (OUE, SUE)")
     d = oracle.domain_size
-    out = np.zeros((n_bins, d), dtype=np.int64)
-    bits = (np.unpackbits(reports, axis=1, count=d, bitorder="little") if reports.dtype == np.uint8
-            and reports.shape[1] != d else np.asarray(reports, dtype=bool))
-    for k in np.unique(sizes).tolist():
-        if k < n_bins:
-            out[k] = bits[sizes == k].sum(axis=0, dtype=np.int64)
-    return out
+    r = np.asarray(reports)
+    if not (r.ndim == 2 and r.dtype == np.uint8 and r.shape[1] == (d + 7) // 8 and r.shape[1] != d):
+        if r.ndim != 2 or r.shape[1] != d:
+            raise ParameterError(f"reports must have shape (n, {d}) (bool) or (n, {(d + 7) // 8}) (packed uint8), "
+                                 f"got {r.shape}")
+        r = np.packbits(np.asarray(r, dtype=bool), axis=1, bitorder="little")
+    if d % 8:  # padding bits do not count
+        r = r.copy()
+        r[:, -1] &= np.uint8((1 << (d % 8)) - 1)
+    sizes = _POPCOUNT[r].sum(axis=1)
+    order = np.argsort(sizes, kind="stable")
+    sorted_sizes = sizes[order]
+    ks, starts = np.unique(sorted_sizes, return_index=True)
+    ends = np.append(starts[1:], sorted_sizes.size)
+    rows = r[order]
+    support = {int(k): oracle.aggregate(rows[a:b]).astype(np.int64) for k, a, b in zip(ks, starts, ends)}
+    return SizeBins(np.bincount(sizes, minlength=d + 1).astype(np.int64), support)
 
 
 @dataclass(frozen=True)
@@ -306,19 +347,25 @@ def _chi_square(obs: NDArray[np.float64], expected: NDArray[np.float64]) -> floa
 
 
 def _fit_bins(h: NDArray[np.float64], m: NDArray[np.float64], a: NDArray[np.float64], b: NDArray[np.float64],
-              e: NDArray[np.float64], support: NDArray[np.float64], obs: NDArray[np.float64]) -> NDArray[np.float64]:
+              e: NDArray[np.float64], support: dict[int, NDArray[np.int64]], obs: NDArray[np.float64],
+              d: int) -> NDArray[np.float64]:
     """Per value, least squares over the size bins of ``S_k = h_k (b_k + (a_k - b_k) f) + m_k (e_k + (1 - e_k) t)``
     for ``(f, t)`` in ``[0, 1]^2`` (weights ``1 / obs_k``). Returns ``f``."""
     w = 1.0 / np.maximum(obs, 1.0)
     x1 = h * (a - b)
     x2 = m * (1.0 - e)
-    y = support - (h * b)[:, None] - (m * e)[:, None]  # (bins, d)
     s11, s12, s22 = (w * x1 * x1).sum(), (w * x1 * x2).sum(), (w * x2 * x2).sum()
-    r1 = (w[:, None] * x1[:, None] * y).sum(axis=0)
-    r2 = (w[:, None] * x2[:, None] * y).sum(axis=0)
-    det = s11 * s22 - s12 * s12
+    r1 = np.zeros(d)
+    r2 = np.zeros(d)
+    for k, sup in support.items():  # one bin at a time: memory O(d)
+        if k >= obs.size or obs[k] <= 0:
+            continue
+        y = sup - h[k] * b[k] - m[k] * e[k]
+        r1 += w[k] * x1[k] * y
+        r2 += w[k] * x2[k] * y
     if s11 <= 0:
-        return np.zeros(y.shape[1])
+        return np.zeros(d)
+    det = s11 * s22 - s12 * s12
     if det <= 1e-12 * max(s11 * s22, 1e-300):
         return np.clip(r1 / s11, 0.0, 1.0)
     f = (s22 * r1 - s12 * r2) / det
@@ -387,32 +434,55 @@ def defend(oracle: FrequencyOracle, reports: ArrayLike, *, epsilon: float | None
         why = (_GRR_NOTE if isinstance(oracle, GRR) else _OLH_NOTE)
         return PoisoningResult(method, est, float(n_total), 0, np.zeros(n_total, dtype=bool), None, 0.0, None,
                                float(group_alpha), why)
-    sizes = support_sizes(oracle, r, epsilon=epsilon)
+    res = defend_bins(oracle, size_bins(oracle, r, epsilon=epsilon), epsilon=epsilon, method=method, alpha=alpha,
+                      group_alpha=group_alpha)
+    if res.threshold is not None and method != "none":
+        flagged = support_sizes(oracle, r, epsilon=epsilon) >= res.threshold
+    else:
+        flagged = np.zeros(n_total, dtype=bool)
+    return dataclasses.replace(res, flagged=flagged)
+
+
+def defend_bins(oracle: FrequencyOracle, bins: SizeBins, *, epsilon: float | None = None,
+                method: Defense = "detect", alpha: float = DEFAULT_ALPHA,
+                group_alpha: float = DEFAULT_GROUP_ALPHA) -> PoisoningResult:
+    """:func:`defend` from :class:`SizeBins` (OUE, SUE): the same result without holding the reports
+    (a server reads them in chunks, :func:`size_bins` of each, and adds the bins). ``flagged`` is empty."""
+    if not isinstance(oracle, UnaryEncoding):
+        raise ParameterError("size bins apply to unary encodings (OUE, SUE)")
+    if method not in POISONING_DEFENSES:
+        raise ParameterError(f"method must be one of {', '.join(POISONING_DEFENSES)}, got {method!r}")
+    for name, val in (("alpha", alpha), ("group_alpha", group_alpha)):
+        if not (isinstance(val, int | float) and 0.0 < float(val) < 1.0):
+            raise ParameterError(f"{name} must be in (0, 1), got {val!r}")
+    d = oracle.domain_size
+    none_flagged = np.zeros(0, dtype=bool)
+    counts = np.asarray(bins.counts, dtype=np.int64)
+    n_total = int(counts.sum())
     pmf = support_size_pmf(oracle, epsilon=epsilon)
     k_star, fpr = report_threshold(pmf, alpha)
-    flagged = sizes >= k_star if k_star is not None else np.zeros(n_total, dtype=bool)
-    keep = ~flagged
-    n_kept = int(keep.sum())
     top = (k_star if k_star is not None else d + 1)
-    obs = np.bincount(sizes[keep], minlength=d + 1)[:top].astype(np.float64)
+    obs = counts[:top].astype(np.float64)
+    n_kept = int(obs.sum())
     honest_pmf = pmf[:top] / (1.0 - fpr)
     p_value = _chi_square(obs, n_kept * honest_pmf) if n_kept else 1.0
     if method == "none":
-        est = oracle.estimate(r, epsilon=epsilon) if n_total else np.zeros(d)
-        return PoisoningResult("none", est, float(n_total), 0, np.zeros(n_total, dtype=bool), k_star, 0.0,
+        total = sum(bins.support.values(), np.zeros(d, dtype=np.int64))
+        est = oracle.estimate_from_support(total, n_total, epsilon=epsilon) if n_total else np.zeros(d)
+        return PoisoningResult("none", est, float(n_total), 0, none_flagged, k_star, 0.0,
                                p_value, float(group_alpha), "no reports set aside (poisoning_defense: none)")
+    suspected = n_total - n_kept
     if n_kept == 0:
-        return PoisoningResult(method, np.zeros(d), 0.0, int(flagged.sum()), flagged, k_star, fpr, p_value,
+        return PoisoningResult(method, np.zeros(d), 0.0, suspected, none_flagged, k_star, fpr, p_value,
                                float(group_alpha), "every report was set aside")
     pt, qt = truncated_probabilities(oracle, epsilon=epsilon, threshold=k_star)
-    kept_reports = r[keep]
-    support = oracle.aggregate(kept_reports, epsilon=epsilon).astype(np.float64)
+    kept = {k: v for k, v in bins.support.items() if k < top}
+    support = sum(kept.values(), np.zeros(d, dtype=np.int64)).astype(np.float64)
     scale = 1.0 / (1.0 - fpr)  # the kept reports speak for n_kept / (1 - fpr) honest participants
     est = (support - n_kept * qt) / (pt - qt) * scale
     n_est = n_kept * scale
     note = (f"reports supporting {k_star} or more values set aside (an honest report does so with probability "
             f"{fpr:.2e})" if k_star is not None else "no report size is improbable enough to set reports aside")
-    suspected = int(flagged.sum())
     if method == "recover" and p_value < group_alpha:
         a, b = _bin_conditionals(oracle, epsilon, pmf)
         a, b = a[:top], b[:top]
@@ -429,12 +499,10 @@ def defend(oracle: FrequencyOracle, reports: ArrayLike, *, epsilon: float | None
         excess = np.where(clean, 0.0, np.maximum(0.0, obs - n_honest * honest_pmf))
         fake = float(excess.sum())
         n_honest = float(n_kept) - fake
-        if excess.sum() > 0 and fake > 0:
-            m = excess
-            h = np.maximum(obs - m, 0.0)
-            per_bin = _per_value_support(oracle, kept_reports, sizes[keep], epsilon, top).astype(np.float64)
+        if fake > 0:
+            h = np.maximum(obs - excess, 0.0)
             e = np.clip((np.arange(top) - 1.0) / (d - 1), 0.0, 1.0)
-            f = _fit_bins(h, m, a, b, e, per_bin, obs)
+            f = _fit_bins(h, excess, a, b, e, kept, obs, d)
             f = norm_sub(f, 1.0) if f.sum() > 0 else np.full(d, 1.0 / d)
             n_est = n_honest * scale
             est = f * n_est
@@ -444,8 +512,8 @@ def defend(oracle: FrequencyOracle, reports: ArrayLike, *, epsilon: float | None
     elif p_value < group_alpha:
         note += (f"; the histogram of report sizes is not an honest one (p = {p_value:.2e}): reports are "
                  "likely poisoned (use poisoning_defense: recover)")
-    return PoisoningResult(method, np.asarray(est, dtype=np.float64), float(n_est), suspected, flagged, k_star,
-                           fpr, p_value, float(group_alpha), note)
+    return PoisoningResult(method, np.asarray(est, dtype=np.float64), float(n_est), suspected, none_flagged,
+                           k_star, fpr, p_value, float(group_alpha), note)
 
 
 ATTACKS = ("target", "mga", "adaptive")

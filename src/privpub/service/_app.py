@@ -382,7 +382,10 @@ class ReportFastPath:
 def create_release(request: Request, campaign_id: str = CampaignId) -> dict[str, Any]:
     """Estimate from the stored reports and store the release immutably (admin); 409 below ``min_reports``."""
     rel = _store(request).make_release(campaign_id)
-    log.info("campaign %s: release %s from %d reports", campaign_id, rel["id"], rel["n_reports"])
+    pois = rel.get("poisoning") or {}
+    log.info("campaign %s: release %s from %d reports (poisoning defense %s: %d suspected%s)", campaign_id,
+             rel["id"], rel["n_reports"], pois.get("method", "n/a"), int(pois.get("suspected", 0)),
+             ", group test flagged" if pois.get("group_flagged") else "")
     return rel
 
 

@@ -24,7 +24,7 @@ from numpy.typing import NDArray
 from privpub._io import neutralise_cell
 from privpub.core import Accountant, BudgetLedger, Schema
 from privpub.errors import PrivpubError
-from privpub.ldp import GRR, MAX_LOCAL_EPSILON, OLH, OUE, defend, norm_sub
+from privpub.ldp import GRR, MAX_LOCAL_EPSILON, OLH, OUE, SizeBins, defend_bins, norm_sub, size_bins
 from privpub.ldp.wire import decode_payloads, frequency_oracle, payload_width
 from privpub.ldp_synth import LDPBayesSynthesizer, f_from_epsilon
 
@@ -72,6 +72,7 @@ class ReleaseInput:
     n: dict[int, int]
     support: dict[int, NDArray[np.int64]]
     payloads: dict[int, NDArray[np.uint8]] | None = None
+    size_bins: dict[int, SizeBins] | None = None  # kinds with needs_size_bins: the reports, summarised
 
 
 class Kind(ABC):
@@ -81,6 +82,7 @@ class Kind(ABC):
     layout: str = "bits"
     needs_payloads: bool = False  # True: the release reads the stored reports, not only the sums
     assigned: bool = False  # True: participants get their group from POST /assignments
+    needs_size_bins: bool = False  # True: the release reads the stored reports in chunks (size_bins)
 
     def __init__(self, spec: dict[str, Any]) -> None:
         self.spec = spec
@@ -108,6 +110,10 @@ class Kind(ABC):
 
     def support_length(self, group: Group) -> int:
         return group.domain_size
+
+    def size_bins(self, group: Group, payloads: NDArray[np.uint8]) -> SizeBins:
+        """A chunk of stored reports summarised for the poisoning defense (kinds with needs_size_bins)."""
+        raise NotImplementedError
 
     def validate(self, group: Group, payloads: NDArray[np.uint8]) -> None:
         """Check every payload of ``group`` (shape ``(k, width)``); raise :class:`ReportError`."""
@@ -190,8 +196,9 @@ class FrequencyKind(Kind):
         self.layout = {"GRR": "uint32le", "OLH": "uint32le[3]"}.get(spec["oracle"], "bits")
         # campaigns stored before issue 22 have no field: they keep their releases' behaviour
         self.defense = str(spec.get("poisoning_defense") or "none")
-        # the report-level tests read the stored reports (GRR and OLH have none: see privpub.ldp.defend)
-        self.needs_payloads = self.defense != "none" and spec["oracle"] in ("OUE", "SUE")
+        # the report-level tests read the stored reports in chunks (GRR and OLH have none: see
+        # privpub.ldp.defend); memory stays O(domain) whatever the number of reports
+        self.needs_size_bins = self.defense != "none" and spec["oracle"] in ("OUE", "SUE")
 
     @classmethod
     def normalise(cls, spec: dict[str, Any]) -> dict[str, Any]:
@@ -254,11 +261,15 @@ class FrequencyKind(Kind):
         reports = decode_payloads(self.layout, payloads, group.domain_size)
         return self.oracle.aggregate(reports, epsilon=self.epsilon)
 
+    def size_bins(self, group: Group, payloads: NDArray[np.uint8]) -> SizeBins:
+        return size_bins(self.oracle, decode_payloads(self.layout, payloads, group.domain_size), epsilon=self.epsilon)
+
     def release(self, data: ReleaseInput) -> tuple[dict[str, Any], dict[str, Any], BudgetLedger]:
         n = data.n[0]
-        if data.payloads is not None:  # the defense reads the stored reports (post-processing)
-            reports = decode_payloads(self.layout, data.payloads[0], len(self.categories))
-            res = defend(self.oracle, reports, epsilon=self.epsilon, method=self.defense)  # type: ignore[arg-type]
+        if data.size_bins is not None:  # the defense read the stored reports (post-processing)
+            bins = data.size_bins.get(0) or SizeBins(np.zeros(len(self.categories) + 1, dtype=np.int64), {})
+            n = bins.n
+            res = defend_bins(self.oracle, bins, epsilon=self.epsilon, method=self.defense)  # type: ignore[arg-type]
             est, n_est = res.estimate, res.n
             poisoning = res.to_dict()
         else:

@@ -621,13 +621,17 @@ class Store:
                     w = info.kind.width(g)
                     buf = b"".join(r.payload for r in rows if r.group_id == gid)
                     payloads[gid] = np.frombuffer(buf, dtype=np.uint8).reshape(-1, w)
+            bins = self._size_bins(conn, info) if info.kind.needs_size_bins else None
             groups = [info.groups[k] for k in sorted(info.groups)]
             tx.commit()
+        if bins is not None:  # the release is computed from exactly the reports read
+            n = {gid: b.n for gid, b in bins.items()}
+            total = sum(n.values())
         if payloads is not None:  # the release is computed from exactly the reports read
             n = {gid: int(p.shape[0]) for gid, p in payloads.items()}
             total = sum(n.values())
         try:
-            result, params, ledger = info.kind.release(ReleaseInput(cid, groups, n, support, payloads))
+            result, params, ledger = info.kind.release(ReleaseInput(cid, groups, n, support, payloads, bins))
         except SpecError as exc:
             raise Conflict(exc.message) from None
         rid = secrets.token_hex(8)
@@ -637,6 +641,23 @@ class Store:
         with write_tx(self.engine) as conn:
             conn.execute(sa.insert(releases).values(**record))
         return self._release_json(record, info)
+
+    @staticmethod
+    def _size_bins(conn: Connection, info: CampaignInfo) -> dict[int, Any]:
+        """The stored reports per group, summarised by :meth:`Kind.size_bins` in chunks of about
+        16 MiB (memory O(domain), not O(reports))."""
+        out: dict[int, Any] = {}
+        for gid, g in info.groups.items():
+            width = info.kind.width(g)
+            chunk = max(1024, (16 << 20) // max(width, 1))
+            rows = conn.execute(sa.select(reports.c.payload).where(reports.c.campaign_id == info.id,
+                                                                   reports.c.group_id == gid)
+                                .execution_options(yield_per=chunk))
+            for part in rows.partitions():
+                arr = np.frombuffer(b"".join(r[0] for r in part), dtype=np.uint8).reshape(-1, width)
+                b = info.kind.size_bins(g, arr)
+                out[gid] = out[gid] + b if gid in out else b
+        return out
 
     def _release_json(self, rec: dict[str, Any], info: CampaignInfo) -> dict[str, Any]:
         out = {"id": rec["id"], "campaign_id": rec["campaign_id"], "kind": rec["kind"],
