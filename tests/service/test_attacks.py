@@ -25,7 +25,9 @@ from service_helpers import ADMIN_TOKEN, SRC, Server, create
 # --- transport: findings 4, 9 ---
 # Timeouts of the transport server: short, so that the slow-client tests stay bounded.
 HEADER_TIMEOUT, BODY_TIMEOUT = 2.0, 3.0
-TRANSPORT_ENV = {"PRIVPUB_TIMEOUT_HEADERS": str(HEADER_TIMEOUT), "PRIVPUB_TIMEOUT_BODY": str(BODY_TIMEOUT)}
+# and 64 MiB of large bodies read at once per worker (two 31 MB bodies)
+TRANSPORT_ENV = {"PRIVPUB_TIMEOUT_HEADERS": str(HEADER_TIMEOUT), "PRIVPUB_TIMEOUT_BODY": str(BODY_TIMEOUT),
+                 "PRIVPUB_BODY_MEMORY": "64"}
 
 
 @pytest.fixture(scope="module")
@@ -117,6 +119,30 @@ def test_finding4_unauthenticated_bodies_are_not_read(tserver: Server, tstream: 
     ok = httpx.post(f"{tserver.url}/streams/{tstream['id']}/counts", json={"counts": [1, 2], "batch_id": "f4"},
                     headers={"Authorization": f"Bearer {tstream['producer_token']}"}, timeout=60)
     assert ok.status_code == 200, ok.text
+
+
+def test_finding4_anonymous_large_bodies_share_a_memory_budget(tserver: Server, tcampaign: dict[str, object]) -> None:
+    """The public batch endpoint takes no token, so its bodies cannot be refused unread: instead
+    large bodies reserve their size from a per-worker budget (``--body-memory``, here 64 MiB) and
+    the rest get 503 with Retry-After, unread. 30 concurrent 31 MB batches: the peak RSS grows by
+    less than 256 MB (1.5 GB when all are read at once)."""
+    assert tserver.proc is not None
+    rss0, _ = _rss(tserver.proc.pid)
+    results: list[tuple[str, int]] = []
+    threads = [threading.Thread(target=lambda: results.append(
+        _post_raw(tserver.port, f"/campaigns/{tcampaign['id']}/reports/batch", 31_000_000))) for _ in range(30)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    rss1, hwm = _rss(tserver.proc.pid)
+    statuses = [st for st, _ in results]
+    assert len(results) == 30 and all(st.startswith(("HTTP/1.1 503", "HTTP/1.1 422")) or st == ""
+                                      for st in statuses), sorted(set(statuses))
+    assert sum(st.startswith("HTTP/1.1 503") for st in statuses) >= 10, sorted(set(statuses))
+    assert max(hwm, rss1) - rss0 < 256 * 2**20, (rss0, rss1, hwm)
+    print(f"anonymous batches: {sorted(set(statuses))}; RSS {rss0 / 2**20:.0f} MB before, peak {hwm / 2**20:.0f} MB")
+    assert httpx.get(f"{tserver.url}/health", timeout=30).json()["status"] == "ok"
 
 
 def test_finding4_routed_admin_endpoints_check_the_token_first(tserver: Server, tcampaign: dict[str, object]) -> None:

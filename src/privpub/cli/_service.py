@@ -64,6 +64,9 @@ def serve(
     auth_rate: Annotated[float, typer.Option(
         "--auth-rate", envvar="PRIVPUB_AUTH_RATE",
         help="Failed authentications per second a client address regains.")] = 1.0,
+    body_memory: Annotated[float, typer.Option(
+        "--body-memory", envvar="PRIVPUB_BODY_MEMORY",
+        help="MiB of large request bodies (over 1 MiB each) one worker reads at once; more get 503.")] = 256.0,
 ) -> None:
     """Run the service: collection campaigns and real-time streams (admin token: $PRIVPUB_ADMIN_TOKEN).
 
@@ -87,10 +90,13 @@ def serve(
         raise ParameterError(f"--auth-burst must be >= 1, got {auth_burst}")
     if not (auth_rate > 0 and auth_rate < 1e6):
         raise ParameterError(f"--auth-rate must be in (0, 1e6) per second, got {auth_rate}")
+    if not (body_memory >= 1 and body_memory <= 2**20):
+        raise ParameterError(f"--body-memory must be in [1, 1048576] MiB, got {body_memory}")
     _need_extra()
     _serve(db, host, port, workers, upgrade, log_level, {
         "PRIVPUB_TIMEOUT_HEADERS": repr(timeout_headers), "PRIVPUB_TIMEOUT_BODY": repr(timeout_body),
-        "PRIVPUB_AUTH_BURST": str(auth_burst), "PRIVPUB_AUTH_RATE": repr(auth_rate)}, timeout_keep_alive)
+        "PRIVPUB_AUTH_BURST": str(auth_burst), "PRIVPUB_AUTH_RATE": repr(auth_rate),
+        "PRIVPUB_BODY_MEMORY": repr(body_memory)}, timeout_keep_alive)
 
 
 def _serve(db: str, host: str, port: int, workers: int, upgrade: bool, log_level: str,
