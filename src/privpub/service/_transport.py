@@ -343,15 +343,22 @@ class Guard:
         deadline = time.monotonic() + self.config.body_timeout
         timeout = self.config.body_timeout
 
+        done = False
+
         async def timed() -> Message:
+            nonlocal done
+            if done:  # the body is complete: later calls wait for a disconnect, untimed
+                return await receive()
             left = deadline - time.monotonic()
             try:
                 if left <= 0:
                     raise TimeoutError
-                return await asyncio.wait_for(receive(), left)
+                msg = await asyncio.wait_for(receive(), left)
             except TimeoutError:
                 raise BodyTimeout(408, f"the request body did not arrive within {timeout:g} s",
                                   headers=dict(_CLOSE)) from None
+            done = msg["type"] != "http.request" or not msg.get("more_body", False)
+            return msg
 
         return timed
 
