@@ -240,9 +240,10 @@ class Guard:
 
         reserved = 0
         try:
-            early = await self._screen(scope, method, auth, params)
+            headers = dict(scope["headers"])
+            early = await self._screen(scope, headers, method, auth, params)
             if early is None:
-                reserved = self._large_body(scope)
+                reserved = self._large_body(scope, headers)
                 if reserved > self.body_memory_free:
                     reserved = 0
                     early = _json_error(503, "the server is reading too many large requests: send again later",
@@ -267,8 +268,8 @@ class Guard:
                     _metrics.count_stream(params["stream_id"], "query")
 
     # -- screening (headers only: no body is read) ---------------------------------------------
-    async def _screen(self, scope: Scope, method: str, auth: str | None, params: dict[str, str]) -> Any:
-        headers = dict(scope["headers"])
+    async def _screen(self, scope: Scope, headers: dict[bytes, bytes], method: str, auth: str | None,
+                      params: dict[str, str]) -> Any:
         if method in _BODY_METHODS and _has_body(headers):
             ctype = headers.get(b"content-type", b"").split(b";", 1)[0].strip().lower()
             if ctype != b"application/json":
@@ -315,13 +316,14 @@ class Guard:
         return None
 
     @staticmethod
-    def _large_body(scope: Scope) -> int:
+    def _large_body(scope: Scope, headers: dict[bytes, bytes]) -> int:
         """Bytes to reserve for the request's body: its length if above :data:`LARGE_BODY`; a
         chunked body on a batch path counts at the batch limit; else 0."""
+        length = headers.get(b"content-length")
+        if length is not None and len(length) <= 6:  # below 1 MiB
+            return 0
         from privpub.service._app import MAX_BATCH_BODY, _is_batch_path
 
-        headers = dict(scope["headers"])
-        length = headers.get(b"content-length")
         if length is not None:
             n = int(length) if length.isdigit() else 0
             return min(n, MAX_BATCH_BODY) if n > LARGE_BODY else 0
@@ -344,16 +346,15 @@ class Guard:
         timeout = self.config.body_timeout
 
         done = False
+        loop = asyncio.get_running_loop()
 
         async def timed() -> Message:
             nonlocal done
             if done:  # the body is complete: later calls wait for a disconnect, untimed
                 return await receive()
-            left = deadline - time.monotonic()
             try:
-                if left <= 0:
-                    raise TimeoutError
-                msg = await asyncio.wait_for(receive(), left)
+                async with asyncio.timeout_at(loop.time() + max(0.0, deadline - time.monotonic())):
+                    msg = await receive()
             except TimeoutError:
                 raise BodyTimeout(408, f"the request body did not arrive within {timeout:g} s",
                                   headers=dict(_CLOSE)) from None
