@@ -14,7 +14,7 @@
    addresses);
 4. a body deadline: the whole body must arrive within ``body_timeout`` seconds of the headers, or
    408 and the connection is closed; and a memory budget for large bodies: a request announcing
-   more than 1 MiB (or a chunked batch, counted at the batch limit) reserves its size from
+   more than 1 MiB (a chunked body counts 32 MiB, the batch limit) reserves its size from
    ``body_memory`` bytes per worker before it is read, and gets 503 with ``Retry-After`` when the
    budget is spent (public batch endpoints cannot check a token first, so this bounds what
    anonymous clients can make a worker hold);
@@ -56,8 +56,11 @@ log = logging.getLogger("privpub.service")
 MAX_HEADER_BYTES = 64 * 1024
 #: failed-auth buckets kept (least recently failed evicted first)
 MAX_CLIENTS = 10_000
-#: bodies above this many bytes are reserved from the memory budget before they are read
+#: bodies above this many bytes are reserved from the memory budget before they are read, and
+#: the most one body reserves (the batch limit: larger bodies get 413 anyway; chunked bodies,
+#: whose length is not announced, reserve this much)
 LARGE_BODY = 2**20
+MAX_RESERVE = 32 * 2**20
 #: the shortest admin token accepted by ``privpub serve``, and the fewest distinct characters
 MIN_TOKEN_LENGTH = 32
 MIN_TOKEN_DISTINCT = 10
@@ -317,19 +320,16 @@ class Guard:
 
     @staticmethod
     def _large_body(scope: Scope, headers: dict[bytes, bytes]) -> int:
-        """Bytes to reserve for the request's body: its length if above :data:`LARGE_BODY`; a
-        chunked body on a batch path counts at the batch limit; else 0."""
+        """Bytes to reserve for the request's body: its length if above :data:`LARGE_BODY` (at most
+        :data:`MAX_RESERVE`); a chunked body counts :data:`MAX_RESERVE`; else 0."""
         length = headers.get(b"content-length")
         if length is not None and len(length) <= 6:  # below 1 MiB
             return 0
-        from privpub.service._app import MAX_BATCH_BODY, _is_batch_path
 
         if length is not None:
             n = int(length) if length.isdigit() else 0
-            return min(n, MAX_BATCH_BODY) if n > LARGE_BODY else 0
-        if b"transfer-encoding" in headers and _is_batch_path(scope["path"]):
-            return MAX_BATCH_BODY
-        return 0
+            return min(n, MAX_RESERVE) if n > LARGE_BODY else 0
+        return MAX_RESERVE if b"transfer-encoding" in headers else 0
 
     def _check_admin(self, token: str) -> None:
         from privpub.service._app import ApiError
