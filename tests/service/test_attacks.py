@@ -278,7 +278,7 @@ def test_finding9_no_500_and_logs_without_parameters(tserver: Server, tadmin: ht
     rid = base64.b64encode(b"\x01" * 16).decode()
     resp = httpx.post(f"{tserver.url}/campaigns/{tcampaign['id']}/reports/batch",
                       json={"report_ids": rid, "reports": "AA==", "groups": [2**70]}, timeout=30)
-    assert resp.status_code == 422 and resp.json()["error"]["field"] == "groups", resp.text
+    assert resp.status_code == 422 and resp.json()["error"]["field"].startswith("groups"), resp.text
     for path, spec in (("/campaigns", {"name": canary + "\u0000", "kind": "frequency", "epsilon": 1.0,
                                        "categories": ["a", "b"]}),
                        ("/streams", {"name": canary + "\u0000", "publisher": "rtp", "epsilon": 1.0, "window": 8})):
