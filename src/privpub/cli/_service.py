@@ -133,7 +133,8 @@ def _serve(db: str, host: str, port: int, workers: int, upgrade: bool, log_level
     settings = {**settings, "PRIVPUB_DB": url}
     own_metrics = not os.environ.get("PROMETHEUS_MULTIPROC_DIR")
     if own_metrics:
-        settings["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="privpub-metrics-")
+        _remove_stale_metrics_dirs()
+        settings["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix=f"privpub-metrics-{os.getpid()}-")
     saved = {k: os.environ.get(k) for k in settings}
     os.environ.update(settings)
     try:
@@ -149,6 +150,24 @@ def _serve(db: str, host: str, port: int, workers: int, upgrade: bool, log_level
                 os.environ[k] = v
         if own_metrics:
             shutil.rmtree(settings["PROMETHEUS_MULTIPROC_DIR"], ignore_errors=True)
+
+
+def _remove_stale_metrics_dirs() -> None:
+    """Remove the metrics directories of ``privpub serve`` processes that no longer exist (a
+    killed server cannot remove its own)."""
+    import shutil
+    import tempfile
+
+    for path in Path(tempfile.gettempdir()).glob("privpub-metrics-*-*"):
+        pid = path.name.split("-")[2]
+        if not pid.isdigit() or not path.is_dir():
+            continue
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            shutil.rmtree(path, ignore_errors=True)
+        except OSError:  # alive (another user's): keep
+            pass
 
 
 @db_app.command("upgrade")
