@@ -79,6 +79,9 @@ def serve(
     auth_rate: Annotated[float, typer.Option(
         "--auth-rate", envvar="PRIVPUB_AUTH_RATE",
         help="Failed authentications per second a client address regains.")] = 1.0,
+    body_memory: Annotated[float, typer.Option(
+        "--body-memory", envvar="PRIVPUB_BODY_MEMORY",
+        help="MiB of large request bodies (over 1 MiB each) one worker reads at once; more get 503.")] = 256.0,
 ) -> None:
     """Run the service: collection campaigns and real-time streams (admin token: $PRIVPUB_ADMIN_TOKEN).
 
@@ -102,10 +105,13 @@ def serve(
         raise ParameterError(f"--auth-burst must be >= 1, got {auth_burst}")
     if not (auth_rate > 0 and auth_rate < 1e6):
         raise ParameterError(f"--auth-rate must be in (0, 1e6) per second, got {auth_rate}")
+    if not (body_memory >= 1 and body_memory <= 2**20):
+        raise ParameterError(f"--body-memory must be in [1, 1048576] MiB, got {body_memory}")
     _need_extra()
     _serve(db, host, port, workers, upgrade, log_level, {
         "PRIVPUB_TIMEOUT_HEADERS": repr(timeout_headers), "PRIVPUB_TIMEOUT_BODY": repr(timeout_body),
-        "PRIVPUB_AUTH_BURST": str(auth_burst), "PRIVPUB_AUTH_RATE": repr(auth_rate)}, timeout_keep_alive)
+        "PRIVPUB_AUTH_BURST": str(auth_burst), "PRIVPUB_AUTH_RATE": repr(auth_rate),
+        "PRIVPUB_BODY_MEMORY": repr(body_memory)}, timeout_keep_alive)
 
 
 def _serve(db: str, host: str, port: int, workers: int, upgrade: bool, log_level: str,
@@ -140,7 +146,8 @@ def _serve(db: str, host: str, port: int, workers: int, upgrade: bool, log_level
     settings = {**settings, "PRIVPUB_DB": url}
     own_metrics = not os.environ.get("PROMETHEUS_MULTIPROC_DIR")
     if own_metrics:
-        settings["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="privpub-metrics-")
+        _remove_stale_metrics_dirs()
+        settings["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix=f"privpub-metrics-{os.getpid()}-")
     saved = {k: os.environ.get(k) for k in settings}
     os.environ.update(settings)
     try:
@@ -156,6 +163,24 @@ def _serve(db: str, host: str, port: int, workers: int, upgrade: bool, log_level
                 os.environ[k] = v
         if own_metrics:
             shutil.rmtree(settings["PROMETHEUS_MULTIPROC_DIR"], ignore_errors=True)
+
+
+def _remove_stale_metrics_dirs() -> None:
+    """Remove the metrics directories of ``privpub serve`` processes that no longer exist (a
+    killed server cannot remove its own)."""
+    import shutil
+    import tempfile
+
+    for path in Path(tempfile.gettempdir()).glob("privpub-metrics-*-*"):
+        pid = path.name.split("-")[2]
+        if not pid.isdigit() or not path.is_dir():
+            continue
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            shutil.rmtree(path, ignore_errors=True)
+        except OSError:  # alive (another user's): keep
+            pass
 
 
 @db_app.command("upgrade")

@@ -94,9 +94,16 @@ def count_stream(stream_id: str, kind: str, n: int = 1) -> None:
     _m().stream_requests.labels(stream_id, kind).inc(n)
 
 
+_latency: dict[tuple[str, str, int], Any] = {}  # label children by (method, template, status): bounded
+
+
 def observe_request(method: str, template: str, status: int, seconds: float) -> None:
     """A request's latency, labelled by its route template (never the raw path)."""
-    _m().requests.labels(method if method in _METHODS else "other", template, str(status)).observe(seconds)
+    key = (method if method in _METHODS else "other", template, status)
+    child = _latency.get(key)
+    if child is None:
+        child = _latency[key] = _m().requests.labels(key[0], template, str(status))
+    child.observe(seconds)
 
 
 class ClockLag:

@@ -13,7 +13,11 @@
    ``Retry-After`` *without checking* the token (bounded memory: the ``MAX_CLIENTS`` most recent
    addresses);
 4. a body deadline: the whole body must arrive within ``body_timeout`` seconds of the headers, or
-   408 and the connection is closed;
+   408 and the connection is closed; and a memory budget for large bodies: a request announcing
+   more than 1 MiB (a chunked body counts 32 MiB, the batch limit) reserves its size from
+   ``body_memory`` bytes per worker before it is read, and gets 503 with ``Retry-After`` when the
+   budget is spent (public batch endpoints cannot check a token first, so this bounds what
+   anonymous clients can make a worker hold);
 5. unexpected errors: one log line (method, route template, status, error class; never a
    traceback, never SQL parameters) and a 500 without detail;
 6. metrics: latency per route template (:mod:`privpub.service._metrics`).
@@ -52,6 +56,11 @@ log = logging.getLogger("privpub.service")
 MAX_HEADER_BYTES = 64 * 1024
 #: failed-auth buckets kept (least recently failed evicted first)
 MAX_CLIENTS = 10_000
+#: bodies above this many bytes are reserved from the memory budget before they are read, and
+#: the most one body reserves (the batch limit: larger bodies get 413 anyway; chunked bodies,
+#: whose length is not announced, reserve this much)
+LARGE_BODY = 2**20
+MAX_RESERVE = 32 * 2**20
 #: the shortest admin token accepted by ``privpub serve``, and the fewest distinct characters
 MIN_TOKEN_LENGTH = 32
 MIN_TOKEN_DISTINCT = 10
@@ -89,6 +98,8 @@ class TransportConfig:
     #: failed authentications a client address may make at once, then ``auth_rate`` per second
     auth_burst: int = 30
     auth_rate: float = 1.0
+    #: bytes of large request bodies (> 1 MiB each) a worker reads at once
+    body_memory: int = 256 * 2**20
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.body_timeout) and self.body_timeout > 0):
@@ -97,15 +108,20 @@ class TransportConfig:
             raise ValueError(f"auth_burst must be >= 1, got {self.auth_burst}")
         if not (math.isfinite(self.auth_rate) and self.auth_rate > 0):
             raise ValueError(f"auth_rate must be > 0 per second, got {self.auth_rate}")
+        if self.body_memory < LARGE_BODY:
+            raise ValueError(f"body_memory must be >= {LARGE_BODY} bytes, got {self.body_memory}")
 
     @classmethod
     def from_env(cls) -> TransportConfig:
         """The limits ``privpub serve`` passes to its workers (``PRIVPUB_TIMEOUT_BODY``,
-        ``PRIVPUB_AUTH_BURST``, ``PRIVPUB_AUTH_RATE``); defaults for those not set."""
+        ``PRIVPUB_AUTH_BURST``, ``PRIVPUB_AUTH_RATE``, ``PRIVPUB_BODY_MEMORY`` in MiB); defaults
+        for those not set."""
         env, default = os.environ, cls()
+        memory = env.get("PRIVPUB_BODY_MEMORY")
         return cls(body_timeout=float(env.get("PRIVPUB_TIMEOUT_BODY", default.body_timeout)),
                    auth_burst=int(env.get("PRIVPUB_AUTH_BURST", default.auth_burst)),
-                   auth_rate=float(env.get("PRIVPUB_AUTH_RATE", default.auth_rate)))
+                   auth_rate=float(env.get("PRIVPUB_AUTH_RATE", default.auth_rate)),
+                   body_memory=int(float(memory) * 2**20) if memory else default.body_memory)
 
 
 class AuthLimiter:
@@ -185,6 +201,7 @@ class Guard:
         self.fastapi_app = fastapi_app
         self.config = config
         self.limiter = AuthLimiter(config.auth_burst, config.auth_rate)
+        self.body_memory_free = config.body_memory  # touched on the event loop only
         self._table: list[tuple[re.Pattern[str], frozenset[str], str, str | None]] | None = None
         # the hot paths repeat (one campaign's or stream's path): remember the last lookups
         self.route = functools.lru_cache(maxsize=4096)(self._route)
@@ -224,8 +241,17 @@ class Guard:
                 status, started = int(msg["status"]), True
             await send(msg)
 
+        reserved = 0
         try:
-            early = await self._screen(scope, method, auth, params)
+            headers = dict(scope["headers"])
+            early = await self._screen(scope, headers, method, auth, params)
+            if early is None:
+                reserved = self._large_body(scope, headers)
+                if reserved > self.body_memory_free:
+                    reserved = 0
+                    early = _json_error(503, "the server is reading too many large requests: send again later",
+                                        headers={"Retry-After": "1"})
+                self.body_memory_free -= reserved
             if early is not None:
                 await early(scope, receive, watched)
             else:
@@ -236,6 +262,7 @@ class Guard:
             if not started:
                 await _json_error(500, "internal error")(scope, receive, watched)
         finally:
+            self.body_memory_free += reserved
             _metrics.observe_request(method, template, status, time.perf_counter() - start)
             if 200 <= status < 300 and "stream_id" in params:
                 if template.endswith(("/counts", "/events")):
@@ -244,8 +271,8 @@ class Guard:
                     _metrics.count_stream(params["stream_id"], "query")
 
     # -- screening (headers only: no body is read) ---------------------------------------------
-    async def _screen(self, scope: Scope, method: str, auth: str | None, params: dict[str, str]) -> Any:
-        headers = dict(scope["headers"])
+    async def _screen(self, scope: Scope, headers: dict[bytes, bytes], method: str, auth: str | None,
+                      params: dict[str, str]) -> Any:
         if method in _BODY_METHODS and _has_body(headers):
             ctype = headers.get(b"content-type", b"").split(b";", 1)[0].strip().lower()
             if ctype != b"application/json":
@@ -291,6 +318,19 @@ class Guard:
             raise
         return None
 
+    @staticmethod
+    def _large_body(scope: Scope, headers: dict[bytes, bytes]) -> int:
+        """Bytes to reserve for the request's body: its length if above :data:`LARGE_BODY` (at most
+        :data:`MAX_RESERVE`); a chunked body counts :data:`MAX_RESERVE`; else 0."""
+        length = headers.get(b"content-length")
+        if length is not None and len(length) <= 6:  # below 1 MiB
+            return 0
+
+        if length is not None:
+            n = int(length) if length.isdigit() else 0
+            return min(n, MAX_RESERVE) if n > LARGE_BODY else 0
+        return MAX_RESERVE if b"transfer-encoding" in headers else 0
+
     def _check_admin(self, token: str) -> None:
         from privpub.service._http import ApiError
 
@@ -305,15 +345,21 @@ class Guard:
         deadline = time.monotonic() + self.config.body_timeout
         timeout = self.config.body_timeout
 
+        done = False
+        loop = asyncio.get_running_loop()
+
         async def timed() -> Message:
-            left = deadline - time.monotonic()
+            nonlocal done
+            if done:  # the body is complete: later calls wait for a disconnect, untimed
+                return await receive()
             try:
-                if left <= 0:
-                    raise TimeoutError
-                return await asyncio.wait_for(receive(), left)
+                async with asyncio.timeout_at(loop.time() + max(0.0, deadline - time.monotonic())):
+                    msg = await receive()
             except TimeoutError:
                 raise BodyTimeout(408, f"the request body did not arrive within {timeout:g} s",
                                   headers=dict(_CLOSE)) from None
+            done = msg["type"] != "http.request" or not msg.get("more_body", False)
+            return msg
 
         return timed
 
