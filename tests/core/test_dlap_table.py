@@ -169,7 +169,8 @@ def test_tie_resolution_has_the_fractional_probability() -> None:
 
 def test_routes_and_determinism() -> None:
     t, s = rational_scale(0.7, 1)
-    assert uses_tables(10_000, t, s) and not uses_tables(10, t, s)
+    assert uses_tables(10_000, t, s) and uses_tables(1, t, s)  # a short table serves any size
+    assert uses_tables(10**6, 1000, 1) and not uses_tables(10, 1000, 1)  # 3,466 thresholds
     assert not uses_tables(10**9, 2**52, 1)  # a table would be too long: the loop sampler
     assert uses_tables(10**6, 1, 2**30)
     a = discrete_laplace_exact(50_000, t, s, np.random.default_rng(4))

@@ -4,12 +4,13 @@ The sampler behind :func:`privpub.core.discrete_laplace_noise`: ``P[Z = z]`` pro
 ``exp(-|z| s / t)`` for integers ``t, s >= 1``. Two exact routes, chosen by ``(size, t, s)`` only
 (:func:`uses_tables`), so that a seed fixes the draws:
 
-* **Threshold tables** (:mod:`privpub.core._dlap_table`; scales below about 2,300 and batches
-  at least 64 times the table length): inversion of one uniform 63-bit word against the integer
-  floors of ``2**63 P[|Z| >= k]``, computed once per scale with integer interval arithmetic; a
-  word equal to a threshold (probability ``2**-63`` per threshold) is resolved exactly by the
-  following bits of the uniform. About one word and 5-10 ns per draw on every scale
-  (``docs/benchmarks.md``: 0.3-0.7x NumPy's float Laplace on 40 epsilons in [0.05, 10]).
+* **Threshold tables** (:mod:`privpub.core._dlap_table`; scales below about 150, and scales
+  below about 2,300 in batches at least 64 times the table length): inversion of one uniform
+  63-bit word against the integer floors of ``2**63 P[|Z| >= k]``, computed once per scale with
+  integer interval arithmetic; a word equal to a threshold (probability ``2**-63`` per
+  threshold) is resolved exactly by the following bits of the uniform. About one word and
+  5-10 ns per draw on every scale (``docs/benchmarks.md``: 0.3-0.8x NumPy's float Laplace on
+  40 epsilons in [0.05, 10]).
 * **The loop of Canonne, Kamath and Steinke** [CKS20]_ otherwise: Bernoulli(exp(-gamma)) for
   rational ``gamma <= 1`` by their Algorithm 1, whose events ``K > j`` have the rational
   probabilities ``gamma^j / j!``, so one uniform integer compared with precomputed integer
@@ -54,6 +55,8 @@ _MAX_STEPS = 19
 _MAX_INT = 1 << 52
 #: largest denominator of a single Bernoulli(exp(-num/den)) (the kernel's bound)
 _MAX_DEN = 1 << 62
+#: tables at most this long are used for any number of draws (see uses_tables)
+SHORT_TABLE = 512
 
 
 class SamplerTables(NamedTuple):
@@ -135,12 +138,14 @@ def _checked_scale(t: int, s: int) -> tuple[int, int]:
 def uses_tables(size: int, t: int, s: int) -> bool:
     """Whether ``size`` draws of scale ``t / s`` use the threshold tables (:mod:`._dlap_table`).
 
-    They do when the table is short enough (scale below about 2,300) and the draws pay for
-    building it (``size`` at least 64 times its length); else the loop sampler of [CKS20]_
-    runs. The choice depends on ``(size, t, s)`` only, so a seed still fixes the draws.
+    They do when the table is short enough (scale below about 2,300) and either cheap to build
+    (at most ``SHORT_TABLE`` thresholds, scale below about 150: a fraction of a millisecond,
+    then cached) or paid for by the draws (``size`` at least 64 times its length); else the loop
+    sampler of [CKS20]_ runs. Small calls at everyday scales thus need no second compiled
+    kernel. The choice depends on ``(size, t, s)`` only, so a seed still fixes the draws.
     """
     length = table_length(t, s)
-    return length <= MAX_LEN and size >= 64 * length
+    return length <= MAX_LEN and (length <= SHORT_TABLE or size >= 64 * length)
 
 
 def fill_tables(out: NDArray[np.int64], t: int, s: int, gen: np.random.Generator, laplace: bool,

@@ -20,6 +20,10 @@ import numpy as np
 from numba import njit
 from numba.np.random.generator_core import next_uint64
 
+from privpub._jitcache import prepare
+
+prepare()  # before the decorators: where the kernels are cached (see privpub._jitcache)
+
 _ONE = np.uint64(1)
 _TOP = np.int64(1) << np.int64(62)  # 2**62: bound on the denominators and on |draws|
 _MAXW = np.int64(0x7FFFFFFFFFFFFFFF)  # 2**63 - 1, the largest 63-bit word

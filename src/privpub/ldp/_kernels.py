@@ -29,6 +29,10 @@ import numpy as np
 from numba import njit
 from numpy.typing import NDArray
 
+from privpub._jitcache import prepare
+
+prepare()  # before the decorators: where the kernels are cached (see privpub._jitcache)
+
 __all__ = [
     "column_counts",
     "olh_support_enumerate",

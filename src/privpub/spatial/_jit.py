@@ -11,6 +11,10 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from privpub._jitcache import prepare
+
+prepare()  # before the decorators: where the kernels are cached (see privpub._jitcache)
+
 
 @njit(cache=True, nogil=True)
 def descend_count(leaf, px, py, mx, my, mult_x, mult_y, start, out, counts):
