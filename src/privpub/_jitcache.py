@@ -62,5 +62,5 @@ def prepare() -> Path | None:
     if target is not None:
         from numba.core import config
 
-        config.CACHE_DIR = str(target)
+        config.CACHE_DIR = str(target)  # type: ignore[attr-defined]
     return target

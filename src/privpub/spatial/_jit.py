@@ -1,4 +1,4 @@
-# mypy: disable-error-code="no-untyped-def"
+# mypy: disable-error-code="no-untyped-def,assignment"
 """Numba kernels of privpub.spatial's tree phase: one pass over the users per level.
 
 Imported on first use (:func:`privpub.spatial._kernels.descend` and
