@@ -13,9 +13,11 @@ Run on demand from the repository root (not part of the test suite)::
    goal (< 2 s on every family, worst family <= 1.5x the best); for scale, ``np.sort`` of the
    same values is timed alongside. The stable order is also timed against
    ``np.argsort(kind="stable")``.
-2. **Exact discrete Laplace** (``discrete_laplace_noise``), 10^6 draws per epsilon, against
-   NumPy's float Laplace (``Generator.laplace``, same size and scale), timed alternately in the
-   same loop. Limit: 3x the float Laplace per draw at every epsilon and sensitivity.
+2. **Exact discrete Laplace** (``discrete_laplace_noise``), ``--dlap-sizes`` draws (10^6 and
+   10^7) per epsilon on 40 epsilons geometrically spaced in [0.05, 10] plus the former grid's
+   extremes, sensitivity 1 and 2 (and 3 on the extremes), against NumPy's float Laplace
+   (``Generator.laplace``, same size and scale), timed alternately in the same loop. Limit
+   (issue 27): 2x the float Laplace per draw at every epsilon and sensitivity.
 3. **First call**: the one-off Numba compile into an empty cache, and the load from a warm
    cache, each in a fresh interpreter.
 
@@ -48,16 +50,19 @@ sys.path.insert(0, str(ROOT / "tests" / "histogram"))
 from test_grouping_identity import EPSILONS, FAMILIES, grouping_input  # noqa: E402
 
 from privpub.core import discrete_laplace_noise, rational_scale  # noqa: E402
+from privpub.core._dlap import uses_tables  # noqa: E402
 from privpub.histogram import dp_group, hphp_structure  # noqa: E402
 from privpub.histogram._kernels import stable_order  # noqa: E402
 
-DLAP_EPSILONS = (1e-3, 0.01, 0.1, 0.5, 1.0, 2.0, 5.0, 10.0)
-DLAP_SENSITIVITIES = (1.0, 3.0)
-#: off the grid: (epsilon, sensitivity) whose float ratio is above its decimal reading, so that
-#: rational_scale rounds up with a denominator near 2**30 (numerators beyond 10^9)
-DLAP_EXTRA = ((0.7, 3.0), (0.123456789, 1.0), (1e-6, 1.0))
+#: issue 27: 40 epsilons in [0.05, 10]; most are not short decimals, so rational_scale rounds the
+#: scale up to a denominator near 2**30 (numerators beyond 10^9)
+DLAP_EPSILONS = tuple(float(e) for e in np.geomspace(0.05, 10.0, 40))
+DLAP_SENSITIVITIES = (1.0, 2.0)
+#: off the grid: the former grid's extremes and scales whose numerator is beyond 10^9
+DLAP_EXTRA = ((1e-3, 1.0), (0.01, 1.0), (0.7, 3.0), (0.123456789, 1.0), (1e-6, 1.0))
 
 CLOCK: Callable[[], float] = time.process_time
+LOAD_START = os.getloadavg()
 
 
 def _timed(fn: Callable[[], Any]) -> float:
@@ -119,18 +124,20 @@ def bench_dlap(n: int, repeats: int, baseline: ModuleType | None) -> list[dict[s
     gen_d, gen_l = np.random.default_rng(0), np.random.default_rng(1)
     grid = [(eps, sens) for sens in DLAP_SENSITIVITIES for eps in DLAP_EPSILONS] + list(DLAP_EXTRA)
     for eps, sens in grid:
+        if n > 1_000_000 and eps < 0.01:  # the loop sampler at huge scales: 10^6 draws suffice
+            continue
         t, s = rational_scale(eps, sens)
         times = _side_by_side({
             "exact": lambda e=eps, d=sens: discrete_laplace_noise(n, epsilon=e, sensitivity=d, rng=gen_d),
             "float": lambda e=eps, d=sens: gen_l.laplace(0.0, d / e, size=n),
         }, repeats)
-        row = {"epsilon": eps, "sensitivity": sens, "scale": f"{t}/{s}", **times,
+        row = {"n": n, "epsilon": eps, "sensitivity": sens, "scale": f"{t}/{s}", **times,
                "ratio": times["exact"] / times["float"]}
         if baseline is not None:
             gen_b = np.random.default_rng(2)
             row["baseline"] = _timed(lambda t=t, s=s, g=gen_b: baseline._discrete_laplace_exact(n, t, s, g))
         rows.append(row)
-        print(f"dlap eps={eps:g} sens={sens:g} scale={t}/{s}: exact {times['exact'] / n * 1e9:.1f} ns, "
+        print(f"dlap n={n:.0e} eps={eps:g} sens={sens:g} scale={t}/{s}: exact {times['exact'] / n * 1e9:.1f} ns, "
               f"float {times['float'] / n * 1e9:.1f} ns, ratio {row['ratio']:.2f}"
               + (f", baseline {row['baseline'] / n * 1e9:.0f} ns" if baseline is not None else ""), flush=True)
     return rows
@@ -172,7 +179,7 @@ def bench_first_call() -> dict[str, list[float]]:
 def _markdown(args: argparse.Namespace, groups: list[dict[str, Any]], dlap: list[dict[str, Any]],
               first: dict[str, list[float]]) -> str:
     clock = "CPU time of this process" if args.clock == "cpu" else "wall-clock time"
-    load = os.getloadavg()[0]
+    load = os.getloadavg()
     lines = [
         "# Benchmark: central kernels (`benchmarks/kernels.py`)",
         "",
@@ -181,7 +188,9 @@ def _markdown(args: argparse.Namespace, groups: list[dict[str, Any]], dlap: list
         "",
         f"Machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, Python "
         f"{platform.python_version()}, numpy {np.__version__}; {clock}; medians of {args.repeats} runs, "
-        f"the compared functions alternating inside each run; load average {load:.1f} at the end.",
+        f"the compared functions alternating inside each run; load average (1, 5, 15 min) "
+        f"{' '.join(f'{v:.2f}' for v in LOAD_START)} at the start, {' '.join(f'{v:.2f}' for v in load)} at the end "
+        "(a shared machine: the ratios, timed alternately in one process, are what to compare).",
         "",
         f"## HPHP exact grouping, n = {args.n:,} bins",
         "",
@@ -203,28 +212,36 @@ def _markdown(args: argparse.Namespace, groups: list[dict[str, Any]], dlap: list
               "| ε | step | median (s) | worst family (s) | worst / best | limit |", "|---|---|---:|---|---:|---|"]
     for eps in EPSILONS:
         sub = [r for r in groups if r["epsilon"] == eps]
+        if not sub:
+            continue
         for key in ("grouping", "structure"):
             vals = [r[key] for r in sub]
             worst = max(sub, key=lambda r, k=key: r[k])
             lines.append(f"| {eps} | {key} | {statistics.median(vals):.3f} | {worst['family']} "
                          f"({worst[key]:.3f}) | {max(vals) / min(vals):.2f} | < 2 s, worst/best <= 1.5 |")
-    lines += ["", f"## Exact discrete Laplace, {args.n:,} draws", "",
-              "ns per draw; *float*: `Generator.laplace` at the same scale (the limit: exact <= 3x float)"
-              + ("; *before*: the baseline commit's NumPy-vectorised sampler, one run" if args.baseline else "") + ".",
+    lines += ["", "## Exact discrete Laplace", "",
+              "ns per draw; *float*: `Generator.laplace` at the same scale (the limit: exact <= 2x float); "
+              "*route*: the threshold tables or the loop of [CKS20] (`privpub.core._dlap.uses_tables`)"
+              + ("; *before*: the baseline commit's sampler, one run" if args.baseline else "") + ".",
               "",
-              "| sensitivity | ε | scale t/s | exact | float | exact / float |" + (" before |" if args.baseline else ""),
-              "|---:|---:|---|---:|---:|---:|" + ("---:|" if args.baseline else "")]
+              "| draws | sensitivity | ε | scale t/s | route | exact | float | exact / float |"
+              + (" before |" if args.baseline else ""),
+              "|---:|---:|---:|---|---|---:|---:|---:|" + ("---:|" if args.baseline else "")]
     for r in dlap:
-        lines.append(f"| {r['sensitivity']:g} | {r['epsilon']:g} | {r['scale']} | {r['exact'] / args.n * 1e9:.1f} | "
-                     f"{r['float'] / args.n * 1e9:.1f} | {r['ratio']:.2f} |"
-                     + (f" {r['baseline'] / args.n * 1e9:.0f} |" if args.baseline else ""))
-    on_grid = [r for r in dlap if (r["epsilon"], r["sensitivity"]) not in DLAP_EXTRA]
-    for label, rows in (("grid", on_grid), ("all rows", dlap)):
-        if rows:
-            ratios = [r["ratio"] for r in rows]
-            worst = max(rows, key=lambda r: r["ratio"])
-            lines += ["", f"{label}: median ratio {statistics.median(ratios):.2f}; worst {worst['ratio']:.2f} "
-                      f"(ε = {worst['epsilon']:g}, sensitivity {worst['sensitivity']:g}, scale {worst['scale']})."]
+        n = r["n"]
+        route = "tables" if uses_tables(n, *(int(v) for v in r["scale"].split("/"))) else "loop"
+        lines.append(f"| {n:.0e} | {r['sensitivity']:g} | {r['epsilon']:.4g} | {r['scale']} | {route} | "
+                     f"{r['exact'] / n * 1e9:.1f} | {r['float'] / n * 1e9:.1f} | {r['ratio']:.2f} |"
+                     + (f" {r['baseline'] / n * 1e9:.0f} |" if args.baseline else ""))
+    for n in sorted({r["n"] for r in dlap}):
+        at_n = [r for r in dlap if r["n"] == n]
+        on_grid = [r for r in at_n if (r["epsilon"], r["sensitivity"]) not in DLAP_EXTRA]
+        for label, rows in ((f"{n:.0e} draws, the 40-epsilon grid", on_grid), (f"{n:.0e} draws, all rows", at_n)):
+            if rows:
+                ratios = [r["ratio"] for r in rows]
+                worst = max(rows, key=lambda r: r["ratio"])
+                lines += ["", f"{label}: median ratio {statistics.median(ratios):.2f}; worst {worst['ratio']:.2f} "
+                          f"(ε = {worst['epsilon']:.4g}, sensitivity {worst['sensitivity']:g}, scale {worst['scale']})."]
     lines += ["",
               "## First call (fresh interpreter, CPU seconds)", "",
               "Numba is imported on the first kernel call, not with the package. *cold*: an empty Numba cache "
@@ -244,6 +261,8 @@ def main() -> None:
     parser.add_argument("--clock", choices=["cpu", "wall"], default="cpu",
                         help="this process's CPU time (default; robust on a shared machine) or wall-clock time")
     parser.add_argument("--baseline", default=None, help="also time the kernels of this git commit")
+    parser.add_argument("--dlap-sizes", type=int, nargs="+", default=[1_000_000, 10_000_000],
+                        help="draws per discrete Laplace timing (default 10^6 and 10^7)")
     parser.add_argument("--skip", default="", help="comma-separated parts to skip: grouping,dlap,first")
     parser.add_argument("--markdown", type=Path, default=None, help="also write the tables here")
     args = parser.parse_args()
@@ -255,7 +274,7 @@ def main() -> None:
         old_kernels = _old_module(args.baseline, "src/privpub/histogram/_kernels.py", "old_kernels")
         old_mech = _old_module(args.baseline, "src/privpub/core/_mechanisms.py", "old_mechanisms")
     groups = [] if "grouping" in skip else bench_grouping(args.n, args.repeats, old_kernels)
-    dlap = [] if "dlap" in skip else bench_dlap(args.n, args.repeats, old_mech)
+    dlap = [] if "dlap" in skip else [row for n in args.dlap_sizes for row in bench_dlap(n, args.repeats, old_mech)]
     first = {} if "first" in skip else bench_first_call()
     text = _markdown(args, groups, dlap, first)
     emit(text, args.markdown)

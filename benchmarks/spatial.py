@@ -15,6 +15,7 @@ Usage::
     python benchmarks/spatial.py                 # 10^5, 10^6, 10^7 users (simulate), 10^6 (per-user)
     python benchmarks/spatial.py --quick         # 10^5 and 10^6, one repeat
     python benchmarks/spatial.py --write         # also write docs/benchmarks/spatial.md
+    python benchmarks/spatial.py --only KDG-HT --sizes 1000000 10000000 --per-user-n 0   # one kernel
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import math
 import os
 import platform
 import statistics
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -91,13 +93,14 @@ def measure(pts: np.ndarray, n: int, fam: str, mode: str, pubs: dict[str, Any], 
 
 def run(sizes: list[int], per_user_n: int, repeats: int) -> list[dict[str, Any]]:
     rows = []
-    for n in sorted(set(sizes) | {per_user_n}):
+    for n in sorted(set(sizes) | ({per_user_n} - {0})):
         for fam, make in FAMILIES.items():
             pts = make(n)
-            if n in sizes:
+            if n in sizes and SIMULATE:
                 rows += measure(pts, n, fam, "simulate", SIMULATE, repeats)
-            if n == per_user_n:
+            if n == per_user_n and PER_USER:
                 rows += measure(pts, n, fam, "per_user", PER_USER, repeats)
+            del pts
     return rows
 
 
@@ -145,11 +148,20 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--write", action="store_true", help="write docs/benchmarks/spatial.md")
     parser.add_argument("--from-log", type=Path, help="re-render the tables of an earlier run's printed output")
+    parser.add_argument("--only", default="", help="comma-separated kernels to time (default: all)")
+    parser.add_argument("--sizes", type=int, nargs="+", default=None, help="users of the simulate path")
+    parser.add_argument("--per-user-n", type=int, default=None, help="users of the per-user path (0: skip it)")
     args = parser.parse_args()
+    if args.only:
+        keep = set(args.only.split(","))
+        for table in (SIMULATE, PER_USER):
+            for name in list(table):
+                if name not in keep:
+                    del table[name]
     repeats = 1 if args.quick else args.repeats
-    sizes = [10**5, 10**6] if args.quick else [10**5, 10**6, 10**7]
-    per_user_n = 10**5 if args.quick else 10**6
-    load_before = os.getloadavg()[0]
+    sizes = args.sizes or ([10**5, 10**6] if args.quick else [10**5, 10**6, 10**7])
+    per_user_n = args.per_user_n if args.per_user_n is not None else (10**5 if args.quick else 10**6)
+    load_before = os.getloadavg()
     t0 = time.perf_counter()
     if args.from_log is not None:
         rows = parse_log(args.from_log)
@@ -157,10 +169,11 @@ def main() -> None:
     else:
         rows = run(sizes, per_user_n, repeats)
         header = (
-            f"`python benchmarks/spatial.py{' --quick' if args.quick else ''}` on {platform.machine()} "
+            f"`python benchmarks/spatial.py {' '.join(sys.argv[1:])}` on {platform.machine()} "
             f"({os.cpu_count()} cores, Python {platform.python_version()}, numpy {np.__version__}), "
             f"epsilon={EPSILON}, median of {repeats} runs per cell, {time.perf_counter() - t0:.0f} s in total. "
-            f"1-minute load average {load_before:.1f} before and {os.getloadavg()[0]:.1f} after the run: "
+            f"Load average (1, 5, 15 min) {' '.join(f'{v:.2f}' for v in load_before)} before and "
+            f"{' '.join(f'{v:.2f}' for v in os.getloadavg())} after the run: "
             "other jobs shared the two cores, so wall times are inflated; the ratios use CPU time of "
             "this process, measured side by side with the limit.")
     lines = [

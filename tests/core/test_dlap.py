@@ -21,7 +21,7 @@ import pytest
 from numba import njit
 from statutils import chisquare_pvalue
 
-from privpub.core import _dlap, _dlap_jit, discrete_laplace_noise, rational_scale
+from privpub.core import _dlap, _dlap_jit, _dlap_table, discrete_laplace_noise, rational_scale
 from privpub.core._dlap import bernoulli_exp_exact, discrete_laplace_exact, geometric_exact, sampler_tables
 from privpub.errors import DomainError, ParameterError
 
@@ -64,8 +64,15 @@ CASES = [  # (t, s): both routes, unit and non-integer scales, powers of two, hu
 
 
 @pytest.mark.statistical
+@pytest.mark.parametrize("route", ["default", "loop"])
 @pytest.mark.parametrize(("t", "s"), CASES)
-def test_exact_pmf_on_every_route(t: int, s: int) -> None:
+def test_exact_pmf_on_every_route(t: int, s: int, route: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Both samplers: the threshold tables (the default for these sizes when the scale is below
+    about 2,300, see test_dlap_table.py) and the loop of [CKS20] (forced)."""
+    if route == "loop":
+        monkeypatch.setattr(_dlap, "uses_tables", lambda *args: False)
+    elif not _dlap.uses_tables(300_000, t, s):
+        pytest.skip("the loop route is the default here")
     sample = discrete_laplace_exact(300_000, t, s, np.random.default_rng(t % 9973 + s))
     assert sample.dtype == np.int64
     if s > 40 * t:  # P[Z != 0] = 2p / (1 + p) < 2 exp(-40) per draw
@@ -97,9 +104,13 @@ def test_fit_check_fails_for_a_slightly_wrong_scale() -> None:
 
 
 @pytest.mark.statistical
+@pytest.mark.parametrize("route", ["default", "loop"])
 @pytest.mark.parametrize(("t", "s"), [(1, 1), (1000, 1), (10, 3), (3, 10), (HUGE_T, HUGE_S)])
-def test_geometric_has_the_exact_pmf(t: int, s: int) -> None:
-    """The magnitude alone: P[Y = y] = (1 - q) q^y, q = exp(-s/t), on bins of about 1/3 scale."""
+def test_geometric_has_the_exact_pmf(t: int, s: int, route: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The magnitude alone: P[Y = y] = (1 - q) q^y, q = exp(-s/t), on bins of about 1/3 scale
+    (threshold tables by default, the loop of [CKS20] forced)."""
+    if route == "loop":
+        monkeypatch.setattr(_dlap, "uses_tables", lambda *args: False)
     y = geometric_exact(300_000, t, s, np.random.default_rng(s))
     q = math.exp(-s / t)
     width = max(1, int(t / s / 3))
@@ -256,7 +267,7 @@ def _raise_overflow() -> None:
 
 def test_sampler_code_has_no_floating_point() -> None:
     """No float literal, true division, float() or math/np float function in the sampler's code."""
-    for module in (_dlap, _dlap_jit):
+    for module in (_dlap, _dlap_jit, _dlap_table):
         tree = ast.parse(inspect.getsource(module))
         for node in ast.walk(tree):
             assert not (isinstance(node, ast.Constant) and isinstance(node.value, float)), (module, node.lineno)

@@ -14,6 +14,7 @@ from privpub.core._accountant import (
 from privpub.core._budget import Budget, BudgetLedger, LedgerEntry, explain_entries, ledger_total, split
 from privpub.core._domain import CategoricalAttribute, NumericAttribute, Schema, infer_schema
 from privpub.core._isotonic import isotonic_regression
+from privpub.core._jitcache import prepare_numba_cache
 from privpub.core._mechanisms import (
     FLOAT_EXACT_LIMIT,
     add_int_noise,
@@ -131,6 +132,7 @@ __all__ = [
     "laplace_noise",
     "ledger_total",
     "memory_budget",
+    "prepare_numba_cache",
     "rational_scale",
     "readonly",
     "refuse_unaffordable",

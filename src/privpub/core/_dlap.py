@@ -1,20 +1,28 @@
 """Exact sampling of the discrete Laplace distribution with a rational scale (integer arithmetic only).
 
 The sampler behind :func:`privpub.core.discrete_laplace_noise`: ``P[Z = z]`` proportional to
-``exp(-|z| s / t)`` for integers ``t, s >= 1``. It follows Canonne, Kamath and Steinke [CKS20]_:
-Bernoulli(exp(-gamma)) for rational ``gamma <= 1`` by their Algorithm 1, whose events
-``K > j`` have the rational probabilities ``gamma^j / j!``, so one uniform integer compared
-with precomputed integer thresholds decides the first ``m`` steps of the loop at once (the rare
-remainder continues the loop step by step); the discrete Laplace by their Algorithm 2 when the
-scale is above 1, and by a direct geometric count of Bernoulli(exp(-s/t)) successes when it is
-at most 1 (both exact). No floating-point number is involved anywhere, so the output
-distribution is exactly the discrete Laplace (up to the quality of the generator's bits).
+``exp(-|z| s / t)`` for integers ``t, s >= 1``. Two exact routes, chosen by ``(size, t, s)`` only
+(:func:`uses_tables`), so that a seed fixes the draws:
 
-The loop runs compiled (:mod:`privpub.core._dlap_jit`, Numba, imported on first use and cached
-on disk): 0.4-2 random 64-bit words and 20-45 ns of CPU time per draw for the usual scales
-(about 5 words and 45-50 ns when the scale's numerator exceeds about 4 * 10^8, e.g.
-``rational_scale(0.7, 3)``), against 110-210 ns for the former NumPy-vectorised version of the
-same algorithms (``docs/benchmarks.md``).
+* **Threshold tables** (:mod:`privpub.core._dlap_table`; scales below about 150, and scales
+  below about 2,300 in batches at least 64 times the table length): inversion of one uniform
+  63-bit word against the integer floors of ``2**63 P[|Z| >= k]``, computed once per scale with
+  integer interval arithmetic; a word equal to a threshold (probability ``2**-63`` per
+  threshold) is resolved exactly by the following bits of the uniform. About one word and
+  5-10 ns per draw on every scale (``docs/benchmarks.md``: 0.3-0.8x NumPy's float Laplace on
+  40 epsilons in [0.05, 10]).
+* **The loop of Canonne, Kamath and Steinke** [CKS20]_ otherwise: Bernoulli(exp(-gamma)) for
+  rational ``gamma <= 1`` by their Algorithm 1, whose events ``K > j`` have the rational
+  probabilities ``gamma^j / j!``, so one uniform integer compared with precomputed integer
+  thresholds decides the first ``m`` steps of the loop at once (the rare remainder continues the
+  loop step by step); the discrete Laplace by their Algorithm 2 when the scale is above 1, and by
+  a direct geometric count of Bernoulli(exp(-s/t)) successes when it is at most 1. 0.4-2 random
+  64-bit words and 20-45 ns per draw for the usual scales (about 5 words and 45-60 ns when the
+  scale's numerator exceeds about 4 * 10^8, e.g. ``rational_scale(0.7, 3)``).
+
+No floating-point number is involved anywhere, so the output distribution is exactly the
+discrete Laplace (up to the quality of the generator's bits). The kernels run compiled
+(:mod:`privpub.core._dlap_jit`, Numba, imported on first use and cached on disk).
 
 References
 ----------
@@ -32,9 +40,11 @@ from typing import NamedTuple
 import numpy as np
 from numpy.typing import NDArray
 
+from privpub.core._dlap_table import MAX_LEN, guide_bits, inverse_tables, resolve_tie, table_length
 from privpub.errors import DomainError, ParameterError
 
-__all__ = ["bernoulli_exp_exact", "discrete_laplace_exact", "geometric_exact", "sampler_tables"]
+__all__ = ["bernoulli_exp_exact", "discrete_laplace_exact", "geometric_exact", "fill_tables", "sampler_tables",
+           "uses_tables"]
 
 _WORD = 1 << 63  # the kernel uses 63-bit uniform words
 #: a word is rejected with probability below 1 / _MIN_MULTIPLE (the thresholds' multiplier >= it)
@@ -45,6 +55,8 @@ _MAX_STEPS = 19
 _MAX_INT = 1 << 52
 #: largest denominator of a single Bernoulli(exp(-num/den)) (the kernel's bound)
 _MAX_DEN = 1 << 62
+#: tables at most this long are used for any number of draws (see uses_tables)
+SHORT_TABLE = 512
 
 
 class SamplerTables(NamedTuple):
@@ -123,6 +135,45 @@ def _checked_scale(t: int, s: int) -> tuple[int, int]:
     return t, s
 
 
+def uses_tables(size: int, t: int, s: int) -> bool:
+    """Whether ``size`` draws of scale ``t / s`` use the threshold tables (:mod:`._dlap_table`).
+
+    They do when the table is short enough (scale below about 2,300) and either cheap to build
+    (at most ``SHORT_TABLE`` thresholds, scale below about 150: a fraction of a millisecond,
+    then cached) or paid for by the draws (``size`` at least 64 times its length); else the loop
+    sampler of [CKS20]_ runs. Small calls at everyday scales thus need no second compiled
+    kernel. The choice depends on ``(size, t, s)`` only, so a seed still fixes the draws.
+    """
+    length = table_length(t, s)
+    return length <= MAX_LEN and (length <= SHORT_TABLE or size >= 64 * length)
+
+
+def fill_tables(out: NDArray[np.int64], t: int, s: int, gen: np.random.Generator, laplace: bool,
+                bits: int = 63) -> bool:
+    """Run the table kernel, resolving its (rare) ties exactly in Python; False on overflow.
+
+    ``bits`` (63) is the width of the uniform words; tests use short words to make ties frequent.
+    """
+    tab = inverse_tables(t, s, bits)
+    jit = _jit()
+    st = np.zeros(6, dtype=np.int64)
+    i = 0
+    while True:
+        i = jit.fill_table(gen, out, i, st, laplace, tab.lap, tab.lap_guide, tab.geo, tab.geo_guide,
+                           63 - bits, bits - guide_bits(bits))
+        if i < 0:
+            return False
+        if i == out.size:
+            return True
+        kind, k, acc = int(st[jit.ST_KIND]), int(st[jit.ST_K]), int(st[jit.ST_VALUE])
+        thr = tab.lap if kind == 0 else tab.geo
+        above = resolve_tie(gen, kind, k, int(thr[k]), t, s, bits)  # |Z| (or G) >= k?
+        if above and k == thr.size - 2:  # beyond the table: the geometric tail continues
+            st[jit.ST_PHASE], st[jit.ST_VALUE] = jit.PHASE_TAIL, acc + k
+        else:
+            st[jit.ST_PHASE], st[jit.ST_VALUE] = jit.PHASE_KNOWN, acc + k - 1 + int(above)
+
+
 def discrete_laplace_exact(size: int, t: int, s: int, gen: np.random.Generator) -> NDArray[np.int64]:
     """``size`` exact draws of the discrete Laplace with scale ``t / s`` (integers ``1 <= t, s <= 2**52``).
 
@@ -131,6 +182,10 @@ def discrete_laplace_exact(size: int, t: int, s: int, gen: np.random.Generator) 
     """
     t, s = _checked_scale(t, s)
     out = np.empty(size, dtype=np.int64)
+    if size and uses_tables(size, t, s):
+        if not fill_tables(out, t, s, gen, True):
+            raise DomainError("a discrete Laplace draw exceeded 2**62 in magnitude (probability below 2**-1000)")
+        return out
     if size and not _jit().fill(gen, out, t, s, *sampler_tables(t, s)):
         raise DomainError("a discrete Laplace draw exceeded 2**62 in magnitude (probability below 2**-1000)")
     return out
@@ -145,6 +200,10 @@ def geometric_exact(size: int, t: int, s: int, gen: np.random.Generator) -> NDAr
     """
     t, s = _checked_scale(t, s)
     out = np.empty(size, dtype=np.int64)
+    if size and uses_tables(size, t, s):
+        if not fill_tables(out, t, s, gen, False):
+            raise DomainError("a geometric draw exceeded 2**62 (probability below 2**-1000)")
+        return out
     if size and not _jit().fill_geometric(gen, out, t, s, *sampler_tables(t, s)):
         raise DomainError("a geometric draw exceeded 2**62 (probability below 2**-1000)")
     return out

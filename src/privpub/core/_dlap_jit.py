@@ -20,6 +20,10 @@ import numpy as np
 from numba import njit
 from numba.np.random.generator_core import next_uint64
 
+from privpub.core._jitcache import prepare
+
+prepare()  # before the decorators: where the kernels are cached (see privpub.core._jitcache)
+
 _ONE = np.uint64(1)
 _TOP = np.int64(1) << np.int64(62)  # 2**62: bound on the denominators and on |draws|
 _MAXW = np.int64(0x7FFFFFFFFFFFFFFF)  # 2**63 - 1, the largest 63-bit word
@@ -298,3 +302,82 @@ def fill_bernoulli_exp(gen, out, num, den):
     bitgen = gen.bit_generator
     for i in range(out.size):
         out[i] = (_loop_from(bitgen, num[i], den, 1) & 1) == 1
+
+
+# ---------------------------------------------------------------------------------------------
+# Inversion by integer thresholds (privpub.core._dlap_table): one word and a table look-up a draw
+# ---------------------------------------------------------------------------------------------
+#: state of fill_table between calls: sign pool, its count, pending phase and value, tie table and index
+ST_BITS, ST_NBITS, ST_PHASE, ST_VALUE, ST_KIND, ST_K = 0, 1, 2, 3, 4, 5
+#: ST_PHASE: a fresh draw; the magnitude is ST_VALUE plus a geometric draw; the magnitude is ST_VALUE
+PHASE_FRESH, PHASE_TAIL, PHASE_KNOWN = 0, 1, 2
+
+
+@njit(cache=True, inline="always")
+def _look_up(w, thr, guide, shift):
+    """``m = #{k >= 1: w < thr[k]}`` (thresholds decreasing, sentinel -1 after the last); the
+    second value is True when ``w == thr[m + 1]`` (a tie: the next bits of the uniform decide)."""
+    m = guide[w >> shift]
+    while w < thr[m + 1]:
+        m += 1
+    return m, w == thr[m + 1]
+
+
+@njit(cache=True)
+def fill_table(gen, out, start, st, laplace, lap, lap_guide, geo, geo_guide, drop, shift):
+    """Fill ``out[start:]`` with exact discrete Laplace draws (``laplace``) or geometric draws
+    from the threshold tables of :func:`privpub.core._dlap_table.inverse_tables`.
+
+    Returns the index of the draw interrupted by a tie (``st[ST_KIND]`` table, ``st[ST_K]``
+    threshold, ``st[ST_VALUE]`` the magnitude so far), ``out.size`` when done, or -1 on an int64
+    overflow (probability below 2**-1000). A call resumes draw ``start`` in phase ``st[ST_PHASE]``.
+    The uniform words are ``63 - drop`` bits (``drop`` 0 but in tests); ``shift`` leaves a
+    word's guide index.
+    """
+    bitgen = gen.bit_generator
+    bits = st[ST_BITS]
+    nbits = st[ST_NBITS]
+    n_lap = lap.size - 2
+    n_geo = geo.size - 2
+    for i in range(start, out.size):
+        phase = st[ST_PHASE]
+        st[ST_PHASE] = PHASE_FRESH
+        acc = st[ST_VALUE]
+        st[ST_VALUE] = 0
+        if phase == PHASE_FRESH:
+            acc = 0
+            if laplace:
+                m, tie = _look_up(_word(bitgen) >> drop, lap, lap_guide, shift)
+                if tie:
+                    st[ST_BITS], st[ST_NBITS], st[ST_KIND], st[ST_K], st[ST_VALUE] = bits, nbits, 0, m + 1, 0
+                    return i
+                if m < n_lap:
+                    phase = PHASE_KNOWN
+                    acc = m
+                else:
+                    phase = PHASE_TAIL
+                    acc = n_lap
+            else:
+                phase = PHASE_TAIL
+        if phase == PHASE_TAIL:
+            while True:
+                m, tie = _look_up(_word(bitgen) >> drop, geo, geo_guide, shift)
+                if tie:
+                    st[ST_BITS], st[ST_NBITS], st[ST_KIND], st[ST_K], st[ST_VALUE] = bits, nbits, 1, m + 1, acc
+                    return i
+                acc += m
+                if m < n_geo:
+                    break
+                if acc > _TOP:
+                    return -1
+        if laplace and acc != 0:
+            if nbits == 0:
+                bits = _word(bitgen)
+                nbits = 63
+            if bits & 1:
+                acc = -acc
+            bits >>= 1
+            nbits -= 1
+        out[i] = acc
+    st[ST_BITS], st[ST_NBITS] = bits, nbits
+    return out.size

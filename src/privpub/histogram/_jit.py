@@ -10,6 +10,10 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from privpub.core import prepare_numba_cache as prepare
+
+prepare()  # before the decorators: where the kernels are cached (see privpub.core._jitcache)
+
 
 @njit(cache=True, nogil=True)
 def _beats(s1, s2, e, c, j, b, t):

@@ -29,6 +29,10 @@ import numpy as np
 from numba import njit
 from numpy.typing import NDArray
 
+from privpub.core import prepare_numba_cache as prepare
+
+prepare()  # before the decorators: where the kernels are cached (see privpub.core._jitcache)
+
 __all__ = [
     "column_counts",
     "olh_support_enumerate",

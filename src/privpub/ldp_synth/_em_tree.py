@@ -36,7 +36,10 @@ import numpy as np
 from numpy.typing import NDArray
 from threadpoolctl import threadpool_limits
 
+from privpub.core import prepare_numba_cache as prepare
 from privpub.ldp import N_THREADS, run_chunks
+
+prepare()  # before the decorators: where the kernels are cached (see privpub.core._jitcache)
 
 __all__ = ["EMBatch", "em_tree_batch"]
 

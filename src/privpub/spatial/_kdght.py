@@ -39,9 +39,9 @@ from privpub.spatial._kernels import (
     interval_index,
     kd_partition,
     kdg_height,
+    level0_leaf,
     merge_sparse,
     oue_v1,
-    uniform_interval_index,
 )
 from privpub.spatial._release import SpatialRelease
 from privpub.spatial._tree import grow_tree
@@ -354,10 +354,8 @@ def _run_kdght(pub: KDGHT, pts: NDArray[np.float64], box: Bounds, eps: float, co
     py = pts[rest, 1]
     block_of_x = np.repeat(np.arange(len(blocks_x)), [b.hi - b.lo for b in blocks_x])
     block_of_y = np.repeat(np.arange(len(blocks_y)), [b.hi - b.lo for b in blocks_y])
-    cell = block_of_x[uniform_interval_index(ex, px)] * len(blocks_y)
-    cell += block_of_y[uniform_interval_index(ey, py)]
-    leaf = table.ravel()[cell]
-    del cell
+    leaf_counts = np.zeros(len(leaves0), dtype=np.int64)
+    leaf = level0_leaf(px, py, ex, ey, block_of_x, block_of_y, table, leaf_counts)
 
     def theta(lev: int) -> float:
         if pub.theta is not None:
@@ -365,7 +363,8 @@ def _run_kdght(pub: KDGHT, pts: NDArray[np.float64], box: Bounds, eps: float, co
         return float(pub.kappa * n_users * math.sqrt(v1 / max(sizes[lev + 1], 1)))
 
     tree = grow_tree(coll, (lx0, lx1, ly0, ly1), px, py, leaf, sizes, n_total=n_users, epsilon=eps, v1=v1,
-                     theta=theta, width=width, height=height, role_gen=role_gen, option="h")
+                     theta=theta, width=width, height=height, role_gen=role_gen, option="h",
+                     leaf_counts=leaf_counts)
     if pub.combine == "ci":
         values = ci_combine(tree.ys, tree.variances, tree.parents, float(n_users))
     else:

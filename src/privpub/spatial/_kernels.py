@@ -5,8 +5,10 @@ No validation, no I/O: callers in the publisher modules validate at the boundary
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
+from types import ModuleType
 
 import numpy as np
 from numpy.typing import NDArray
@@ -14,12 +16,14 @@ from numpy.typing import NDArray
 __all__ = [
     "Block",
     "ci_combine",
+    "descend",
     "grid_answer",
     "grid_edges",
     "interval_index",
     "kd_partition",
     "kdg_height",
     "leaf_lookup",
+    "level0_leaf",
     "locate_in_leaves",
     "merge_sparse",
     "mtr_children",
@@ -236,28 +240,51 @@ def mtr_split(
     return (kind, *mtr_children(kind, x0, x1, y0, y1))
 
 
+@functools.cache
+def _jit() -> ModuleType:
+    """The compiled tree-phase kernels, imported on first use (``import privpub.spatial`` does not load Numba)."""
+    from privpub.spatial import _jit as jit
+
+    return jit
+
+
 def descend(
-    leaf: I64, px: F64, py: F64, kind: I64, x0: F64, x1: F64, y0: F64, y1: F64, start: I64
+    leaf: I64, px: F64, py: F64, kind: I64, x0: F64, x1: F64, y0: F64, y1: F64, start: I64,
+    counts: I64 | None = None,
 ) -> I64:
     """Child index of each point given its parent leaf (``p >= mid`` goes to the upper child).
 
     Children of a quad split are ordered (lo, lo), (lo, hi), (hi, lo), (hi, hi) in (x, y), so the
-    child offset is ``2 [px >= mx] + [py >= my]``; binary splits use one comparison; copies none.
-    One table of the four possible children per parent turns the two comparisons into one
-    gather (a parent that is not split on an axis has its midpoint at +inf there).
+    child offset is ``2 [px >= mx] + [py >= my]``; binary splits use one comparison; copies none
+    (a parent that is not split on an axis has its midpoint at +inf there). One compiled pass
+    over the points (:func:`privpub.spatial._jit.descend_count`), which also adds each point to
+    ``counts[child]`` when ``counts`` is given.
     """
-    if not kind.any():
-        return np.asarray(start[leaf], dtype=np.int64)
     mult_x = np.array([0, 1, 0, 2], dtype=np.int64)[kind]
     mult_y = np.array([0, 0, 1, 1], dtype=np.int64)[kind]
     mx = np.where(mult_x > 0, (x0 + x1) / 2.0, np.inf)
     my = np.where(mult_y > 0, (y0 + y1) / 2.0, np.inf)
-    table = (start[:, None] + np.array([0, 0, 1, 1])[None, :] * mult_x[:, None]
-             + np.array([0, 1, 0, 1])[None, :] * mult_y[:, None]).ravel()
-    idx = leaf * 4
-    idx += 2 * (px >= mx[leaf])
-    idx += py >= my[leaf]
-    return np.asarray(table[idx], dtype=np.int64)
+    out = np.empty(leaf.size, dtype=np.int64)
+    _jit().descend_count(np.ascontiguousarray(leaf, dtype=np.int64), np.ascontiguousarray(px, dtype=np.float64),
+                         np.ascontiguousarray(py, dtype=np.float64), mx, my, mult_x, mult_y,
+                         np.ascontiguousarray(start, dtype=np.int64), out,
+                         np.zeros(0, dtype=np.int64) if counts is None else counts)
+    return out
+
+
+def level0_leaf(px: F64, py: F64, ex: F64, ey: F64, block_of_x: I64, block_of_y: I64, table: I64,
+                counts: I64) -> I64:
+    """Each point's level-0 leaf ``table[block_of_x[ix], block_of_y[iy]]``, with ``ix, iy`` its
+    intervals on the equal-width edges ``ex, ey`` (as :func:`uniform_interval_index`), in one
+    compiled pass that also adds each point to ``counts[leaf]``."""
+    out = np.empty(px.size, dtype=np.int64)
+    sx = (ex.size - 1) / (ex[-1] - ex[0])
+    sy = (ey.size - 1) / (ey[-1] - ey[0])
+    _jit().level0_leaf(np.ascontiguousarray(px, dtype=np.float64), np.ascontiguousarray(py, dtype=np.float64),
+                       ex, float(sx), ey, float(sy), np.ascontiguousarray(block_of_x, dtype=np.int64),
+                       np.ascontiguousarray(block_of_y, dtype=np.int64), np.ascontiguousarray(table, dtype=np.int64),
+                       out, counts)
+    return out
 
 
 # ---------------------------------------------------------------------------------------------

@@ -58,6 +58,7 @@ def grow_tree(
     decide_on_mean: bool = False,
     finest: float = 0.0,
     option: str = "h",
+    leaf_counts: I64 | None = None,
 ) -> TreeResult:
     """Run the ``len(sizes)`` collection rounds and MTR steps of a tree phase.
 
@@ -77,6 +78,8 @@ def grow_tree(
         KDG-HT: binary splits between theta/2 and theta, a copied leaf may split later, the
         decision uses this level's estimate. AHEAD: quad splits only, a leaf that stops never
         splits again, the decision uses the mean of the leaf's (Norm-Sub'ed) estimates so far.
+    leaf_counts : ndarray, optional
+        ``np.bincount(leaf, minlength=leaves)`` when the caller has it (saves a pass).
     """
     x0, x1, y0, y1 = (np.asarray(a, dtype=np.float64) for a in leaves)
     h = len(sizes) - 1
@@ -85,7 +88,8 @@ def grow_tree(
     n_leaves = x0.size
     parent = np.full(n_leaves, -1, dtype=np.int64)
     if not per_user:
-        eligible = np.bincount(leaf, minlength=n_leaves).astype(np.int64)
+        eligible = (np.bincount(leaf, minlength=n_leaves).astype(np.int64) if leaf_counts is None
+                    else np.asarray(leaf_counts, dtype=np.int64))
         remaining = eligible.copy()
     stopped = np.zeros(n_leaves, dtype=bool)
     mean_obs = np.zeros(n_leaves)
@@ -131,9 +135,9 @@ def grow_tree(
             later = slice(int(cuts[lev + 1]), None)
             leaf[later] = descend(leaf[later], px[later], py[later], kind, x0, x1, y0, y1, start)
         else:
-            leaf = descend(leaf, px, py, kind, x0, x1, y0, y1, start)
+            new_eligible = np.zeros(n_new, dtype=np.int64)
+            leaf = descend(leaf, px, py, kind, x0, x1, y0, y1, start, counts=new_eligible)
             split = kind[par] != 0
-            new_eligible = np.bincount(leaf, minlength=n_new).astype(np.int64)
             new_remaining = np.zeros(n_new, dtype=np.int64)
             new_remaining[~split] = remaining[par[~split]]
             if split.any():
