@@ -87,6 +87,11 @@ CASES: list[tuple[str, str, Callable[[], Any]]] = [
      lambda: stream.RTPMM(window=8, epsilon=1.0, sensitivity=5e-324).extend([1, 2, 3])),
     ("HQRTPMM sensitivity 1e-310", "sensitivity",
      lambda: stream.HQRTPMM(window=8, epsilon=1.0, sensitivity=1e-310).extend([1, 2, 3])),
+    ("LDP synthesizer on a 10^5-value domain", "data",
+     lambda: ldp_synth.LDPBayesSynthesizer(degree=1).publish(
+         pd.DataFrame({"a": ["1"] * 10**4, "b": ["x"] * 10**4}), epsilon=2.0, rng=0,
+         schema=Schema([CategoricalAttribute("a", [str(i) for i in range(10**5)]),
+                        CategoricalAttribute("b", ["x", "y"])]))),
     ("publish(session='s') (AttributeError)", "session",
      lambda: histogram.HPHP().publish([1, 2, 3], epsilon=1.0, rng=0, session="s")),
 ]
