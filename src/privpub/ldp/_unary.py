@@ -23,7 +23,6 @@ from privpub.core import (
 from privpub.core._frames import is_spark_frame
 from privpub.errors import DomainError, ParameterError
 from privpub.ldp._base import (
-    MAX_LOCAL_EPSILON,
     N_THREADS,
     Dyadic,
     FrequencyOracle,
@@ -361,11 +360,7 @@ class SUE(UnaryEncoding):
         super().__post_init__()
         if self.f is not None:
             object.__setattr__(self, "f", check_probability(self.f, "f"))
-            if sue_epsilon(self.f) > MAX_LOCAL_EPSILON:
-                raise ParameterError(
-                    f"f must be at least {sue_flip_probability(MAX_LOCAL_EPSILON):.3g} (epsilon = 2 ln((1 - f/2) / "
-                    f"(f/2)) <= {MAX_LOCAL_EPSILON:g}, the largest the randomisers accept), got {self.f!r}"
-                )
+            sue_epsilon(self.f)  # f / 2 must be representable (5e-324 is not): a ParameterError naming f
 
     def _declared_epsilon(self) -> float:
         # configured by f: the guarantee is the nominal 2 ln((1 - f/2) / (f/2)); the quantised
