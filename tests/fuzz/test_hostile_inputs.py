@@ -116,6 +116,13 @@ def test_hphp_peak_is_bounded_before_the_first_allocation() -> None:
         _refuses(lambda name=name: histogram.PUBLISHERS[name]().publish(data, epsilon=1.0, rng=0), "data")
 
 
+def test_the_synthesizer_uses_the_randomisers_epsilon_cap() -> None:
+    from privpub.ldp import _base
+    from privpub.ldp_synth import _client
+
+    assert _client.MAX_LOCAL_EPSILON == _base.MAX_LOCAL_EPSILON
+
+
 def test_maxgddp_epsilon_1e300_warns_once_and_publishes() -> None:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")

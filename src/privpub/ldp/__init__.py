@@ -16,7 +16,7 @@ Examples
 
 from __future__ import annotations
 
-from privpub.ldp._base import MAX_LOCAL_EPSILON, FrequencyOracle
+from privpub.ldp._base import FrequencyOracle
 from privpub.ldp._grr import GRR
 from privpub.ldp._olh import OLH
 from privpub.ldp._postprocess import clip_renormalise, isotonic_regression, norm_sub
@@ -25,7 +25,6 @@ from privpub.ldp._unary import OUE, SUE, UnaryEncoding, sue_epsilon, sue_flip_pr
 __all__ = [
     "FrequencyOracle",
     "GRR",
-    "MAX_LOCAL_EPSILON",
     "OLH",
     "OUE",
     "SUE",

@@ -17,7 +17,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from privpub.core import RNGLike, Schema, as_generator, check_epsilon, check_in_domain, check_real
 from privpub.errors import DomainError, ParameterError
-from privpub.ldp import MAX_LOCAL_EPSILON, SUE, sue_flip_probability
+from privpub.ldp import SUE, sue_flip_probability
 
 __all__ = [
     "LDPReports",
@@ -30,6 +30,8 @@ __all__ = [
 ]
 
 
+#: the local randomisers' epsilon cap (``privpub.ldp.MAX_LOCAL_EPSILON``; a test checks they agree)
+MAX_LOCAL_EPSILON = 40.0
 #: smallest flip probability: each attribute's SUE randomiser is at most MAX_LOCAL_EPSILON-LDP
 _MIN_F = sue_flip_probability(MAX_LOCAL_EPSILON)
 
