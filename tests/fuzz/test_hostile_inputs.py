@@ -87,6 +87,16 @@ CASES: list[tuple[str, str, Callable[[], Any]]] = [
      lambda: stream.RTPMM(window=8, epsilon=1.0, sensitivity=5e-324).extend([1, 2, 3])),
     ("HQRTPMM sensitivity 1e-310", "sensitivity",
      lambda: stream.HQRTPMM(window=8, epsilon=1.0, sensitivity=1e-310).extend([1, 2, 3])),
+    ("LDP synthesizer on a 10^5-value domain", "data",
+     lambda: ldp_synth.LDPBayesSynthesizer(degree=1).publish(
+         pd.DataFrame({"a": ["1"] * 10**4, "b": ["x"] * 10**4}), epsilon=2.0, rng=0,
+         schema=Schema([CategoricalAttribute("a", [str(i) for i in range(10**5)]),
+                        CategoricalAttribute("b", ["x", "y"])]))),
+    ("LDP synthesizer flip_prob 1e-300 (OverflowError; the CLI's --flip-prob)", "flip_prob",
+     lambda: ldp_synth.LDPBayesSynthesizer(degree=1).publish(LDP_FRAME, schema=LDP_SCHEMA, flip_prob=1e-300, rng=0)),
+    ("LDP synthesizer flip_prob 5e-324", "flip_prob",
+     lambda: ldp_synth.LDPBayesSynthesizer(degree=1).publish(LDP_FRAME, schema=LDP_SCHEMA, flip_prob=5e-324, rng=0)),
+    ("SUE f=5e-324 (math domain error)", "f", lambda: ldp.SUE(domain_size=4, f=5e-324).perturb([0, 1], rng=0)),
     ("publish(session='s') (AttributeError)", "session",
      lambda: histogram.HPHP().publish([1, 2, 3], epsilon=1.0, rng=0, session="s")),
 ]
@@ -104,6 +114,13 @@ def test_hphp_peak_is_bounded_before_the_first_allocation() -> None:
     assert "at its peak" in str(err)
     for name in histogram.PUBLISHERS:
         _refuses(lambda name=name: histogram.PUBLISHERS[name]().publish(data, epsilon=1.0, rng=0), "data")
+
+
+def test_the_synthesizer_uses_the_randomisers_epsilon_cap() -> None:
+    from privpub.ldp import _base
+    from privpub.ldp_synth import _client
+
+    assert _client.MAX_LOCAL_EPSILON == _base.MAX_LOCAL_EPSILON
 
 
 def test_maxgddp_epsilon_1e300_warns_once_and_publishes() -> None:

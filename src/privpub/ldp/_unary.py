@@ -360,6 +360,7 @@ class SUE(UnaryEncoding):
         super().__post_init__()
         if self.f is not None:
             object.__setattr__(self, "f", check_probability(self.f, "f"))
+            sue_epsilon(self.f)  # f / 2 must be representable (5e-324 is not): a ParameterError naming f
 
     def _declared_epsilon(self) -> float:
         # configured by f: the guarantee is the nominal 2 ln((1 - f/2) / (f/2)); the quantised

@@ -17,7 +17,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from privpub.core import RNGLike, Schema, as_generator, check_epsilon, check_in_domain, check_real
 from privpub.errors import DomainError, ParameterError
-from privpub.ldp import SUE
+from privpub.ldp import SUE, sue_flip_probability
 
 __all__ = [
     "LDPReports",
@@ -28,6 +28,12 @@ __all__ = [
     "resolve_flip_prob",
     "simulate_clients",
 ]
+
+
+#: the local randomisers' epsilon cap (``privpub.ldp.MAX_LOCAL_EPSILON``; a test checks they agree)
+MAX_LOCAL_EPSILON = 40.0
+#: smallest flip probability: each attribute's SUE randomiser is at most MAX_LOCAL_EPSILON-LDP
+_MIN_F = sue_flip_probability(MAX_LOCAL_EPSILON)
 
 
 def _check_f(f: Any, name: str = "flip_prob") -> float:
@@ -85,8 +91,18 @@ def resolve_flip_prob(epsilon: float | None, flip_prob: float | None, d: int) ->
         )
     if flip_prob is not None:
         f = _check_f(flip_prob)
+        if not f >= _MIN_F:  # each attribute's randomiser is SUE at 2 ln((2 - f) / f) <= MAX_LOCAL_EPSILON
+            raise ParameterError(
+                f"flip_prob must be at least {_MIN_F:.3g} (each attribute's report is 2 ln((2 - f) / f)-LDP, "
+                f"at most {MAX_LOCAL_EPSILON:g}), got {f!r}"
+            )
         return f, epsilon_from_f(f, d)
     eps = check_epsilon(epsilon)
+    if eps / _check_d(d) > MAX_LOCAL_EPSILON:
+        raise ParameterError(
+            f"epsilon must be at most {MAX_LOCAL_EPSILON:g} per attribute ({MAX_LOCAL_EPSILON * d:g} for {d} "
+            f"attributes: the per-attribute randomisers accept no more), got {eps:g}"
+        )
     f = f_from_epsilon(eps, d)
     if not 0.0 < f < 1.0:  # pragma: no cover - only for eps below ~1e-300
         raise ParameterError(f"epsilon={eps} gives a flip probability outside (0, 1)")

@@ -418,7 +418,13 @@ class ReportStore:
         self.f = reports.flip_prob
         self.q = self.f / 2.0
         self.p_keep = 1.0 - self.q
-        self.rho = (self.p_keep / self.q) ** 2
+        ratio = self.p_keep / self.q
+        if not ratio < 1e150:  # rho = ratio^2 must be a finite float (f below about 2e-150 is not)
+            raise ParameterError(
+                f"flip_prob must be at least 2e-150 for the estimator (the likelihood ratio (1 - f/2)^2 / (f/2)^2 "
+                f"overflows below), got {self.f!r}"
+            )
+        self.rho = ratio**2
         self.n_users = reports.n_users
         offsets = reports.offsets
         self._blocks = [

@@ -23,6 +23,7 @@ from privpub.core import (
     as_generator,
     check_positive_int,
     check_real,
+    check_working_set,
     describe_data,
     readonly,
 )
@@ -245,6 +246,10 @@ class LDPBayesSynthesizer(Publisher):
         f, eps = resolve_flip_prob(epsilon, flip_prob, len(schema))
         if not isinstance(data, pd.DataFrame):
             raise ParameterError(f"data must be a pandas DataFrame, got {type(data).__name__}")
+        # the users' one-hot reports, perturbed per attribute (unpacked bits, their packed draw and the
+        # concatenated copy: 2.25 bytes per user and domain value), checked before any reservation
+        check_working_set(len(data), 2.5 * sum(schema.sizes), "LDPBayesSynthesizer.publish (the users' reports)",
+                          "the rows of data or the schema's domain sizes", unit="users")
         gen = as_generator(rng)
         with accounting(eps, method="ldp_bayes", session=session, data=describe_data(data)) as acc:
             with acc.step("local perturbation"):

@@ -198,9 +198,10 @@ def check_grid_height(height: int, what: str, option: str) -> int:
     computing ``4**height`` (a height of 2**40 would take minutes to raise to that power)."""
     h = int(height)
     if h > MAX_GRID_HEIGHT:
+        gib = f"{4**h * _BYTES_PER_CELL / 2**30:,.1f} GiB" if h <= 64 else f"2**{2 * h - 23:,} GiB"
         raise ParameterError(
-            f"{what} would have 4**{h} cells, more than the {MAX_CELLS:,} (4**{MAX_GRID_HEIGHT}) privpub allows; "
-            f"lower {option} to at most {MAX_GRID_HEIGHT}"
+            f"{what} would have 4**{h} cells (about {gib} of working memory), more than the {MAX_CELLS:,} "
+            f"(4**{MAX_GRID_HEIGHT}) privpub allows; lower {option} to at most {MAX_GRID_HEIGHT}"
         )
     return check_cells(4**h, what, option)
 

@@ -192,14 +192,16 @@ class KDGHT(Publisher):
         for name in ("m", "n"):
             if getattr(self, name) is not None:
                 check_positive_int(getattr(self, name), name, minimum=1)
-                if getattr(self, name) > MAX_INTERVALS:
-                    raise ParameterError(
-                        f"{name} must be at most {MAX_INTERVALS} intervals per axis (the side of the finest grid "
-                        f"privpub builds, 4096 x 4096 cells; the sparse test of finer intervals compares lam / "
-                        f"{name} with a noise that needs over 10^8 users to resolve), got {getattr(self, name)}"
-                    )
         if self.m is not None and self.n is not None:
             check_cells(self.m * self.n, "the KDG interval grid m x n", "m or n")
+        for name in ("m", "n"):
+            if getattr(self, name) is not None and getattr(self, name) > MAX_INTERVALS:
+                raise ParameterError(
+                    f"{name} must be at most {MAX_INTERVALS} intervals per axis (the side of the finest grid "
+                    f"privpub builds, 4096 x 4096 cells; the sparse test of finer intervals compares lam / "
+                    f"{name} with a noise that needs over 10^8 users to resolve): lower {name}, got "
+                    f"{getattr(self, name)}"
+                )
         if self.interval_rule not in _INTERVAL_RULES:
             raise ParameterError(f"interval_rule must be one of {_INTERVAL_RULES}, got {self.interval_rule!r}")
         check_probability(self.lam, "lam", closed="right")

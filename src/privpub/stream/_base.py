@@ -95,8 +95,9 @@ COMMON_PARAMS = """
         Budget session: ``epsilon`` is reserved in it once, at construction (refused, creating
         nothing, if the session cannot pay).
     memory_limit : int, optional
-        Bytes the publisher's state may need (default: half the physical memory, at most
-        64 GiB); checked at construction, before anything is allocated.
+        Bytes the publisher's state may need (default: :func:`privpub.core.memory_budget`, i.e.
+        ``PRIVPUB_MEMORY_BUDGET`` or half the physical memory, at most 64 GiB unless the variable
+        sets it); checked at construction, before anything is allocated.
 """
 
 #: the neighbouring relation, shared by the publishers' docstrings
