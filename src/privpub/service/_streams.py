@@ -172,7 +172,7 @@ def exact_counts(values: list[int | float] | NDArray[Any], *, real: bool) -> NDA
         arr = np.array([int(v) for v in values])
     if arr.dtype.kind == "O":
         i, v = next((i, v) for i, v in enumerate(values) if not -(2**63) <= v < 2**63)
-        shown = str(v) if len(str(v)) < 30 else f"{str(v)[:25]}..."
+        shown = str(v) if isinstance(v, int) and abs(v) < 10**25 else f"a number of about 2**{int(abs(v)).bit_length()}"
         raise StreamError(422, f"is beyond the stream's arithmetic (counts must be at most 2**61 for an integer "
                                f"stream, 2**52 for a real one), got {shown}", f"counts[{i}]")
     if arr.dtype.kind == "f" and real and not np.isfinite(arr).all():
