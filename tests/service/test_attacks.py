@@ -152,12 +152,13 @@ def test_finding3_one_streams_clock_failure_never_stops_another(backend: str, tm
     older privpub accepted it) is logged, marked in its status and skipped; clocked streams
     created afterwards advance, also after a restart; DELETE takes it out of service."""
     with _own_server(backend, tmp_path) as srv, admin_client(srv) as adm:
-        bad = create_stream(adm, publisher="rtp", epsilon=1.0, window=16, step_seconds=1)["id"]
+        bad = create_stream(adm, publisher="rtp", epsilon=1.0, window=16, step_seconds=3600)["id"]
         srv.stop()
         engine = make_engine(srv.db, pool_size=1)
         try:
             with write_tx(engine) as conn:
-                conn.execute(sa.text("UPDATE streams SET origin = 0, open_since = 0 WHERE id = :i"), {"i": bad})
+                conn.execute(sa.text("UPDATE streams SET origin = 0, open_since = 0, step_seconds = 1 WHERE id = :i"),
+                             {"i": bad})
         finally:
             engine.dispose()
         srv.start()
