@@ -349,6 +349,33 @@ def test_finding8_a_write_costs_the_new_nodes_not_the_window(backend: str, tmp_p
         assert post_counts(adm, sid, [1])["t"] == 1_200_006
 
 
+@pytest.mark.slow
+def test_finding8_many_small_writes_keep_few_parts(backend: str, tmp_path: Path) -> None:
+    """One part per write would leave a restart reading a row per step: every 256 parts, a
+    write replaces them by one part holding the window (amortised O(window / 256) a write)."""
+    from privpub.service._streams import PARTS_COMPACT
+
+    with _own_server(backend, tmp_path) as srv, admin_client(srv) as adm:
+        s = create_stream(adm, publisher="hq_rtp", epsilon=1.0, window=4096, history=[50] * 10)
+        sid = s["id"]
+        for i in range(PARTS_COMPACT + 40):
+            post_counts(adm, sid, [i % 5, 1])
+        engine = make_engine(srv.db, pool_size=1)
+        try:
+            with engine.connect() as conn:
+                n = conn.execute(sa.text("SELECT count(*) FROM stream_parts WHERE stream_id = :i"),
+                                 {"i": sid}).scalar_one()
+        finally:
+            engine.dispose()
+        assert n <= 41, n
+        t = 2 * (PARTS_COMPACT + 40)
+        q = [[1, t], [t, t], [100, 300], [t - 50, t - 1]]
+        before = adm.post(f"/streams/{sid}/ranges", json={"ranges": q, "log": False}).json()["estimates"]
+        srv.stop()
+        srv.start()
+        assert adm.post(f"/streams/{sid}/ranges", json={"ranges": q, "log": False}).json()["estimates"] == before
+
+
 def test_finding8_a_database_of_the_older_privpub_opens(backend: str, tmp_path: Path) -> None:
     """A stream written by the older privpub (the whole state in ``streams.state``, revision
     0003_streams) is converted by the migration: same released noise, same answers, and it goes on."""
