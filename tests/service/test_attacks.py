@@ -170,6 +170,8 @@ def test_finding3_one_streams_clock_failure_never_stops_another(backend: str, tm
         assert adm.get(f"/streams/{good}").json()["t"] >= 3
         status = adm.get(f"/streams/{bad}").json()
         assert status["t"] == 0 and "behind" in status["clock_error"]
+        ev = adm.post(f"/streams/{bad}/events", json={"batch_id": "e", "time": time.time()})
+        assert ev.status_code == 409 and "behind" in ev.json()["error"]["message"]
         assert f"stream {bad}: the clock failed" in srv.log()
         closed = adm.delete(f"/streams/{bad}")
         assert closed.status_code == 200 and closed.json()["closed_at"] > 0

@@ -675,6 +675,10 @@ class StreamStore:
             assert info.origin is not None
             L = info.step_seconds
             due = self._clock_steps(info.origin, L, now, info.horizon)
+            if due - live.t > MAX_CATCHUP_STEPS:  # bounded work: the clock catches up first
+                raise StreamError(409, f"the stream's clock is {due - live.t} steps behind (more than "
+                                       f"{MAX_CATCHUP_STEPS}); events are taken again once it has caught up",
+                                  "times")
             steps = np.floor((times - info.origin) / L).astype(np.int64) + 1  # 1-based step of each event
             if info.horizon is not None and (steps > info.horizon).any():
                 i = int(np.argmax(steps > info.horizon))
