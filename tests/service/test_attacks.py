@@ -500,6 +500,9 @@ def test_finding2_integer_counts_are_exact_never_through_a_float(adm: httpx.Clie
     _err(_raw(adm, s["id"], "[true]"), 422, "counts.0")
     _err(_raw(adm, s["id"], '["5"]'), 422, "counts.0")
     _err(_raw(adm, s["id"], "[null]"), 422, "counts.0")
+    e = create_stream(adm, publisher="rtp", epsilon=1.0, window=16, step_seconds=3600)
+    for body in ({"times": [True]}, {"times": ["5"]}, {"time": "5"}):
+        assert adm.post(f"/streams/{e['id']}/events", json={"batch_id": "b", **body}).status_code == 422, body
     assert adm.get(f"/streams/{s['id']}").json()["t"] == 3  # nothing refused was stored
     # a real-valued stream refuses what a float64 cannot hold (2**52)
     r = create_stream(adm, publisher="rtp", epsilon=1.0, window=16, real=True, noise="laplace")
@@ -528,7 +531,7 @@ def test_finding2_sums_beyond_int64_are_refused_not_wrapped(adm: httpx.Client) -
     # the stream still takes counts that fit
     assert _post(adm, s["id"], [5]).status_code == 200
     # counts beyond the arithmetic: 422, never a 500
-    for text in (str(2**61 + 1), str(2**63), str(2**70), "1" + "0" * 400, "1e400"):
+    for text in (str(2**61 + 1), str(2**63), str(2**70), "1" + "0" * 400, "1" + "0" * 4200, "9" * 5000, "1e400"):
         assert _raw(adm, s["id"], f"[{text}]").status_code == 422, text
 
 
@@ -573,12 +576,13 @@ def test_finding3_one_streams_clock_failure_never_stops_another(backend: str, tm
     older privpub accepted it) is logged, marked in its status and skipped; clocked streams
     created afterwards advance, also after a restart; DELETE takes it out of service."""
     with _own_server(backend, tmp_path) as srv, admin_client(srv) as adm:
-        bad = create_stream(adm, publisher="rtp", epsilon=1.0, window=16, step_seconds=1)["id"]
+        bad = create_stream(adm, publisher="rtp", epsilon=1.0, window=16, step_seconds=3600)["id"]
         srv.stop()
         engine = make_engine(srv.db, pool_size=1)
         try:
             with write_tx(engine) as conn:
-                conn.execute(sa.text("UPDATE streams SET origin = 0, open_since = 0 WHERE id = :i"), {"i": bad})
+                conn.execute(sa.text("UPDATE streams SET origin = 0, open_since = 0, step_seconds = 1 WHERE id = :i"),
+                             {"i": bad})
         finally:
             engine.dispose()
         srv.start()
@@ -590,6 +594,8 @@ def test_finding3_one_streams_clock_failure_never_stops_another(backend: str, tm
         assert adm.get(f"/streams/{good}").json()["t"] >= 3
         status = adm.get(f"/streams/{bad}").json()
         assert status["t"] == 0 and "behind" in status["clock_error"]
+        ev = adm.post(f"/streams/{bad}/events", json={"batch_id": "e", "time": time.time()})
+        assert ev.status_code == 409 and "behind" in ev.json()["error"]["message"]
         assert f"stream {bad}: the clock failed" in srv.log()
         closed = adm.delete(f"/streams/{bad}")
         assert closed.status_code == 200 and closed.json()["closed_at"] > 0
@@ -767,6 +773,33 @@ def test_finding8_a_write_costs_the_new_nodes_not_the_window(backend: str, tmp_p
         srv.start()
         assert adm.post(f"/streams/{sid}/ranges", json={"ranges": q, "log": False}).json()["estimates"] == before
         assert post_counts(adm, sid, [1])["t"] == 1_200_006
+
+
+@pytest.mark.slow
+def test_finding8_many_small_writes_keep_few_parts(backend: str, tmp_path: Path) -> None:
+    """One part per write would leave a restart reading a row per step: every 256 parts, a
+    write replaces them by one part holding the window (amortised O(window / 256) a write)."""
+    from privpub.service._streams import PARTS_COMPACT
+
+    with _own_server(backend, tmp_path) as srv, admin_client(srv) as adm:
+        s = create_stream(adm, publisher="hq_rtp", epsilon=1.0, window=4096, history=[50] * 10)
+        sid = s["id"]
+        for i in range(PARTS_COMPACT + 40):
+            post_counts(adm, sid, [i % 5, 1])
+        engine = make_engine(srv.db, pool_size=1)
+        try:
+            with engine.connect() as conn:
+                n = conn.execute(sa.text("SELECT count(*) FROM stream_parts WHERE stream_id = :i"),
+                                 {"i": sid}).scalar_one()
+        finally:
+            engine.dispose()
+        assert n <= 41, n
+        t = 2 * (PARTS_COMPACT + 40)
+        q = [[1, t], [t, t], [100, 300], [t - 50, t - 1]]
+        before = adm.post(f"/streams/{sid}/ranges", json={"ranges": q, "log": False}).json()["estimates"]
+        srv.stop()
+        srv.start()
+        assert adm.post(f"/streams/{sid}/ranges", json={"ranges": q, "log": False}).json()["estimates"] == before
 
 
 def test_finding8_a_database_of_the_older_privpub_opens(backend: str, tmp_path: Path) -> None:

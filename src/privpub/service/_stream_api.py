@@ -44,7 +44,8 @@ StreamId = Path(pattern=r"^[0-9a-f]{16}$", description="the stream's id")
 _BATCH = r"^[A-Za-z0-9._:-]{1,64}$"
 #: names: no control characters (NUL, newlines ...)
 _PRINTABLE = r"^[^\x00-\x1f\x7f]+$"
-Finite = Annotated[float, Field(allow_inf_nan=False)]
+#: an event time: a JSON number (strict: ``true`` and ``"5"`` are refused)
+Time = Annotated[float, Field(strict=True, allow_inf_nan=False)]
 
 
 def _count(v: Any) -> int | float:
@@ -128,8 +129,8 @@ class EventsIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     batch_id: str = Field(pattern=_BATCH, description="idempotency key: a resent batch is not counted again")
-    time: Finite | None = Field(default=None, ge=0, description="Unix time of one event")
-    times: list[Finite] | None = Field(default=None, min_length=1, max_length=MAX_ITEMS,
+    time: Time | None = Field(default=None, ge=0, description="Unix time of one event")
+    times: list[Time] | None = Field(default=None, min_length=1, max_length=MAX_ITEMS,
                                        description="Unix times of many events")
 
 

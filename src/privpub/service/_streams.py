@@ -71,6 +71,9 @@ MAX_NOISE_SCALE = 2.0**36
 QUERIES_FROM = ("readers", "anyone", "none")
 #: default cap of logged queries per client and stream per hour (the rest are answered, not logged)
 LOG_PER_CLIENT = 1000
+#: stored state parts of one stream before a write replaces them by one part holding the window
+#: (bounds the rows a restart reads; amortised, a write costs O(steps closed + window / 256))
+PARTS_COMPACT = 256
 #: seconds a stream whose clock failed waits before the clock tries it again
 CLOCK_RETRY = 30.0
 #: a clocked stream further behind than this (steps) is left alone: catching up would be endless
@@ -171,7 +174,7 @@ def exact_counts(values: list[int | float] | NDArray[Any], *, real: bool) -> NDA
         arr = np.array([int(v) for v in values])
     if arr.dtype.kind == "O":
         i, v = next((i, v) for i, v in enumerate(values) if not -(2**63) <= v < 2**63)
-        shown = str(v) if len(str(v)) < 30 else f"{str(v)[:25]}..."
+        shown = str(v) if isinstance(v, int) and abs(v) < 10**25 else f"a number of about 2**{int(abs(v)).bit_length()}"
         raise StreamError(422, f"is beyond the stream's arithmetic (counts must be at most 2**61 for an integer "
                                f"stream, 2**52 for a real one), got {shown}", f"counts[{i}]")
     if arr.dtype.kind == "f" and real and not np.isfinite(arr).all():
@@ -254,6 +257,8 @@ class Live:
     pending: list[tuple[float, int, int, int]] = field(default_factory=list)
     plock: threading.Lock = field(default_factory=threading.Lock)
     closed_at: int | None = None
+    #: parts of the state stored in the database (compacted at PARTS_COMPACT)
+    parts: int = 1
     #: per-client logged queries in the current hour: client -> (hour, count)
     logged: dict[str, tuple[int, int]] = field(default_factory=dict)
 
@@ -461,7 +466,7 @@ class StreamStore:
         t = int(row._mapping["t"])
         return Live(info=_info(row), pub=pub, t=t, open_count=int(row.open_count),
                     open_since=float(row.open_since), log_seq=int(row.log_seq), visible=t,
-                    closed_at=None if row.closed_at is None else int(row.closed_at))
+                    closed_at=None if row.closed_at is None else int(row.closed_at), parts=len(parts))
 
     def live(self, sid: str) -> Live:
         live = self._live.get(sid)
@@ -480,7 +485,7 @@ class StreamStore:
         with live.lock:
             live.pub, live.t, live.open_count = fresh.pub, fresh.t, fresh.open_count
             live.open_since, live.log_seq, live.visible = fresh.open_since, fresh.log_seq, fresh.t
-            live.closed_at = fresh.closed_at
+            live.closed_at, live.parts = fresh.closed_at, fresh.parts
 
     def loaded(self, sid: str) -> bool:
         """Whether this worker holds the stream in memory."""
@@ -578,14 +583,18 @@ class StreamStore:
                     with self._guard:  # the copy may be part-way: reload it (the transaction rolls back)
                         self._live.pop(live.info.id, None)
                     raise StreamError(422, str(exc).replace("items", "counts", 1), "counts") from None
-                # O(steps closed): the new nodes go to a new part, the small head replaces the old one
-                head, part = split_state(pub.state(checkpoint=False, since=t_before))
+                # O(steps closed): the new nodes go to a new part, the small head replaces the old one;
+                # every PARTS_COMPACT parts, one part with the whole window replaces them all
+                compact = live.parts >= PARTS_COMPACT
+                head, part = split_state(pub.state(checkpoint=False, since=None if compact else t_before))
             values["state"] = pack_state(head)
             pc = stream_parts.c
             conn.execute(sa.insert(stream_parts).values(stream_id=live.info.id, t_end=part["t"],
                                                         t_from=part["arrays_from"], data=pack_state(part)))
-            conn.execute(sa.delete(stream_parts).where(pc.stream_id == live.info.id,
-                                                       pc.t_end < state_needs_from(head)))
+            drop_before = part["t"] if compact else state_needs_from(head)
+            gone = conn.execute(sa.delete(stream_parts).where(pc.stream_id == live.info.id,
+                                                              pc.t_end < drop_before)).rowcount
+            live.parts = 1 if compact else live.parts + 1 - max(0, gone or 0)
         values["t"] = pub.t
         if self.checks and added:
             values["true_total"] = sa.func.coalesce(streams.c.true_total, 0) + added
@@ -665,6 +674,10 @@ class StreamStore:
             assert info.origin is not None
             L = info.step_seconds
             due = self._clock_steps(info.origin, L, now, info.horizon)
+            if due - live.t > MAX_CATCHUP_STEPS:  # bounded work: the clock catches up first
+                raise StreamError(409, f"the stream's clock is {due - live.t} steps behind (more than "
+                                       f"{MAX_CATCHUP_STEPS}); events are taken again once it has caught up",
+                                  "times")
             steps = np.floor((times - info.origin) / L).astype(np.int64) + 1  # 1-based step of each event
             if info.horizon is not None and (steps > info.horizon).any():
                 i = int(np.argmax(steps > info.horizon))
