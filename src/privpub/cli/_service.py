@@ -92,8 +92,15 @@ def serve(
         typer.echo("warning: PRIVPUB_ADMIN_TOKEN is not set: admin endpoints (creating campaigns, releases) "
                    "are disabled", err=True)
     os.environ["PRIVPUB_DB"] = url
-    uvicorn.run("privpub.service._app:create_app_from_env", factory=True, host=host, port=port,
-                workers=workers, access_log=False, log_level=log_level.lower(), server_header=False)
+    from privpub.cli._common import Terminated
+
+    try:
+        uvicorn.run("privpub.service._app:create_app_from_env", factory=True, host=host, port=port,
+                    workers=workers, access_log=False, log_level=log_level.lower(), server_header=False)
+    except (KeyboardInterrupt, Terminated):
+        # uvicorn shut down cleanly, then re-raised the signal that stopped it: a normal stop, not a
+        # command interrupted half-way (nothing is left unwritten)
+        return
 
 
 @db_app.command("upgrade")
