@@ -47,10 +47,15 @@ def register(app: typer.Typer, reproduce_app: typer.Typer) -> None:
     app.add_typer(campaign_app, name="campaign")
 
 
-def _need_extra() -> None:
+def _need_extra(client: bool = False) -> None:
+    """The privpub[service] extra: the server's packages, or with ``client`` only the client's (lighter)."""
     try:
-        import fastapi  # noqa: F401
-        import sqlalchemy  # noqa: F401
+        if client:
+            import httpx  # noqa: F401
+            import yaml  # noqa: F401
+        else:
+            import fastapi  # noqa: F401
+            import sqlalchemy  # noqa: F401
     except ImportError as exc:
         raise ParameterError(f"the service needs the privpub[service] extra: pip install 'privpub[service]' ({exc})") from None
 
@@ -205,6 +210,7 @@ def _json(resp: Any) -> Any:
 
 def _client(url: str | None, connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
             token: str | None = None, token_env: str = ADMIN_TOKEN_ENV) -> tuple[_Client, str]:
+    _need_extra(client=True)
     import httpx
 
     base = base_url(url)
@@ -300,7 +306,7 @@ def campaign_create(
     connect_timeout: Annotated[float, _CONNECT] = DEFAULT_CONNECT_TIMEOUT,
 ) -> None:
     """Create a campaign from a YAML/JSON declaration; prints its public configuration (JSON)."""
-    _need_extra()
+    _need_extra(client=True)
     import yaml
 
     if not spec.is_file():
@@ -453,7 +459,7 @@ def participate(
     if values is not None and not values.is_file():
         raise DataNotFoundError(f"--values file {str(values)!r} does not exist or is not a file")
     campaign = _id(campaign)
-    _need_extra()
+    _need_extra(client=True)
     connect(url, connect_timeout)  # an unreachable service fails here, within --connect-timeout
     with submission_errors():
         _participate(base, campaign, value, values, simulate, seed, rng_seed, batch_size, token)

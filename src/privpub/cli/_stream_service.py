@@ -105,7 +105,7 @@ def register_service_commands(stream_app: typer.Typer) -> None:
             checks.add("--session must not be empty")
         _check_common(checks, url, connect_timeout)
         checks.done()
-        _need_extra()
+        _need_extra(client=True)
         body: dict[str, Any] = {"name": name, "publisher": method, "epsilon": epsilon, "window": window,
                                 "sensitivity": sensitivity, "late": late}
         if step_seconds is not None:
@@ -151,7 +151,7 @@ def register_service_commands(stream_app: typer.Typer) -> None:
         if np.isnan(data).any():
             raise ParameterError(f"{input.name} has missing values (row {int(np.flatnonzero(np.isnan(data))[0])}): "
                                  "every count and every event needs a value")
-        _need_extra()
+        _need_extra(client=True)
         from privpub.client import StreamProducer
 
         _, base = connect(url, connect_timeout, tok, PRODUCER_TOKEN_ENV)
@@ -188,7 +188,7 @@ def register_service_commands(stream_app: typer.Typer) -> None:
             checks.add(f"--end must be >= --start, got --start {start} --end {end}")
         _check_common(checks, url, connect_timeout)
         checks.done()
-        _need_extra()
+        _need_extra(client=True)
         client, _ = connect(url, connect_timeout)
         resp = client.get(f"/streams/{stream_id}/range", params={"start": start, "end": end})
         typer.echo(json.dumps(resp.json(), indent=2))
