@@ -235,8 +235,9 @@ def _invoke(files: dict[str, Path], command: str, input_name: str, options: dict
         _check_output(output)
     else:
         errors = [ln for ln in result.output.splitlines() if ln.startswith("error:")]
-        usage = result.exit_code == 2 and result.output.startswith("Usage:")   # Typer's own usage error
-        assert len(errors) == 1 or usage, f"`privpub {' '.join(args)}` failed without one error line: {result.output!r}"
+        # a usage error (a value of the wrong type, a missing option) is one error: line too (issue 21)
+        assert len(errors) == 1, f"`privpub {' '.join(args)}` failed without one error line: {result.output!r}"
+        assert "Usage:" not in result.output and "╭" not in result.output, result.output
         if output_kind == "existing":
             assert output.read_text(encoding="utf-8") == "precious"
         if before is not None and output != source:
