@@ -6,7 +6,6 @@ import importlib
 import inspect
 import re
 import sys
-from collections.abc import Sequence
 from typing import Any
 
 import typer
@@ -69,12 +68,12 @@ def polish_help(typer_app: typer.Typer) -> None:
 class _RootGroup(PlainHelp, TyperGroup):
     """The ``privpub`` group: a usage error is one ``error:`` line (exit 2), as every other mistake."""
 
-    def main(self, args: Sequence[str] | None = None, prog_name: str | None = None,
-             complete_var: str | None = None, standalone_mode: bool = True, **extra: Any) -> Any:
-        if not standalone_mode:
-            return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+    def main(self, *args: Any, **kwargs: Any) -> Any:
+        if not kwargs.get("standalone_mode", True):
+            return super().main(*args, **kwargs)
+        kwargs["standalone_mode"] = False
         try:
-            rv = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+            rv = super().main(*args, **kwargs)
         except ClickException as exc:
             if type(exc).__name__ != "NoArgsIsHelpError":  # the help was printed already
                 typer.echo(usage_error_line(exc), err=True)

@@ -154,6 +154,7 @@ def register_service_commands(stream_app: typer.Typer) -> None:
         _need_extra(client=True)
         from privpub.client import StreamProducer
 
+        assert tok is not None  # checked above
         _, base = connect(url, connect_timeout, tok, PRODUCER_TOKEN_ENV)
         per_request = paced_batch_size(batch_size, speed) if kind == "counts" else batch_size
         producer = StreamProducer(base, stream_id, token=tok, batch_size=per_request)
