@@ -24,6 +24,7 @@ from service_helpers import ADMIN_TOKEN, SRC, Server, free_port
 from stream_helpers import admin_client, create_stream
 from typer.testing import CliRunner
 
+import privpub.client  # noqa: F401 -- imported before the timings: they measure the commands, not imports
 from privpub.cli import app
 from privpub.cli._service import check_response
 

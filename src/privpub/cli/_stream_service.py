@@ -152,10 +152,9 @@ def register_service_commands(stream_app: typer.Typer) -> None:
             raise ParameterError(f"{input.name} has missing values (row {int(np.flatnonzero(np.isnan(data))[0])}): "
                                  "every count and every event needs a value")
         _need_extra(client=True)
-        from privpub.client import StreamProducer
-
         assert tok is not None  # checked above
         _, base = connect(url, connect_timeout, tok, PRODUCER_TOKEN_ENV)
+        from privpub.client import StreamProducer
         per_request = paced_batch_size(batch_size, speed) if kind == "counts" else batch_size
         producer = StreamProducer(base, stream_id, token=tok, batch_size=per_request)
         try:
