@@ -170,8 +170,9 @@ class _Client:
                 resp = self._client.request(method, path, timeout=httpx.Timeout(
                     timeout, connect=min(max(remaining, 0.05), timeout)), **kwargs)
             except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
-                if time.monotonic() + _CONNECT_RETRY_PAUSE < deadline:
-                    time.sleep(_CONNECT_RETRY_PAUSE)
+                left = deadline - time.monotonic()
+                if left > 0:  # retry until the deadline, the last attempt at it
+                    time.sleep(min(_CONNECT_RETRY_PAUSE, left))
                     continue
                 raise ServiceUnreachableError(
                     f"could not reach the service at {self._base} within {self._connect_timeout:g} s "
