@@ -26,8 +26,24 @@ HEADER = """# Command-line reference
 Every command maps privpub errors (bad input, missing data, budget, a size too large for memory) to a
 one-line `error: ...` message and exit code 2; an unexpected exception (a privpub bug) is one line
 too, with exit code 1 (`PRIVPUB_DEBUG=1` shows its traceback); Ctrl-C and `SIGTERM` exit with 130 and
-143. A command never prints a traceback. Data directories default to `$PRIVPUB_DATA`; see
+143. A command never prints a traceback. A mistake on the command line itself (a value of the wrong type such
+as `-e abc`, a missing or unknown option) is one `error:` line too, naming the option and pointing to
+`--help`, with exit code 2. Data directories default to `$PRIVPUB_DATA`; see
 [datasets.md](datasets.md).
+
+## Commands that talk to a service
+
+`privpub campaign ...`, `privpub participate` and `privpub stream create|produce|query` check every
+argument (ids, ranges, batch sizes, names) before they contact the service at `--url`
+(`$PRIVPUB_URL`, default `http://127.0.0.1:8000`). A service that does not answer is reported
+within `--connect-timeout` seconds (default 2, also `$PRIVPUB_CONNECT_TIMEOUT`: the total time spent
+retrying a refused or unanswered connection); right after starting `privpub serve` in the
+background, give the first command more (`--connect-timeout 60`), as the README's quickstarts do.
+A refusal by the service reads one way: `error: the service refused the request (<status>):
+<field>: <what>`, every problem of a 422 listed with its field, and a 401/403 naming the token's
+variable (`PRIVPUB_ADMIN_TOKEN`, or `PRIVPUB_PRODUCER_TOKEN` for `stream produce`).
+`privpub stream produce --speed N` paces the steps: requests of about a tenth of a second's steps
+(at most `--batch-size`). A clean stop of `privpub serve` (Ctrl-C, `SIGTERM`) exits with 0.
 
 ## Arguments are checked first, all at once
 
@@ -167,7 +183,7 @@ def _param_row(param: Any) -> str | None:
         names = ", ".join(f"`{o}`" for o in [*param.opts, *param.secondary_opts])
     else:
         names = f"`{(param.name or '').upper()}`"
-    help_text = getattr(param, "help", "") or ""
+    help_text = (getattr(param, "help", "") or "").replace("\\[", "[")  # rich markup escape: privpub\[spark]
     return f"| {names} | {_cell(_kind(param))} | {_cell(_default(param))} | {_cell(help_text)} |"
 
 

@@ -100,7 +100,7 @@ def test_fresh_venv_without_extras_runs_the_demo(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME")}
     env["PATH"] = f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"
     pip = subprocess.run([str(py), "-m", "pip", "install", "-q", "-e", "."], cwd=checkout, env=env,
-                         capture_output=True, text=True, timeout=1200, check=False)
+                         capture_output=True, text=True, timeout=2400, check=False)
     assert pip.returncode == 0, pip.stderr[-3000:]
     listed = subprocess.run([str(py), "-m", "pip", "list", "--format=freeze"], env=env, capture_output=True,
                             text=True, check=True).stdout.lower()

@@ -196,3 +196,65 @@ def test_large_histogram_shows_progress(tmp_path: Path) -> None:
     quiet = runner.invoke(app, ["histogram", str(counts), "-e", "1", "--method", "laplace", "--seed", "0",
                                 "-o", str(tmp_path / "q.npy"), "--quiet"])
     assert quiet.exit_code == 0 and quiet.stderr == ""
+
+
+# ---------------------------------------------------------------------------------------------
+# issue 21: what the fuzzer still found (usage errors, server commands, hostile values)
+# ---------------------------------------------------------------------------------------------
+@pytest.mark.parametrize(("command", "override", "needle"), [
+    ("histogram", {"--epsilon": "abc"}, "invalid value for --epsilon"),
+    ("histogram", {"--seed": "1.5"}, "invalid value for --seed"),
+    ("stream", {"--window": "1e3"}, "invalid value for --window / -w"),
+    ("stream", {"--window": None}, "missing option --window / -w"),
+    ("histogram", {"--no-such-flag": ""}, "no such option: --no-such-flag"),
+])
+def test_usage_errors_are_one_line(tmp_path: Path, inputs: dict[str, Path], command: str,
+                                   override: dict[str, str | None], needle: str) -> None:
+    """Finding: Typer's multi-line usage box for a bad value; now the one ``error:`` line (exit 2)."""
+    result = runner.invoke(app, args_for(command, inputs, tmp_path / "o.csv", override))
+    line = _one_line_error(result, needle, f"(see privpub {command}")
+    assert "╭" not in result.output and "Usage:" not in result.output, result.output
+    assert line.endswith("--help)")
+
+
+@pytest.mark.parametrize(("args", "needle"), [
+    (["stream", "query", "0123456789abcdef", "--start", "5", "--end", "2"], "--end must be >= --start"),
+    (["stream", "query", "0123456789abcdef", "--start", "0", "--end", "2"], "--start must be >= 1"),
+    (["stream", "query", "not-an-id", "--start", "1", "--end", "2"], "16 hexadecimal digits"),
+    (["stream", "produce", "{series}", "--stream", "0123456789abcdef", "--batch-size", "0", "--token", "t"],
+     "--batch-size must be in 1..200000"),
+    (["stream", "produce", "{series}", "--stream", "0123456789abcdef", "--speed", "0", "--token", "t"],
+     "--speed must be finite and > 0"),
+    (["stream", "create", "--name", "", "-e", "1", "-w", "8"], "--name must not be empty"),
+    (["stream", "create", "--name", " ", "-e", "1", "-w", "8"], "--name must not be empty"),
+    (["stream", "create", "--name", "s", "-e", "1", "-w", "8", "--late", "later"], "--late must be reject or current"),
+    (["campaign", "release", "abc"], "the campaign id must be 16 hexadecimal digits"),
+    (["campaign", "status", ""], "the campaign id must not be empty"),
+    (["participate", "--campaign", "xyz", "--simulate", "3"], "the campaign id must be 16 hexadecimal digits"),
+    (["stream", "query", "0123456789abcdef", "--start", "1", "--end", "2", "--connect-timeout", "-1"],
+     "--connect-timeout must be in 0..86400"),
+])
+def test_server_commands_check_arguments_before_connecting(inputs: dict[str, Path], args: list[str],
+                                                           needle: str) -> None:
+    """Finding: arguments of server commands were checked only after connecting (here nothing listens:
+    a check that waited for the service would report the service instead)."""
+    args = [a.replace("{series}", str(inputs["series"])) for a in args]
+    result = runner.invoke(app, [*args, "--url", "http://127.0.0.1:9"])
+    line = _one_line_error(result, needle)
+    assert "could not reach" not in line and "--url" not in line.split("got")[0], line
+
+
+def test_synth_tiny_flip_probability_is_one_line(tmp_path: Path, inputs: dict[str, Path]) -> None:
+    """Finding: ``--flip-prob 1e-300`` overflowed in the estimator (internal error); now refused up front."""
+    args = args_for("synth", inputs, tmp_path / "o.csv", {"--epsilon": None, "--flip-prob": "1e-300"})
+    _one_line_error(runner.invoke(app, args), "--flip-prob must be >= 1e-150")
+    assert not (tmp_path / "o.csv").exists()
+
+
+def test_db_upgrade_of_a_binary_file_is_one_line(tmp_path: Path) -> None:
+    """Finding: ``privpub db upgrade --db <a binary file>`` was an internal error (sqlite DatabaseError)."""
+    pytest.importorskip("sqlalchemy")
+    db = tmp_path / "random.db"
+    db.write_bytes(np.random.default_rng(0).bytes(4096))
+    _one_line_error(runner.invoke(app, ["db", "upgrade", "--db", str(db)]), "cannot open the database",
+                    "file is not a database")

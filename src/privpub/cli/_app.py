@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 import importlib
+import inspect
 import re
 import sys
-from collections.abc import Sequence
 from typing import Any
 
 import typer
-from typer.core import TyperGroup
+from typer.core import TyperCommand, TyperGroup
+from typer.models import DefaultPlaceholder
 
 import privpub
-from privpub.cli._common import ClickException
+from privpub.cli._common import ClickException, PlainHelp, PlainHelpCommand, PlainHelpGroup
 
 #: click's Abort as this Typer raises it (the click package's, or Typer's vendored copy)
 _CLICK_ABORTS = tuple(c for c in (getattr(importlib.import_module(ClickException.__module__), "Abort", None),)
@@ -37,15 +38,42 @@ def usage_error_line(exc: Any) -> str:
     return f"error: {message}{hint}"
 
 
-class _RootGroup(TyperGroup):
+def _one_paragraph(text: str | None) -> str | None:
+    """The first paragraph of a help text on one line (Typer keeps a docstring's line breaks in lists)."""
+    if not text:
+        return None
+    return " ".join(inspect.cleandoc(text).split("\n\n")[0].split())
+
+
+def polish_help(typer_app: typer.Typer) -> None:
+    """Give every registered command the plain-help classes and a one-line short help (recursively)."""
+    for info in typer_app.registered_commands:
+        if info.cls is None or isinstance(info.cls, DefaultPlaceholder) or info.cls is TyperCommand:
+            info.cls = PlainHelpCommand
+        help_text = info.help if isinstance(info.help, str) else inspect.getdoc(info.callback)
+        if help_text:  # paragraphs on one line each: rich help keeps a docstring's line breaks
+            info.help = "\n\n".join(p if p.startswith("\b") else " ".join(p.split())
+                                     for p in inspect.cleandoc(help_text).split("\n\n"))
+        if not info.short_help or isinstance(info.short_help, DefaultPlaceholder):
+            info.short_help = _one_paragraph(help_text)
+    for group in typer_app.registered_groups:
+        sub = group.typer_instance
+        if sub is None:
+            continue
+        if sub.info.cls is None or isinstance(sub.info.cls, DefaultPlaceholder) or sub.info.cls is TyperGroup:
+            sub.info.cls = PlainHelpGroup
+        polish_help(sub)
+
+
+class _RootGroup(PlainHelp, TyperGroup):
     """The ``privpub`` group: a usage error is one ``error:`` line (exit 2), as every other mistake."""
 
-    def main(self, args: Sequence[str] | None = None, prog_name: str | None = None,
-             complete_var: str | None = None, standalone_mode: bool = True, **extra: Any) -> Any:
-        if not standalone_mode:
-            return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+    def main(self, *args: Any, **kwargs: Any) -> Any:
+        if not kwargs.get("standalone_mode", True):
+            return super().main(*args, **kwargs)
+        kwargs["standalone_mode"] = False
         try:
-            rv = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+            rv = super().main(*args, **kwargs)
         except ClickException as exc:
             if type(exc).__name__ != "NoArgsIsHelpError":  # the help was printed already
                 typer.echo(usage_error_line(exc), err=True)
@@ -104,6 +132,7 @@ _PART_MODULES = (
 
 for _name in _PART_MODULES:
     importlib.import_module(_name).register(app, reproduce_app)
+polish_help(app)
 
 
 def main() -> None:

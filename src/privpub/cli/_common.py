@@ -34,6 +34,7 @@ from typing import Annotated, Any, TypeVar
 
 import pandas as pd
 import typer
+from typer.core import TyperCommand, TyperGroup
 
 from privpub._io import TABLE_FORMATS, atomic_output, check_output, read_npy
 from privpub._io import write_table as _write_table
@@ -92,9 +93,34 @@ BudgetTotalOption = Annotated[float | None, typer.Option(
     "match the file's total if it does).")]
 EngineOption = Annotated[str, typer.Option(
     "--engine", help="Where the data-sized aggregation runs: pandas (default, one machine) or spark (a local[2] "
-    "session reads the CSV/Parquet input; needs privpub[spark]).")]
+    "session reads the CSV/Parquet input; needs the spark extra, privpub\\[spark]).")]
 DataLabelOption = Annotated[str | None, typer.Option(
     "--data-label", help="Label of the data in the budget file (default: the input file's name).")]
+
+
+class PlainHelp:
+    """Help pages without Typer's placeholders: ``INPUT`` in the usage line (not ``{input}``) and no
+    ``<bool>`` label on flags (``--help``, ``--version``, ``--force``)."""
+
+    def get_params(self, ctx: Any) -> list[Any]:
+        params = super().get_params(ctx)  # type: ignore[misc]
+        for param in params:
+            if getattr(param, "is_flag", False) and getattr(param, "metavar", None) is None:
+                param.metavar = ""
+        return params  # type: ignore[no-any-return]
+
+    def collect_usage_pieces(self, ctx: Any) -> list[str]:
+        pieces = super().collect_usage_pieces(ctx)  # type: ignore[misc]
+        return [re.sub(r"^\{(.+)\}", lambda m: m.group(1).upper(), p) for p in pieces]
+
+
+class PlainHelpCommand(PlainHelp, TyperCommand):
+    """A ``privpub`` command (see :class:`PlainHelp`)."""
+
+
+class PlainHelpGroup(PlainHelp, TyperGroup):
+    """A ``privpub`` command group (see :class:`PlainHelp`)."""
+
 
 
 class Terminated(BaseException):

@@ -12,7 +12,7 @@ from typing import Annotated, Any
 import numpy as np
 import typer
 
-from privpub.cli._common import ForceOption, _one_line, handle_errors
+from privpub.cli._common import ForceOption, Terminated, _one_line, handle_errors
 from privpub.errors import DataNotFoundError, ParameterError, PrivpubError
 
 db_app = typer.Typer(help="The service's database: schema upgrades (Alembic).", no_args_is_help=True)
@@ -47,10 +47,15 @@ def register(app: typer.Typer, reproduce_app: typer.Typer) -> None:
     app.add_typer(campaign_app, name="campaign")
 
 
-def _need_extra() -> None:
+def _need_extra(client: bool = False) -> None:
+    """The privpub[service] extra: the server's packages, or with ``client`` only the client's (lighter)."""
     try:
-        import fastapi  # noqa: F401
-        import sqlalchemy  # noqa: F401
+        if client:
+            import httpx  # noqa: F401
+            import yaml  # noqa: F401
+        else:
+            import fastapi  # noqa: F401
+            import sqlalchemy  # noqa: F401
     except ImportError as exc:
         raise ParameterError(f"the service needs the privpub[service] extra: pip install 'privpub[service]' ({exc})") from None
 
@@ -155,6 +160,10 @@ def _serve(db: str, host: str, port: int, workers: int, upgrade: bool, log_level
                     workers=workers, access_log=False, log_level=log_level.lower(), server_header=False,
                     http="privpub.service._transport:HeaderTimeoutProtocol",
                     timeout_keep_alive=timeout_keep_alive)  # type: ignore[arg-type]
+    except (KeyboardInterrupt, Terminated):
+        # uvicorn shut down cleanly, then re-raised the signal that stopped it: a normal stop, not a
+        # command interrupted half-way (nothing is left unwritten)
+        return
     finally:
         for k, v in saved.items():
             if v is None:
@@ -245,8 +254,9 @@ class _Client:
                 resp = self._client.request(method, path, timeout=httpx.Timeout(
                     timeout, connect=min(max(remaining, 0.05), timeout)), **kwargs)
             except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
-                if time.monotonic() + _CONNECT_RETRY_PAUSE < deadline:
-                    time.sleep(_CONNECT_RETRY_PAUSE)
+                left = deadline - time.monotonic()
+                if left > 0:  # retry until the deadline, the last attempt at it
+                    time.sleep(min(_CONNECT_RETRY_PAUSE, left))
                     continue
                 raise ServiceUnreachableError(
                     f"could not reach the service at {self._base} within {self._connect_timeout:g} s "
@@ -288,6 +298,7 @@ def _json(resp: Any) -> Any:
 
 def _client(url: str | None, connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
             token: str | None = None, token_env: str = ADMIN_TOKEN_ENV) -> tuple[_Client, str]:
+    _need_extra(client=True)
     import httpx
 
     base = base_url(url)
@@ -383,7 +394,7 @@ def campaign_create(
     connect_timeout: Annotated[float, _CONNECT] = DEFAULT_CONNECT_TIMEOUT,
 ) -> None:
     """Create a campaign from a YAML/JSON declaration; prints its public configuration (JSON)."""
-    _need_extra()
+    _need_extra(client=True)
     import yaml
 
     if not spec.is_file():
@@ -554,7 +565,7 @@ def participate(
     if values is not None and not values.is_file():
         raise DataNotFoundError(f"--values file {str(values)!r} does not exist or is not a file")
     campaign = _id(campaign)
-    _need_extra()
+    _need_extra(client=True)
     connect(url, connect_timeout)  # an unreachable service fails here, within --connect-timeout
     with submission_errors():
         _participate(base, campaign, value, values, simulate, seed, rng_seed, batch_size, token)

@@ -10,7 +10,6 @@ from typing import Annotated, Any
 import numpy as np
 import pandas as pd
 import typer
-from typer.core import TyperGroup
 
 from privpub.cli._common import (
     SEED_HELP,
@@ -20,6 +19,7 @@ from privpub.cli._common import (
     DataLabelOption,
     EpsilonOption,
     ForceOption,
+    PlainHelpGroup,
     check_out_dir,
     check_output,
     echo_session,
@@ -77,7 +77,7 @@ def _read_queries(path: Path, window: int) -> pd.DataFrame:
     return q
 
 
-class _StreamGroup(TyperGroup):
+class _StreamGroup(PlainHelpGroup):
     """``privpub stream``: a group whose default command is ``publish`` (``privpub stream INPUT ...``
     keeps working), beside the service commands ``create``, ``produce`` and ``query``."""
 

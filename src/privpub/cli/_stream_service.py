@@ -119,7 +119,7 @@ def register_service_commands(stream_app: typer.Typer) -> None:
             checks.add(f"--origin must be a Unix time >= 0, got {origin}")
         _check_common(checks, url, connect_timeout)
         checks.done()
-        _need_extra()
+        _need_extra(client=True)
         body: dict[str, Any] = {"name": name, "publisher": method, "epsilon": epsilon, "window": window,
                                 "sensitivity": sensitivity, "late": late}
         if step_seconds is not None:
@@ -170,10 +170,10 @@ def register_service_commands(stream_app: typer.Typer) -> None:
         if np.isnan(data).any():
             raise ParameterError(f"{input.name} has missing values (row {int(np.flatnonzero(np.isnan(data))[0])}): "
                                  "every count and every event needs a value")
-        _need_extra()
-        from privpub.client import StreamProducer
-
+        _need_extra(client=True)
+        assert tok is not None  # checked above
         _, base = connect(url, connect_timeout, tok, PRODUCER_TOKEN_ENV)
+        from privpub.client import StreamProducer
         per_request = paced_batch_size(batch_size, speed) if kind == "counts" else batch_size
         producer = StreamProducer(base, stream_id, token=tok, batch_size=per_request)
         try:
@@ -211,7 +211,7 @@ def register_service_commands(stream_app: typer.Typer) -> None:
             checks.add(f"--end must be >= --start, got --start {start} --end {end}")
         _check_common(checks, url, connect_timeout)
         checks.done()
-        _need_extra()
+        _need_extra(client=True)
         client, _ = connect(url, connect_timeout)
         headers = {"Authorization": f"Bearer {token}"} if token else None
         resp = client.get(f"/streams/{stream_id}/range", params={"start": start, "end": end}, headers=headers)

@@ -34,12 +34,18 @@ __all__ = [
 MAX_LOCAL_EPSILON = 40.0
 #: smallest flip probability: each attribute's SUE randomiser is at most MAX_LOCAL_EPSILON-LDP
 _MIN_F = sue_flip_probability(MAX_LOCAL_EPSILON)
+#: smallest flip probability the estimators can take: below it their (p / q)**2 overflows a float (f = 1e-150
+#: is a per-attribute epsilon of about 690); _MIN_F above is the tighter bound a release accepts
+MIN_FLIP_PROB = 1e-150
 
 
 def _check_f(f: Any, name: str = "flip_prob") -> float:
     value = check_real(f, name)
     if not 0.0 < value < 1.0:
         raise ParameterError(f"{name} must be in (0, 1), got {value}")
+    if value < MIN_FLIP_PROB:
+        raise ParameterError(f"{name} must be >= {MIN_FLIP_PROB:g} (smaller values overflow the estimators; "
+                             f"the epsilon would be about {2 * math.log(2 / value):.0f} per attribute), got {value}")
     return value
 
 
@@ -104,8 +110,10 @@ def resolve_flip_prob(epsilon: float | None, flip_prob: float | None, d: int) ->
             f"attributes: the per-attribute randomisers accept no more), got {eps:g}"
         )
     f = f_from_epsilon(eps, d)
-    if not 0.0 < f < 1.0:  # pragma: no cover - only for eps below ~1e-300
-        raise ParameterError(f"epsilon={eps} gives a flip probability outside (0, 1)")
+    if not MIN_FLIP_PROB <= f < 1.0:
+        raise ParameterError(f"epsilon={eps} is too large for {d} attributes: its flip probability {f:.3g} is below "
+                             f"{MIN_FLIP_PROB:g} (the estimators overflow; at most about "
+                             f"{epsilon_from_f(MIN_FLIP_PROB, d):.0f})")
     return f, eps
 
 

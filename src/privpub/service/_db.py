@@ -131,7 +131,7 @@ def upgrade(url: str, revision: str = "head") -> str:
                 engine.dispose()
         except CommandError as exc:
             raise ParameterError(f"revision {revision!r}: {exc}") from None
-        except (sa.exc.OperationalError, sa.exc.InterfaceError) as exc:
+        except (sa.exc.DatabaseError, sa.exc.InterfaceError) as exc:  # also "file is not a database"
             raise ParameterError(f"cannot open the database {shown} (--db): {str(exc.orig).strip().splitlines()[0]}"
                                  ) from None
 

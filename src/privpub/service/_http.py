@@ -120,7 +120,11 @@ async def read_body(receive: Receive, limit: int) -> bytes | None:
 
 
 def _validation_error(errors: Sequence[Any]) -> JSONResponse:
-    first = errors[0] if errors else {"loc": ("body",), "msg": "invalid request"}
-    loc = [str(p) for p in first.get("loc", ()) if p not in ("body", "query", "path")]
-    # pydantic's messages never include the input; the input itself is deliberately not returned
-    return _error(422, str(first.get("msg", "invalid value")), ".".join(loc) or "body")
+    """422 naming the first problem (``message``, ``field``) and listing every one (``errors``)."""
+    items = []
+    for err in errors or [{"loc": ("body",), "msg": "invalid request"}]:
+        loc = [str(p) for p in err.get("loc", ()) if p not in ("body", "query", "path")]
+        # pydantic's messages never include the input; the input itself is deliberately not returned
+        items.append({"field": ".".join(loc) or "body", "message": str(err.get("msg", "invalid value"))})
+    body = {"message": items[0]["message"], "field": items[0]["field"], "errors": items[:50]}
+    return JSONResponse({"error": body}, status_code=422)
