@@ -14,10 +14,15 @@ from privpub.core._accountant import (
 from privpub.core._budget import Budget, BudgetLedger, LedgerEntry, explain_entries, ledger_total, split
 from privpub.core._domain import CategoricalAttribute, NumericAttribute, Schema, infer_schema
 from privpub.core._isotonic import isotonic_regression
+from privpub.core._measures import MEASURES, pure_dp_to_zcdp, zcdp_to_approx_dp
 from privpub.core._mechanisms import (
     FLOAT_EXACT_LIMIT,
     add_int_noise,
     check_float_exact,
+    discrete_gaussian,
+    discrete_gaussian_noise,
+    discrete_gaussian_pmf,
+    discrete_gaussian_sigma2,
     discrete_laplace,
     discrete_laplace_noise,
     discrete_laplace_pmf,
@@ -84,6 +89,7 @@ __all__ = [
     "LedgerEntry",
     "MAX_TREE_HEIGHT",
     "MEANINGFUL_EPSILON",
+    "MEASURES",
     "MEMORY_BUDGET_ENV",
     "MemorySessionStore",
     "NumericAttribute",
@@ -116,6 +122,10 @@ __all__ = [
     "check_session",
     "check_working_set",
     "describe_data",
+    "discrete_gaussian",
+    "discrete_gaussian_noise",
+    "discrete_gaussian_pmf",
+    "discrete_gaussian_sigma2",
     "discrete_laplace",
     "discrete_laplace_noise",
     "discrete_laplace_pmf",
@@ -131,6 +141,7 @@ __all__ = [
     "laplace_noise",
     "ledger_total",
     "memory_budget",
+    "pure_dp_to_zcdp",
     "rational_scale",
     "readonly",
     "refuse_unaffordable",
@@ -146,4 +157,5 @@ __all__ = [
     "spawn",
     "split",
     "warn_meaningless_epsilon",
+    "zcdp_to_approx_dp",
 ]
