@@ -265,6 +265,21 @@ class Accountant:
         self._items.append(block)
         return block
 
+    @contextmanager
+    def within(self, block: ParallelBlock) -> Iterator[ParallelBlock]:
+        """Charges made inside go to ``block`` (one made by :meth:`open_parallel`; open a
+        :meth:`ParallelBlock.branch` in it): a stateful publisher resumes its block."""
+        if not isinstance(block, ParallelBlock) or block._acc is not self:
+            raise PrivpubError("within() takes a parallel block of this accountant")
+        if self._block is not None:
+            raise PrivpubError(f"block {block.name!r} resumed inside block {self._block.name!r}")
+        self._ensure_open()
+        self._block = block
+        try:
+            yield block
+        finally:
+            self._block = None
+
     # -- charging ------------------------------------------------------------------------------
     def _ensure_open(self) -> None:
         if self._sealed is not None:

@@ -15,6 +15,7 @@ References
 
 from __future__ import annotations
 
+import functools
 import math
 from fractions import Fraction
 from typing import Any, overload
@@ -357,10 +358,13 @@ def add_int_noise(values: NDArray[np.int64], noise: NDArray[np.int64]) -> NDArra
 # ---------------------------------------------------------------------------------------------
 def _gaussian_scale(rho: float, sensitivity: float) -> Any:
     """The sampler's rational variance for ``sensitivity^2 / (2 rho)`` (never below it)."""
+    return _gaussian_scale_checked(check_epsilon(rho, "rho"), _check_sensitivity(sensitivity))
+
+
+@functools.lru_cache(maxsize=256)
+def _gaussian_scale_checked(r: float, sens: float) -> Any:
     from privpub.core._dgauss import MAX_SIGMA2, rational_sigma2
 
-    r = check_epsilon(rho, "rho")
-    sens = _check_sensitivity(sensitivity)
     target = Fraction(sens) ** 2 / (2 * Fraction(r))
     if not 0 < target <= MAX_SIGMA2:
         raise ParameterError(

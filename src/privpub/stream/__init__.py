@@ -21,6 +21,7 @@ from privpub.stream._binary import BT, BTH
 from privpub.stream._fenwick import HQRTP, HQRTPMM, RTP, RTPMM
 from privpub.stream._kernels import (
     brute_force_nodes,
+    bt_gaussian_max_variance,
     decompose,
     expected_error,
     expected_error_bt,
@@ -39,6 +40,7 @@ from privpub.stream._kernels import (
     optimal_height_scalar,
     paper_eq16,
 )
+from privpub.stream._mf import MFSqrt, mf_sqrt_coefficients, mf_sqrt_max_variance
 from privpub.stream._predictors import EWMA, SMA
 from privpub.stream._registry import PUBLISHERS, make_publisher
 from privpub.stream._steps import step_counts, time_grid
@@ -49,6 +51,7 @@ __all__ = [
     "EWMA",
     "HQRTP",
     "HQRTPMM",
+    "MFSqrt",
     "NOISE_KINDS",
     "PUBLISHERS",
     "RTP",
@@ -56,6 +59,7 @@ __all__ = [
     "SMA",
     "StreamPublisher",
     "brute_force_nodes",
+    "bt_gaussian_max_variance",
     "decompose",
     "expected_error",
     "expected_error_bt",
@@ -67,6 +71,8 @@ __all__ = [
     "load_counts",
     "make_publisher",
     "max_height",
+    "mf_sqrt_coefficients",
+    "mf_sqrt_max_variance",
     "mm_budgets",
     "optimal_height",
     "optimal_height_bt",
