@@ -40,12 +40,20 @@ from privpub.stream._kernels import (
     optimal_height_scalar,
     paper_eq16,
 )
-from privpub.stream._mf import MFSqrt, mf_sqrt_coefficients, mf_sqrt_max_variance
+from privpub.stream._mf import (
+    BLT,
+    MFSqrt,
+    blt_max_variance,
+    blt_parameters,
+    mf_sqrt_coefficients,
+    mf_sqrt_max_variance,
+)
 from privpub.stream._predictors import EWMA, SMA
 from privpub.stream._registry import PUBLISHERS, make_publisher
 from privpub.stream._steps import step_counts, time_grid
 
 __all__ = [
+    "BLT",
     "BT",
     "BTH",
     "EWMA",
@@ -58,6 +66,8 @@ __all__ = [
     "RTPMM",
     "SMA",
     "StreamPublisher",
+    "blt_max_variance",
+    "blt_parameters",
     "brute_force_nodes",
     "bt_gaussian_max_variance",
     "decompose",

@@ -20,12 +20,14 @@ References
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any, ClassVar
 
 import numpy as np
 from numpy.typing import NDArray
-from scipy.signal import fftconvolve
+from scipy.optimize import minimize
+from scipy.signal import fftconvolve, lfilter
 
 from privpub.core import (
     Accountant,
@@ -41,7 +43,7 @@ from privpub.core._tree_noise import _gaussian_variance
 from privpub.errors import DomainError, ParameterError, PrivpubError
 from privpub.stream._base import NEIGHBOURS, StreamPublisher
 
-__all__ = ["MFSqrt", "mf_sqrt_coefficients", "mf_sqrt_max_variance"]
+__all__ = ["BLT", "MFSqrt", "blt_parameters", "mf_sqrt_coefficients", "mf_sqrt_max_variance"]
 
 #: largest horizon (items per factorised block): 16 bytes of noise per item of the open block
 MAX_HORIZON = 1 << 28
@@ -215,7 +217,7 @@ class MFSqrt(StreamPublisher):
                    session=session, memory_limit=memory_limit, restoring=False)
 
     def _init(self, *, window: Any, rho: Any, rng: RNGLike, sensitivity: Any, horizon: Any, max_item: Any,
-              session: Session | None, memory_limit: Any, restoring: bool, **_: Any) -> None:
+              session: Session | None, memory_limit: Any, restoring: bool, **extra: Any) -> None:
         if rho is None:
             raise ParameterError(f"{self.method} needs rho= (zCDP)", param="rho")
         self._check_common(window=window, epsilon=None, rho=rho, sensitivity=sensitivity, noise="discrete",
@@ -227,9 +229,9 @@ class MFSqrt(StreamPublisher):
         # open block: z (8), w (8), coefficients (8), FFT temporaries (about 64); window: NP (8)
         self._check_memory(88.0 * H + 8.0 * 1.3 * (2 * self.window + 1024), f"horizon={H}, window={self.window}",
                            "lower horizon or window")
-        self._c = mf_sqrt_coefficients(H)
-        self._col2 = math.fsum(self._c * self._c)
-        self._node_sens = self.sensitivity * math.sqrt(self._col2)
+        self._factor(H, **extra)
+        self._col2 = math.fsum(self._c * self._c)  # Var(w[H-1]) / Var(z)
+        self._node_sens = self.sensitivity * math.sqrt(self._sens2)
         _ = self.sigma2  # a usable variance (raises) before anything is reserved
         self._start(rng, session, restoring=restoring)
         self._z: NDArray[np.int64] | None = None  # noise of the open block
@@ -239,6 +241,16 @@ class MFSqrt(StreamPublisher):
         self._R = 0.0  # noisy prefix at the end of the last complete block
         self._NP: NDArray[np.float64] = np.zeros(1024)  # NP[time - base]
         self._base = 0  # NP[0] is time 0 (NP(0) = 0)
+
+    def _factor(self, H: int) -> None:
+        """``self._c`` (first column of the left factor ``L``) and ``self._sens2`` (squared largest
+        column norm of the right factor ``R = L^-1 A``); here ``R = L``."""
+        self._c = mf_sqrt_coefficients(H)
+        self._sens2 = math.fsum(self._c * self._c)
+
+    def _block_noise(self, u: int, m: int) -> NDArray[np.float64]:
+        """``w[u : u + m]`` of the open block (``u`` is the number of its items already received)."""
+        return self._w[u : u + m]
 
     def _make_noise(self, rng: RNGLike) -> Any:
         return _BlockNoise(self._acc, rng, self.rho, self._node_sens,  # type: ignore[arg-type]
@@ -299,7 +311,7 @@ class MFSqrt(StreamPublisher):
             local = self._p + np.cumsum(x[a : a + m], dtype=np.int64)
             if int(local[-1]) > self._sum_limit:
                 raise DomainError("the items of one block sum to more than 2**61; lower horizon or rescale")
-            vals = self._R + (local.astype(np.float64) + self._w[self._u : self._u + m])
+            vals = self._R + (local.astype(np.float64) + self._block_noise(self._u, m))
             if not np.all(np.abs(vals) <= _NP_LIMIT):
                 raise DomainError("the stream's noisy running total exceeds 2**52; float64 would round the noise away")
             i = self._t + 1 - self._base
@@ -387,3 +399,170 @@ class MFSqrt(StreamPublisher):
             self._set_block_noise(z)
         elif self._u != self.horizon:
             raise ParameterError("state is damaged: an open block without its noise")
+
+
+# ---------------------------------------------------------------------------------------------
+# BLT: buffered linear Toeplitz factorisation (O(d) noise state per step)
+# ---------------------------------------------------------------------------------------------
+def _blt_polys(theta: NDArray[np.float64], omega: NDArray[np.float64]) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """``L(x) = sum_i theta_i / (1 - omega_i x) = P(x) / Q(x)`` as polynomial coefficients (x^0 first)."""
+    Q = np.array([1.0])
+    for o in omega:
+        Q = np.convolve(Q, [1.0, -o])
+    P = np.zeros(omega.shape[0])
+    for j in range(omega.shape[0]):
+        pj = np.array([1.0])
+        for i, o in enumerate(omega):
+            if i != j:
+                pj = np.convolve(pj, [1.0, -o])
+        P[: pj.shape[0]] += theta[j] * pj
+    return P, Q
+
+
+def _series(num: NDArray[np.float64], den: NDArray[np.float64], T: int) -> NDArray[np.float64]:
+    """First ``T`` terms of the power series of ``num / den``, in chunks; once a chunk's terms are
+    negligible (below 1e-250 of the largest) the rest is 0 (no denormal arithmetic, which is slow)."""
+    out = np.zeros(T)
+    zi = np.zeros(max(len(num), len(den)) - 1)
+    top, a, chunk = 0.0, 0, 4096
+    x = np.zeros(chunk)
+    x[0] = 1.0
+    while a < T:
+        m = min(chunk, T - a)
+        y, zi = lfilter(num, den, x[:m], zi=zi)
+        x[0] = 0.0
+        out[a : a + m] = y
+        top = max(top, float(np.max(np.abs(y))))
+        a += m
+        if float(np.max(np.abs(zi), initial=0.0)) < 1e-250 * top:
+            break
+    return out
+
+
+def _blt_columns(theta: NDArray[np.float64], omega: NDArray[np.float64], T: int) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """``c`` (first column of ``L``: ``c_k = sum_i theta_i omega_i^k``) and ``r`` (first column of
+    ``R = L^-1 A``: the series of ``Q / ((1 - x) P)``), ``T`` terms each."""
+    P, Q = _blt_polys(theta, omega)
+    return _series(P, Q, T), np.cumsum(_series(Q, P, T))
+
+
+def _sum_c2(theta: NDArray[np.float64], omega: NDArray[np.float64], T: int) -> float:
+    """``sum_{k<T} c_k^2`` in closed form (geometric sums over pairs of buffers)."""
+    w = np.outer(omega, omega)
+    return float(np.sum(np.outer(theta, theta) * (1.0 - w**T) / (1.0 - w)))
+
+
+def _unpack(v: NDArray[np.float64]) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    d = v.shape[0] // 2
+    omega = np.clip(1.0 / (1.0 + np.exp(-v[:d])), 1e-6, 1.0 - 1e-12)
+    e = np.maximum(np.exp(v[d:] - v[d:].max()), 1e-12)  # no denormal weights (they slow lfilter down)
+    return e / e.sum(), omega
+
+
+@functools.lru_cache(maxsize=32)
+def blt_parameters(horizon: int, buffers: int = 4) -> tuple[tuple[float, ...], tuple[float, ...]]:
+    """``(theta, omega)`` of a BLT left factor for ``horizon``, fitted to minimise the largest
+    prefix variance ``(sum_{k<T} c_k^2)(sum_{k<T} r_k^2)`` (Dvijotham et al. 2024's objective
+    for prefix sums; ``sum theta = 1`` so ``c_0 = 1``).
+
+    Started from decay rates ``1 - omega_i`` spaced geometrically between ``1/T`` and ``1/2``
+    with weights from the quadrature of ``1/sqrt(pi k)``; Nelder-Mead in (logit omega, log theta).
+    Deterministic (no randomness): the parameters are public and data-independent.
+    """
+    T = check_positive_int(horizon, "horizon")
+    d = check_positive_int(buffers, "buffers")
+    if d > 8:
+        raise ParameterError(f"buffers must be at most 8, got {d}", param="buffers")
+    s = np.geomspace(1.0 / max(T, 2), 0.5, d)
+    omega0 = 1.0 - s
+    w0 = np.sqrt(s) * np.gradient(np.log(s)) if d > 1 else np.ones(1)
+    v0 = np.concatenate([np.log(omega0 / (1.0 - omega0)), np.log(w0 / w0.sum())])
+
+    def loss(v: NDArray[np.float64]) -> float:
+        theta, omega = _unpack(v)
+        P, Q = _blt_polys(theta, omega)
+        r = np.cumsum(_series(Q, P, T))
+        with np.errstate(all="ignore"):
+            out = math.log(_sum_c2(theta, omega, T)) + math.log(float(np.dot(r, r)))
+        return out if math.isfinite(out) else 1e300
+
+    res = minimize(loss, v0, method="Nelder-Mead", options={"maxfev": 250 * d, "xatol": 1e-4, "fatol": 1e-6})
+    theta, omega = _unpack(res.x if res.fun <= loss(v0) else v0)
+    return tuple(float(x) for x in theta), tuple(float(x) for x in omega)
+
+
+def blt_max_variance(horizon: int, rho: float, sensitivity: float = 1.0, buffers: int = 4) -> float:
+    """Largest prefix variance of the BLT counter: ``Δ² (sum c_k^2)(sum r_k^2) / (2ρ)`` (real Gaussian ``z``)."""
+    theta, omega = blt_parameters(horizon, buffers)
+    c, r = _blt_columns(np.array(theta), np.array(omega), int(horizon))
+    return float(sensitivity) ** 2 * math.fsum(c * c) * math.fsum(r * r) / (2.0 * float(rho))
+
+
+class BLT(MFSqrt):
+    __doc__ = f"""blt: the buffered-linear-Toeplitz matrix-factorisation counter under ρ-zCDP [DMPS24]_.
+
+    As :class:`MFSqrt`, with the left factor ``L`` the lower-triangular Toeplitz matrix of
+    ``c_k = sum_i theta_i omega_i^k`` (``d = buffers`` decaying exponentials, fitted for the
+    horizon by :func:`blt_parameters`), and ``z`` calibrated to the largest column norm of the
+    right factor ``R = L^-1 A``. The correlated noise ``w = L z`` is produced step by step by a
+    linear recurrence with ``d`` buffers (``scipy.signal.lfilter`` of ``P/Q``, ``L(x) = P(x)/Q(x)``):
+    O(d) work and O(d) noise state per step. ``z`` of the open block is drawn at once when it opens
+    (8 bytes per item of the block), as in :class:`MFSqrt`, so that one block is one charged draw.
+
+    Parameters are those of :class:`MFSqrt`, plus ``buffers`` (``d``, default 4, at most 8).
+
+    Notes
+    -----
+    **Privacy:** ρ-zCDP at event level: {NEIGHBOURS}; the proof of :class:`MFSqrt` with the
+    sensitivity ``Δ sqrt(sum_{{k<T}} r_k^2)`` of ``R x`` (column 0 of the Toeplitz ``R`` has the
+    largest norm). The fitted parameters are public (they depend only on the horizon).
+
+    References
+    ----------
+    .. [DMPS24] Dvijotham, McMahan, Pillutla, Steinke, Thakurta. Efficient and near-optimal noise
+       generation for streaming differential privacy. FOCS 2024, arXiv:2404.16706.
+
+    Examples
+    --------
+    >>> pub = BLT(window=64, rho=0.5, rng=0)
+    >>> pub.extend([1, 2, 3, 4])
+    >>> pub.ledger.measure, pub.ledger.total
+    ('zcdp', 0.5)
+    """
+
+    method = "blt"
+
+    def __init__(self, *, window: int, rho: float | None = None, rng: RNGLike = None, sensitivity: float = 1.0,
+                 horizon: int | None = None, buffers: int = 4, max_item: float | None = None,
+                 session: Session | None = None, memory_limit: int | None = None, epsilon: float | None = None,
+                 height: int | None = None, noise: str = "discrete", real: bool = False) -> None:
+        self._buffers = check_positive_int(buffers, "buffers")
+        super().__init__(window=window, rho=rho, rng=rng, sensitivity=sensitivity, horizon=horizon,
+                         max_item=max_item, session=session, memory_limit=memory_limit, epsilon=epsilon,
+                         height=height, noise=noise, real=real)
+
+    def _factor(self, H: int, buffers: int | None = None) -> None:
+        if buffers is not None:
+            self._buffers = check_positive_int(buffers, "buffers")
+        theta, omega = blt_parameters(H, self._buffers)
+        self._theta, self._omega = np.array(theta), np.array(omega)
+        self._P, self._Q = _blt_polys(self._theta, self._omega)
+        self._c, r = _blt_columns(self._theta, self._omega, H)
+        self._sens2 = math.fsum(r * r)
+
+    def _set_block_noise(self, z: NDArray[np.int64]) -> None:
+        self._z = z
+        self._zi = np.zeros(self._Q.shape[0] - 1)  # the d buffers
+        self._wpos = 0
+
+    def _block_noise(self, u: int, m: int) -> NDArray[np.float64]:
+        assert self._z is not None
+        if u != self._wpos:  # restored: replay the buffers over the block's first u draws
+            _, self._zi = lfilter(self._P, self._Q, self._z[self._wpos : u].astype(np.float64), zi=self._zi)
+        w, self._zi = lfilter(self._P, self._Q, self._z[u : u + m].astype(np.float64), zi=self._zi)
+        self._wpos = u + m
+        out: NDArray[np.float64] = w
+        return out
+
+    def _params(self) -> dict[str, Any]:
+        return {**super()._params(), "buffers": self._buffers}
