@@ -370,11 +370,18 @@ class MFSqrt(StreamPublisher):
         return {"window": self.window, "rho": self.rho, "sensitivity": self.sensitivity, "horizon": self.horizon,
                 "max_item": self.max_item, "memory_limit": self.memory_limit}
 
-    def _get_state(self) -> dict[str, Any]:
-        a = max(self._base, self._t - self.window)
-        return {"store_from": a, "NP": self._NP[a - self._base : self._t - self._base + 1].copy(),
-                "open_block": {"items": self._u, "local_sum": self._p, "R": self._R,
-                               "z": None if self._z is None else self._z.copy()}}
+    def _get_state(self, since: int | None = None) -> dict[str, Any]:
+        # ``since`` (incremental persistence, where the base class offers it): NP is written once per
+        # time, so a delta holds the times after ``since`` only
+        lo = max(self._base, self._t - self.window)
+        start = lo if since is None else max(lo, since + 1)
+        out: dict[str, Any] = {
+            "store_from": lo, "NP": self._NP[start - self._base : self._t - self._base + 1].copy(),
+            "open_block": {"items": self._u, "local_sum": self._p, "R": self._R,
+                           "z": None if self._z is None else self._z.copy()}}
+        if since is not None:
+            out["arrays_from"] = start
+        return out
 
     @classmethod
     def _restoring(cls, params: dict[str, Any], rng: RNGLike, state: dict[str, Any]) -> StreamPublisher:
