@@ -1,4 +1,4 @@
-"""Mutation harness (issue 12): doubling any ``epsilon=`` a part passes must make a test fail.
+"""Mutation harness (issue 12): doubling any ``epsilon=`` (or ``rho=``) a part passes must make a test fail.
 
 For every call in the five parts that passes a keyword ``epsilon=`` (to a mechanism, an LDP
 oracle, a helper that reaches one, or a release), the harness writes a copy of the package in
@@ -6,7 +6,7 @@ which that one argument is doubled, runs the part's tests against the copy and r
 at least one fails. Because the mechanisms charge the accountant as they draw, a doubled
 epsilon either exceeds the declared budget (``BudgetExceededError``) or shows up in the ledger a
 test checks; a surviving mutant is a place where the ledger and the noise could disagree
-unnoticed.
+unnoticed. The zCDP publishers (issue 26) pass ``rho=`` the same way: those sites are doubled too.
 
 The mutants run in their own processes (marked ``mutation``; excluded from the default run by
 ``pyproject.toml`` and run by ``.ci/run`` with ``python -m pytest -m mutation -n 2``).
@@ -30,14 +30,19 @@ SRC = Path(privpub.__file__).resolve().parent
 REPO = SRC.parent.parent
 PARTS = ("histogram", "spatial", "decision", "stream", "ldp_synth")
 
+#: the privacy-parameter keywords whose call sites are mutated
+KEYWORDS = ("epsilon", "rho")
 #: sites whose doubling is not a privacy mutation, with the reason (file:callee -> reason);
 #: kept empty unless a site truly passes epsilon to something that is not a mechanism
-ALLOWED: dict[str, str] = {}
+ALLOWED: dict[str, str] = {
+    "stream/_base.py:discrete_gaussian_sigma2": "validation only: checks that rho gives a usable variance, draws "
+                                                "nothing (the publisher's budget comes from _check_common)",
+}
 
 
 @dataclass(frozen=True)
 class Site:
-    """One ``epsilon=`` keyword argument in a part's source."""
+    """One ``epsilon=`` (or ``rho=``) keyword argument in a part's source."""
 
     part: str
     file: str  # relative to src/privpub
@@ -47,13 +52,14 @@ class Site:
     end_col: int
     callee: str
     value: str
+    keyword: str = "epsilon"
 
     def __str__(self) -> str:
-        return f"{self.file}:{self.line}:{self.callee}(epsilon={self.value})"
+        return f"{self.file}:{self.line}:{self.callee}({self.keyword}={self.value})"
 
 
 def find_sites() -> list[Site]:
-    """Every call with an ``epsilon=`` keyword in the parts' modules, in source order."""
+    """Every call with an ``epsilon=`` or ``rho=`` keyword in the parts' modules, in source order."""
     sites = []
     for part in PARTS:
         for path in sorted((SRC / part).glob("*.py")):
@@ -63,11 +69,11 @@ def find_sites() -> list[Site]:
                 if not isinstance(node, ast.Call):
                     continue
                 for kw in node.keywords:
-                    if kw.arg == "epsilon":
+                    if kw.arg in KEYWORDS:
                         v = kw.value
                         assert v.end_lineno is not None and v.end_col_offset is not None
                         sites.append(Site(part, rel, v.lineno, v.col_offset, v.end_lineno, v.end_col_offset,
-                                          ast.unparse(node.func), ast.unparse(v)))
+                                          ast.unparse(node.func), ast.unparse(v), kw.arg))
     return sorted(sites, key=lambda s: (s.file, s.line, s.col))
 
 
@@ -89,6 +95,7 @@ SITES = find_sites()
 def test_sites_are_found_in_every_part() -> None:
     parts = {s.part for s in SITES}
     assert parts >= {"histogram", "decision", "spatial", "stream"}, parts
+    assert any(s.keyword == "rho" and s.callee == "discrete_gaussian_noise" for s in SITES)
     assert all(any(str(s).startswith(k.split(":")[0]) for s in SITES) for k in ALLOWED), "stale ALLOWED entry"
 
 
@@ -148,7 +155,7 @@ def _run_mutant(site: Site, root: Path) -> None:
     proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=900, check=False)
     # exit code 1: some test failed (the mutant is killed); 0: every test passed (it survived)
     assert proc.returncode != 5, f"no tests collected for {site.part}"
-    assert proc.returncode != 0, (f"mutant survived: doubling epsilon at {site} makes no test of "
+    assert proc.returncode != 0, (f"mutant survived: doubling {site.keyword} at {site} makes no test of "
                                   f"tests/{site.part} fail\n{proc.stdout[-1500:]}")
     # 1: a test failed; anything else (2-4: interrupted, internal or usage error) is a broken harness
     assert proc.returncode == 1, f"pytest exited with {proc.returncode}:\n{proc.stdout[-1500:]}{proc.stderr[-1500:]}"

@@ -15,10 +15,15 @@ from privpub.core._budget import Budget, BudgetLedger, LedgerEntry, explain_entr
 from privpub.core._domain import CategoricalAttribute, NumericAttribute, Schema, infer_schema
 from privpub.core._isotonic import isotonic_regression
 from privpub.core._jitcache import prepare_numba_cache
+from privpub.core._measures import MEASURES, PURE_DP, ZCDP, measure_unit, pure_dp_to_zcdp, zcdp_to_approx_dp
 from privpub.core._mechanisms import (
     FLOAT_EXACT_LIMIT,
     add_int_noise,
     check_float_exact,
+    discrete_gaussian,
+    discrete_gaussian_noise,
+    discrete_gaussian_pmf,
+    discrete_gaussian_sigma2,
     discrete_laplace,
     discrete_laplace_noise,
     discrete_laplace_pmf,
@@ -58,7 +63,7 @@ from privpub.core._session import (
     session_timestamp,
 )
 from privpub.core._sparse import DENSE_CELL_LIMIT, sparse_noisy_counts, sparse_release_probability
-from privpub.core._tree_noise import MAX_TREE_HEIGHT, TreeNoise, TreePlan
+from privpub.core._tree_noise import MAX_TREE_HEIGHT, TreeNoise, TreePlan, discrete_gaussian_variance
 from privpub.core._validation import (
     MEANINGFUL_EPSILON,
     check_array,
@@ -85,9 +90,11 @@ __all__ = [
     "LedgerEntry",
     "MAX_TREE_HEIGHT",
     "MEANINGFUL_EPSILON",
+    "MEASURES",
     "MEMORY_BUDGET_ENV",
     "MemorySessionStore",
     "NumericAttribute",
+    "PURE_DP",
     "ParallelBlock",
     "Publisher",
     "RNGLike",
@@ -99,6 +106,7 @@ __all__ = [
     "SessionStore",
     "TreeNoise",
     "TreePlan",
+    "ZCDP",
     "accounting",
     "active_accountant",
     "add_int_noise",
@@ -117,6 +125,11 @@ __all__ = [
     "check_session",
     "check_working_set",
     "describe_data",
+    "discrete_gaussian",
+    "discrete_gaussian_noise",
+    "discrete_gaussian_pmf",
+    "discrete_gaussian_sigma2",
+    "discrete_gaussian_variance",
     "discrete_laplace",
     "discrete_laplace_noise",
     "discrete_laplace_pmf",
@@ -131,8 +144,10 @@ __all__ = [
     "laplace",
     "laplace_noise",
     "ledger_total",
+    "measure_unit",
     "memory_budget",
     "prepare_numba_cache",
+    "pure_dp_to_zcdp",
     "rational_scale",
     "readonly",
     "refuse_unaffordable",
@@ -148,4 +163,5 @@ __all__ = [
     "spawn",
     "split",
     "warn_meaningless_epsilon",
+    "zcdp_to_approx_dp",
 ]

@@ -14,7 +14,14 @@ Mechanisms find the accountant either as an explicit ``accountant=`` argument or
 :class:`contextvars.ContextVar`, so threads and async tasks do not share it). Outside both, a
 mechanism charges nothing: calling a mechanism directly is the caller's own accounting.
 
-Composition (pure epsilon-DP, basic composition):
+Measures: an accountant states one privacy measure, ``"pure-dp"`` (the default: the budget and
+the charges are epsilons) or ``"zcdp"`` (they are rhos of rho-zCDP, charged by the Gaussian
+mechanisms such as :func:`~privpub.core.discrete_gaussian`). A charge in the other measure is
+refused with :class:`~privpub.errors.ParameterError` (an epsilon is never added to a rho), unless
+a zCDP accountant was created with ``convert_pure=True``: pure epsilon-DP charges are then
+recorded, explicitly converted, as ``epsilon^2 / 2``.
+
+Composition (basic composition, the same in both measures):
 
 * charges at the top level add up (sequential composition);
 * inside :meth:`Accountant.parallel`, charges are grouped into *branches* that each run on a
@@ -46,6 +53,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from privpub.core._budget import BUDGET_RTOL, BudgetLedger, LedgerEntry
+from privpub.core._measures import PURE_DP, ZCDP, check_measure, measure_unit, pure_dp_to_zcdp
 from privpub.core._session import Session
 from privpub.core._validation import check_epsilon, check_positive_int, check_real, warn_meaningless_epsilon
 from privpub.errors import BudgetExceededError, LedgerFrozenError, ParameterError, PrivpubError
@@ -69,6 +77,7 @@ class Charge:
     sensitivity: float | None = None
     note: str = ""
     step: str = ""
+    measure: str = PURE_DP
 
 
 def _entry_eps(e: LedgerEntry) -> float:
@@ -133,7 +142,8 @@ class ParallelBlock:
         n = check_positive_int(count, "count")
         if self._cur_name is not None:
             raise PrivpubError(f"charge_branches inside the open branch {self._cur_name!r}")
-        entries = [self._acc._entry(c.mechanism, c.epsilon, c.sensitivity, c.note, c.step) for c in charges]
+        entries = [self._acc._entry(c.mechanism, c.epsilon, c.sensitivity, c.note, c.step, c.measure)
+                   for c in charges]
         if not entries:
             return
         total = math.fsum(map(_entry_eps, entries))
@@ -190,10 +200,21 @@ class Accountant:
         ``epsilon = inf``.
     label : str
         What is being released (shown in errors).
+    measure : {"pure-dp", "zcdp"}
+        The privacy measure of the budget and of the charges (default pure epsilon-DP). Under
+        ``"zcdp"``, ``epsilon`` is the rho budget (also :attr:`rho`).
+    convert_pure : bool
+        zCDP accountants only: accept pure epsilon-DP charges, recorded as
+        ``epsilon^2 / 2`` (an explicit conversion; default False: such a charge is refused).
     """
 
-    def __init__(self, epsilon: float, *, private: bool = True, label: str = "") -> None:
-        self.epsilon = check_epsilon(epsilon)
+    def __init__(self, epsilon: float, *, private: bool = True, label: str = "", measure: str = PURE_DP,
+                 convert_pure: bool = False) -> None:
+        self.measure = check_measure(measure)
+        self.epsilon = check_epsilon(epsilon, measure_unit(self.measure))
+        if convert_pure and self.measure != ZCDP:
+            raise ParameterError("convert_pure=True needs measure='zcdp'", param="convert_pure")
+        self.convert_pure = bool(convert_pure)
         self.private = bool(private)
         self.label = label
         self._items: list[LedgerEntry | ParallelBlock] = []
@@ -244,6 +265,21 @@ class Accountant:
         self._items.append(block)
         return block
 
+    @contextmanager
+    def within(self, block: ParallelBlock) -> Iterator[ParallelBlock]:
+        """Charges made inside go to ``block`` (one made by :meth:`open_parallel`; open a
+        :meth:`ParallelBlock.branch` in it): a stateful publisher resumes its block."""
+        if not isinstance(block, ParallelBlock) or block._acc is not self:
+            raise PrivpubError("within() takes a parallel block of this accountant")
+        if self._block is not None:
+            raise PrivpubError(f"block {block.name!r} resumed inside block {self._block.name!r}")
+        self._ensure_open()
+        self._block = block
+        try:
+            yield block
+        finally:
+            self._block = None
+
     # -- charging ------------------------------------------------------------------------------
     def _ensure_open(self) -> None:
         if self._sealed is not None:
@@ -252,9 +288,25 @@ class Accountant:
                 "the release was made"
             )
 
+    @property
+    def rho(self) -> float | None:
+        """The rho budget of a zCDP accountant (None under pure DP)."""
+        return self.epsilon if self.measure == ZCDP else None
+
     def _entry(self, mechanism: str, epsilon: float, sensitivity: float | None, note: str,
-               step: str = "") -> LedgerEntry:
-        eps = check_epsilon(epsilon, name=f"epsilon charged by {mechanism}")
+               step: str = "", measure: str = PURE_DP) -> LedgerEntry:
+        measure = check_measure(measure)
+        eps = check_epsilon(epsilon, name=f"{measure_unit(measure)} charged by {mechanism}")
+        if measure != self.measure:
+            if self.convert_pure and measure == PURE_DP:
+                note = (f"{note}; " if note else "") + f"epsilon={eps:g} converted to rho=epsilon^2/2"
+                eps = pure_dp_to_zcdp(eps)
+            else:
+                raise ParameterError(
+                    f"{mechanism} charges {measure_unit(measure)} ({measure}) but {self.label or 'this release'} "
+                    f"accounts in {measure_unit(self.measure)} ({self.measure}); an epsilon is never added to a "
+                    "rho: convert explicitly (privpub.core.pure_dp_to_zcdp, or Accountant(rho, measure='zcdp', "
+                    "convert_pure=True))", param="measure")
         sens = None if sensitivity is None else check_real(sensitivity, "sensitivity")
         return LedgerEntry(step or self._step or mechanism, str(mechanism), eps, "sequential", 1, str(note), sens)
 
@@ -274,19 +326,23 @@ class Accountant:
         total = self._finite_total(block, block_cost, extra)
         if total > self.epsilon * (1.0 + BUDGET_RTOL):
             where = f" in parallel block {block.name!r}" if block is not None else ""
+            unit = measure_unit(self.measure)
             raise BudgetExceededError(
-                f"{entry.mechanism} ({entry.step}) would charge epsilon={entry.epsilon:g}{where}, bringing "
-                f"{self.label or 'the release'} to {total:.12g}, over its declared epsilon={self.epsilon:g}; "
+                f"{entry.mechanism} ({entry.step}) would charge {unit}={entry.epsilon:g}{where}, bringing "
+                f"{self.label or 'the release'} to {total:.12g}, over its declared {unit}={self.epsilon:g}; "
                 "nothing was drawn"
             )
 
-    def charge(self, mechanism: str, epsilon: float, *, sensitivity: float | None = None, note: str = "") -> float:
+    def charge(self, mechanism: str, epsilon: float, *, sensitivity: float | None = None, note: str = "",
+               measure: str = PURE_DP) -> float:
         """Record that ``mechanism`` is about to draw at ``epsilon`` (raises if over budget).
 
-        Called by the mechanisms themselves, just before they draw.
+        Called by the mechanisms themselves, just before they draw. ``measure`` is the measure
+        of ``epsilon`` (``"zcdp"``: it is a rho); a charge in another measure than the
+        accountant's is refused (see the class). Returns the amount recorded.
         """
         self._ensure_open()
-        entry = self._entry(mechanism, epsilon, sensitivity, note)
+        entry = self._entry(mechanism, epsilon, sensitivity, note, measure=measure)
         if self._block is not None:
             self._block._charge(entry)
         else:
@@ -331,7 +387,7 @@ class Accountant:
 
     def snapshot(self) -> BudgetLedger:
         """A frozen copy of the record so far (charging may go on)."""
-        return BudgetLedger(self.epsilon, self._entries(), True, self.private)
+        return BudgetLedger(self.epsilon, self._entries(), True, self.private, self.measure)
 
     def seal(self) -> BudgetLedger:
         """The frozen ledger of the release; any later charge raises :class:`LedgerFrozenError`."""
@@ -347,13 +403,17 @@ def charge(
     sensitivity: float | None = None,
     note: str = "",
     accountant: Accountant | None = None,
+    measure: str = PURE_DP,
 ) -> None:
-    """Charge ``accountant`` (or the active one, if any) for a draw; used by every mechanism."""
+    """Charge ``accountant`` (or the active one, if any) for a draw; used by every mechanism.
+
+    ``measure="zcdp"``: ``epsilon`` is a rho (the Gaussian mechanisms).
+    """
     acc = accountant if accountant is not None else _ACTIVE.get()
     if acc is not None:
         if not isinstance(acc, Accountant):
             raise ParameterError(f"accountant must be a privpub.core.Accountant, got {type(acc).__name__}")
-        acc.charge(mechanism, epsilon, sensitivity=sensitivity, note=note)
+        acc.charge(mechanism, epsilon, sensitivity=sensitivity, note=note, measure=measure)
 
 
 def check_session(session: Any) -> Session | None:
@@ -376,6 +436,7 @@ def accounting(
     session: Session | None = None,
     data: str = "",
     private: bool = True,
+    measure: str = PURE_DP,
 ) -> Iterator[Accountant]:
     """The accounting frame of one ``publish`` call.
 
@@ -388,20 +449,25 @@ def accounting(
 
     Inside an outer active accountant (a publisher used as a step of another), the whole
     ``epsilon`` is charged to the outer one as one mechanism.
+
+    ``measure="zcdp"``: ``epsilon`` is the release's rho; the session must account in zCDP
+    too and the outer accountant, if any, is charged a rho.
     """
-    eps = check_epsilon(epsilon)
+    measure = check_measure(measure)
+    eps = check_epsilon(epsilon, measure_unit(measure))
     session = check_session(session)
     if session is not None and not private:
         raise ParameterError(
             f"{method} is not differentially private and cannot be published under a budget session"
         )
-    reservation = session.reserve(eps, method=method, data=data) if session is not None else None
-    if _ACTIVE.get() is None:  # a release used as a step of another was warned about by the outer one
+    reservation = (session.reserve(eps, method=method, data=data, measure=measure)
+                   if session is not None else None)
+    if _ACTIVE.get() is None and measure == PURE_DP:  # a step of another release was warned about by the outer one
         warn_meaningless_epsilon(eps, f"{method}'s release")
     acc: Accountant | None = None
     try:
-        charge(method, eps, note="a whole release used as one step")
-        acc = Accountant(eps, private=private, label=method)
+        charge(method, eps, note="a whole release used as one step", measure=measure)
+        acc = Accountant(eps, private=private, label=method, measure=measure)
         with acc:
             yield acc
     except BaseException as exc:

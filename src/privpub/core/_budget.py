@@ -1,6 +1,7 @@
 """Privacy budget: a frozen :class:`Budget` value, a :class:`BudgetLedger` and :func:`split`.
 
-Composition rules (pure epsilon-DP):
+Composition rules (pure epsilon-DP by default; the same rules hold for rho under zCDP, see
+:mod:`privpub.core._measures`, and a ledger states its ``measure``):
 
 * **sequential** -- steps that read the same data add up: the ledger total is the sum of the
   entries.
@@ -20,6 +21,14 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from privpub.core._measures import (
+    PURE_DP,
+    ZCDP,
+    check_measure,
+    measure_unit,
+    pure_dp_to_zcdp,
+    zcdp_to_approx_dp,
+)
 from privpub.core._validation import check_epsilon, check_positive_int, check_real
 from privpub.errors import BudgetExceededError, LedgerFrozenError, ParameterError
 
@@ -276,6 +285,10 @@ class BudgetLedger:
     private : bool
         False for the record of a non-private reference run (a step with ``epsilon = inf``
         may then be recorded and :attr:`total` is ``inf``).
+    measure : {"pure-dp", "zcdp"}
+        The privacy measure of the budget and of every entry: under ``"zcdp"`` the numbers
+        called ``epsilon`` (the budget, the entries' amounts, :attr:`total`) are rhos of
+        rho-zCDP (also readable as :attr:`rho`). Old records without it are pure DP.
 
     Examples
     --------
@@ -293,11 +306,13 @@ class BudgetLedger:
     _entries: list[LedgerEntry] = field(default_factory=list, repr=False)
     _frozen: bool = field(default=False, repr=False)
     private: bool = True
+    measure: str = PURE_DP
 
     def __post_init__(self) -> None:
         if isinstance(self.epsilon, Budget):
             self.epsilon = self.epsilon.epsilon
-        self.epsilon = check_epsilon(self.epsilon)
+        self.measure = check_measure(self.measure)
+        self.epsilon = check_epsilon(self.epsilon, measure_unit(self.measure))
 
     # -- recording -------------------------------------------------------------------------
     def spend(
@@ -359,13 +374,47 @@ class BudgetLedger:
 
     def freeze(self) -> BudgetLedger:
         """Return a frozen copy: what a release carries."""
-        return BudgetLedger(self.epsilon, list(self._entries), True, self.private)
+        return BudgetLedger(self.epsilon, list(self._entries), True, self.private, self.measure)
 
     @classmethod
-    def from_records(cls, epsilon: float, records: Sequence[dict[str, Any]], *, private: bool = True) -> BudgetLedger:
+    def from_records(cls, epsilon: float, records: Sequence[dict[str, Any]], *, private: bool = True,
+                     measure: str = PURE_DP) -> BudgetLedger:
         """A frozen ledger from :meth:`to_records` output (reading a saved release)."""
         entries = [LedgerEntry.from_dict(r) for r in records]
-        return BudgetLedger(epsilon, entries, True, private)
+        return BudgetLedger(epsilon, entries, True, private, measure)
+
+    # -- measures --------------------------------------------------------------------------
+    @property
+    def rho(self) -> float | None:
+        """The rho budget of a zCDP ledger (None for a pure-DP ledger: convert with :meth:`to_zcdp`)."""
+        return self.epsilon if self.measure == ZCDP else None
+
+    def to_zcdp(self) -> BudgetLedger:
+        """This pure-DP ledger restated under zCDP (explicit conversion; a zCDP ledger is returned as is).
+
+        Each entry's epsilon becomes ``epsilon^2 / 2`` (Bun and Steinke 2016, Prop. 1.4) and the budget
+        ``epsilon^2 / 2``; composition is then re-done in rho (which is never looser than
+        converting the total).
+        """
+        if self.measure == ZCDP:
+            return self
+        if not self.private or math.isinf(self.total):
+            raise ParameterError("a non-private record has no zCDP guarantee to convert to")
+        entries = [LedgerEntry(e.step, e.mechanism, pure_dp_to_zcdp(e.epsilon), e.composition, e.parts,
+                               (e.note + "; " if e.note else "") + f"converted from epsilon={e.epsilon:g}",
+                               e.sensitivity, e.block, e.branch) for e in self._entries]
+        return BudgetLedger(pure_dp_to_zcdp(self.epsilon), entries, True, True, ZCDP)
+
+    def approx_dp(self, delta: float) -> float:
+        """The epsilon of the ``(epsilon, delta)``-DP guarantee this ledger's total implies.
+
+        Pure DP: the total itself (for any delta). zCDP: ``rho + 2 sqrt(rho ln(1/delta))``
+        (Bun and Steinke 2016, Prop. 1.3) of the total rho.
+        """
+        total = self.total
+        if self.measure == PURE_DP or math.isinf(total):
+            return total
+        return zcdp_to_approx_dp(total, delta) if total > 0 else 0.0
 
     # -- reading ---------------------------------------------------------------------------
     @property
@@ -398,7 +447,8 @@ class BudgetLedger:
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, BudgetLedger):
             return NotImplemented
-        return (self.epsilon, self._entries, self.private) == (other.epsilon, other._entries, other.private)
+        return ((self.epsilon, self._entries, self.private, self.measure)
+                == (other.epsilon, other._entries, other.private, other.measure))
 
     __hash__ = None  # type: ignore[assignment]
 
@@ -434,7 +484,9 @@ class BudgetLedger:
         return explain_entries(self._entries, self.epsilon)
 
     def __str__(self) -> str:
-        lines = [f"budget epsilon={self.epsilon:g}, {self.explain()}"]
+        unit = measure_unit(self.measure)
+        head = "budget epsilon" if self.measure == PURE_DP else "budget rho (zCDP)"
+        lines = [f"{head}={self.epsilon:g}, {self.explain()}"]
         for e in self._entries:
             if e.composition == "parallel":
                 where = f" in block {e.block!r}" if e.block else ""
@@ -442,5 +494,5 @@ class BudgetLedger:
                 extra = f" over {e.parts} disjoint parts{where}{kind}"
             else:
                 extra = ""
-            lines.append(f"  {e.step}: {e.mechanism}, epsilon={e.epsilon:.6g} ({e.composition}{extra})")
+            lines.append(f"  {e.step}: {e.mechanism}, {unit}={e.epsilon:.6g} ({e.composition}{extra})")
         return "\n".join(lines)

@@ -15,6 +15,11 @@ Three stores keep the record:
 * a database (the service's store, in :mod:`privpub.service`), through the same
   :class:`SessionStore` interface.
 
+A session states its privacy measure: pure epsilon-DP (the default, and what every session
+file written before the measure existed holds) or rho-zCDP (``Session(total_rho=1.0)``), whose
+releases reserve rhos that add up. A session never adds an epsilon to a rho: a release in the
+other measure is refused (convert it explicitly, see :mod:`privpub.core._measures`).
+
 What a session cannot do: it only knows the releases made through it. A curator who starts a
 new session, edits the file, or publishes without ``session=`` escapes it; privacy across
 sessions is the curator's responsibility (see ``docs/privacy.md``). A session does not hash the
@@ -40,6 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from privpub.core._budget import BUDGET_RTOL
+from privpub.core._measures import PURE_DP, ZCDP, check_measure, measure_unit
 from privpub.core._plugins import session_store_factory
 from privpub.core._validation import check_epsilon
 from privpub.errors import BudgetExceededError, ParameterError
@@ -71,6 +77,7 @@ class SessionCharge:
     data: str
     status: str
     note: str = ""
+    measure: str = PURE_DP
 
     @property
     def counts(self) -> bool:
@@ -85,16 +92,18 @@ def _spent(charges: list[SessionCharge]) -> float:
     return math.fsum(c.epsilon for c in charges if c.counts)
 
 
-def refuse_unaffordable(total: float, charges: list[SessionCharge], epsilon: float, method: str) -> None:
+def refuse_unaffordable(total: float, charges: list[SessionCharge], epsilon: float, method: str,
+                        measure: str = PURE_DP) -> None:
     """Raise :class:`~privpub.errors.BudgetExceededError` unless ``charges`` leave room for ``epsilon``.
 
     Every :class:`SessionStore` calls this inside its atomic check-and-append, so that all stores
-    refuse by the same rule and with the same message.
+    refuse by the same rule and with the same message. ``measure`` names the unit in the message
+    (``"zcdp"``: the amounts are rhos).
     """
     spent = _spent(charges)
     if spent + epsilon > total * (1.0 + BUDGET_RTOL):
         raise BudgetExceededError(
-            f"the session cannot pay for {method} at epsilon={epsilon:g}: {spent:.6g} of its "
+            f"the session cannot pay for {method} at {measure_unit(measure)}={epsilon:g}: {spent:.6g} of its "
             f"{total:g} is spent, {max(0.0, total - spent):.6g} remains; nothing was published"
         )
 
@@ -103,6 +112,8 @@ class SessionStore(ABC):
     """Where a session keeps its record; :meth:`reserve` must check and append atomically."""
 
     total_epsilon: float
+    #: the privacy measure of the total and of every charge (``"zcdp"``: they are rhos)
+    measure: str = PURE_DP
 
     @abstractmethod
     def reserve(self, epsilon: float, *, method: str, data: str) -> SessionCharge:
@@ -118,17 +129,19 @@ class SessionStore(ABC):
 
 
 class MemorySessionStore(SessionStore):
-    """A session record in this process's memory (thread-safe)."""
+    """A session record in this process's memory (thread-safe); ``measure="zcdp"``: the total is a rho."""
 
-    def __init__(self, total_epsilon: float) -> None:
-        self.total_epsilon = check_epsilon(total_epsilon, "total_epsilon")
+    def __init__(self, total_epsilon: float, *, measure: str = PURE_DP) -> None:
+        self.measure = check_measure(measure)
+        self.total_epsilon = check_epsilon(total_epsilon, "total_epsilon" if self.measure == PURE_DP else "total_rho")
         self._charges: list[SessionCharge] = []
         self._lock = threading.Lock()
 
     def reserve(self, epsilon: float, *, method: str, data: str) -> SessionCharge:
         with self._lock:
-            refuse_unaffordable(self.total_epsilon, self._charges, epsilon, method)
-            c = SessionCharge(uuid.uuid4().hex, session_timestamp(), method, epsilon, data, "reserved")
+            refuse_unaffordable(self.total_epsilon, self._charges, epsilon, method, self.measure)
+            c = SessionCharge(uuid.uuid4().hex, session_timestamp(), method, epsilon, data, "reserved",
+                              measure=self.measure)
             self._charges.append(c)
             return c
 
@@ -172,9 +185,16 @@ def _atomic_write_json(path: Path, payload: dict[str, Any]) -> None:
 
 
 class FileSessionStore(SessionStore):
-    """A session record in a JSON file, shared safely by concurrent processes (POSIX ``flock``)."""
+    """A session record in a JSON file, shared safely by concurrent processes (POSIX ``flock``).
 
-    def __init__(self, path: str | os.PathLike[str], total_epsilon: float | None = None) -> None:
+    The file states its ``measure`` (files without it, written before zCDP existed, are pure
+    DP); ``measure=None`` accepts the file's, a given measure must match it.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], total_epsilon: float | None = None, *,
+                 measure: str | None = None) -> None:
+        if measure is not None:
+            measure = check_measure(measure)
         self.path = Path(path)
         if self.path.is_dir():
             raise ParameterError(f"budget file {str(self.path)!r} is a directory; give a file path")
@@ -182,7 +202,13 @@ class FileSessionStore(SessionStore):
             raise ParameterError(f"budget file {str(self.path)!r}: folder {str(self.path.parent)!r} does not exist")
         with _locked(self.path):
             if self.path.exists():
-                stored = self._read()["total_epsilon"]
+                payload = self._read()
+                stored = payload["total_epsilon"]
+                if measure is not None and measure != payload["measure"]:
+                    raise ParameterError(
+                        f"budget file {str(self.path)!r} holds a {payload['measure']} session; it cannot be "
+                        f"reopened as a {measure} session (an epsilon is never added to a rho)", param="measure")
+                self.measure = payload["measure"]
                 if total_epsilon is not None and not math.isclose(check_epsilon(total_epsilon, "total_epsilon"),
                                                                   stored, rel_tol=1e-12):
                     raise ParameterError(
@@ -196,9 +222,11 @@ class FileSessionStore(SessionStore):
                         f"budget file {str(self.path)!r} does not exist; give total_epsilon to create it"
                     )
                 self.total_epsilon = check_epsilon(total_epsilon, "total_epsilon")
-                _atomic_write_json(self.path, {"format": _FORMAT, "version": _VERSION,
-                                               "total_epsilon": self.total_epsilon, "created": session_timestamp(),
-                                               "charges": []})
+                self.measure = measure or PURE_DP
+                head: dict[str, Any] = {"format": _FORMAT, "version": _VERSION, "total_epsilon": self.total_epsilon}
+                if self.measure != PURE_DP:  # pure-DP files stay byte-compatible with older privpub
+                    head["measure"] = self.measure
+                _atomic_write_json(self.path, {**head, "created": session_timestamp(), "charges": []})
 
     def _read(self) -> dict[str, Any]:
         try:
@@ -209,6 +237,7 @@ class FileSessionStore(SessionStore):
             raise ParameterError(f"budget file {str(self.path)!r} is not a privpub session file")
         try:
             payload["total_epsilon"] = check_epsilon(payload.get("total_epsilon"), "total_epsilon")
+            payload["measure"] = check_measure(payload.get("measure", PURE_DP))
             payload["charges"] = [SessionCharge(**c) for c in payload.get("charges", [])]
         except TypeError as exc:
             raise ParameterError(f"budget file {str(self.path)!r} is damaged: {exc}") from exc
@@ -217,13 +246,19 @@ class FileSessionStore(SessionStore):
     def _write(self, payload: dict[str, Any]) -> None:
         out = dict(payload)
         out["charges"] = [c.as_dict() for c in payload["charges"]]
+        if out.get("measure") == PURE_DP:
+            del out["measure"]
+        for c in out["charges"]:
+            if c.get("measure") == PURE_DP:
+                del c["measure"]
         _atomic_write_json(self.path, out)
 
     def reserve(self, epsilon: float, *, method: str, data: str) -> SessionCharge:
         with _locked(self.path):
             payload = self._read()
-            refuse_unaffordable(payload["total_epsilon"], payload["charges"], epsilon, method)
-            c = SessionCharge(uuid.uuid4().hex, session_timestamp(), method, epsilon, data, "reserved")
+            refuse_unaffordable(payload["total_epsilon"], payload["charges"], epsilon, method, payload["measure"])
+            c = SessionCharge(uuid.uuid4().hex, session_timestamp(), method, epsilon, data, "reserved",
+                              measure=payload["measure"])
             payload["charges"].append(c)
             self._write(payload)
             return c
@@ -262,7 +297,11 @@ class Session:
     Parameters
     ----------
     total_epsilon : float
-        The budget of the whole session (finite, > 0).
+        The budget of the whole session (finite, > 0), pure epsilon-DP.
+    total_rho : float
+        Instead of ``total_epsilon``: a rho-zCDP session of this total rho. Its releases
+        reserve rhos (the Gaussian mechanisms and the publishers that take ``rho=``); a release
+        that reserves an epsilon is refused, and a pure-DP session refuses a rho.
     store : SessionStore, optional
         Where the record lives (default: memory). See :meth:`open` for a file.
     data_label : str
@@ -290,9 +329,20 @@ class Session:
     privpub.errors.BudgetExceededError: the session cannot pay for laplace at epsilon=0.6: 0.6 of its 1 is spent, 0.4 remains; nothing was published
     """
 
-    def __init__(self, total_epsilon: float | None = None, *, store: SessionStore | None = None,
-                 data_label: str = "") -> None:
-        if store is None:
+    def __init__(self, total_epsilon: float | None = None, *, total_rho: float | None = None,
+                 store: SessionStore | None = None, data_label: str = "") -> None:
+        if total_rho is not None:
+            if total_epsilon is not None:
+                raise ParameterError("give total_epsilon (pure DP) or total_rho (zCDP), not both",
+                                     param="total_rho")
+            rho = check_epsilon(total_rho, "total_rho")
+            if store is None:
+                store = MemorySessionStore(rho, measure=ZCDP)
+            elif getattr(store, "measure", PURE_DP) != ZCDP or not math.isclose(rho, store.total_epsilon,
+                                                                                rel_tol=1e-12):
+                raise ParameterError(f"total_rho={rho:g} disagrees with the store ({store.measure}, total "
+                                     f"{store.total_epsilon:g})", param="total_rho")
+        elif store is None:
             if total_epsilon is None:
                 raise ParameterError("total_epsilon must be given for a new session")
             store = MemorySessionStore(total_epsilon)
@@ -305,18 +355,31 @@ class Session:
         self.data_label = str(data_label)
 
     @classmethod
-    def open(cls, path: str | os.PathLike[str], *, total_epsilon: float | None = None) -> Session:
+    def open(cls, path: str | os.PathLike[str], *, total_epsilon: float | None = None,
+             total_rho: float | None = None) -> Session:
         """A session kept in the JSON file ``path`` (created with ``total_epsilon`` if missing).
+
+        ``total_rho`` instead creates (or reopens, checking the file's measure) a zCDP session
+        file.
 
         Database URLs (``sqlite:///...``, ``postgresql+psycopg://...``) open the store registered
         for their scheme (:func:`privpub.core.register_session_store`; the service's database
         store, which needs the ``privpub[service]`` extra).
         """
         text = os.fspath(path)
+        if total_rho is not None:
+            if total_epsilon is not None:
+                raise ParameterError("give total_epsilon (pure DP) or total_rho (zCDP), not both",
+                                     param="total_rho")
+            if "://" in text:
+                raise ParameterError("database session stores account in pure epsilon-DP only; "
+                                     "a zCDP session needs a JSON budget file", param="total_rho")
+            return cls(store=FileSessionStore(text, check_epsilon(total_rho, "total_rho"), measure=ZCDP))
         if "://" in text:
             factory = session_store_factory(text)
             return cls(total_epsilon, store=factory(text, total_epsilon))
-        return cls(total_epsilon, store=FileSessionStore(text, total_epsilon))
+        measure = PURE_DP if total_epsilon is not None else None  # a given epsilon: the file must be pure DP
+        return cls(total_epsilon, store=FileSessionStore(text, total_epsilon, measure=measure))
 
     def on(self, data_label: str) -> Session:
         """The same session (same budget and record), labelling the data of the next releases."""
@@ -328,8 +391,19 @@ class Session:
         return self._store
 
     @property
+    def measure(self) -> str:
+        """``"pure-dp"`` (amounts are epsilons) or ``"zcdp"`` (amounts are rhos)."""
+        return getattr(self._store, "measure", PURE_DP)
+
+    @property
     def total_epsilon(self) -> float:
+        """The session's total (a rho under zCDP: see :attr:`total_rho`)."""
         return self._store.total_epsilon
+
+    @property
+    def total_rho(self) -> float | None:
+        """The total rho of a zCDP session (None for a pure-DP session)."""
+        return self._store.total_epsilon if self.measure == ZCDP else None
 
     @property
     def charges(self) -> tuple[SessionCharge, ...]:
@@ -345,14 +419,29 @@ class Session:
     def remaining(self) -> float:
         return max(0.0, self.total_epsilon - self.spent)
 
-    def can_pay(self, epsilon: float) -> bool:
-        """Whether a release at ``epsilon`` would be accepted now."""
-        eps = check_epsilon(epsilon)
-        return self.spent + eps <= self.total_epsilon * (1.0 + BUDGET_RTOL)
+    def can_pay(self, epsilon: float, *, measure: str = PURE_DP) -> bool:
+        """Whether a release at ``epsilon`` (a rho with ``measure="zcdp"``) would be accepted now."""
+        measure = check_measure(measure)
+        eps = check_epsilon(epsilon, measure_unit(measure))
+        return measure == self.measure and self.spent + eps <= self.total_epsilon * (1.0 + BUDGET_RTOL)
 
-    def reserve(self, epsilon: float, *, method: str, data: str = "") -> Reservation:
-        """Hold ``epsilon`` for one release (called by the publishers before they draw)."""
-        eps = check_epsilon(epsilon)
+    def _check_measure(self, measure: str, method: str) -> str:
+        measure = check_measure(measure)
+        if measure != self.measure:
+            raise ParameterError(
+                f"{method} spends {measure_unit(measure)} ({measure}) but the session accounts in "
+                f"{measure_unit(self.measure)} ({self.measure}); a session never adds an epsilon to a rho. "
+                "Use a session of the release's measure, or convert explicitly (privpub.core.pure_dp_to_zcdp "
+                "for an epsilon-DP release in a zCDP session)", param="measure")
+        return measure
+
+    def reserve(self, epsilon: float, *, method: str, data: str = "", measure: str = PURE_DP) -> Reservation:
+        """Hold ``epsilon`` for one release (called by the publishers before they draw).
+
+        ``measure`` is the measure of ``epsilon`` (``"zcdp"``: a rho); it must be the session's.
+        """
+        measure = self._check_measure(measure, method)
+        eps = check_epsilon(epsilon, measure_unit(measure))
         label = f"{self.data_label} ({data})" if self.data_label and data else (self.data_label or data)
         return Reservation(self._store, self._store.reserve(eps, method=method, data=label))
 
@@ -372,11 +461,15 @@ class Session:
                             columns=["id", "time", "method", "epsilon", "data", "status", "note"])
 
     def __repr__(self) -> str:
+        if self.measure == ZCDP:
+            return f"Session(total_rho={self.total_epsilon:g}, spent={self.spent:.6g})"
         return f"Session(total_epsilon={self.total_epsilon:g}, spent={self.spent:.6g})"
 
     def __str__(self) -> str:
-        lines = [f"session: total epsilon {self.total_epsilon:g}, spent {self.spent:.6g}, "
+        unit = measure_unit(self.measure)
+        kind = " (zCDP)" if self.measure == ZCDP else ""
+        lines = [f"session: total {unit}{kind} {self.total_epsilon:g}, spent {self.spent:.6g}, "
                  f"remaining {self.remaining:.6g}"]
         for c in self._store.charges():
-            lines.append(f"  {c.time}  {c.method:<16} epsilon={c.epsilon:<8g} {c.status:<8} {c.data}")
+            lines.append(f"  {c.time}  {c.method:<16} {unit}={c.epsilon:<8g} {c.status:<8} {c.data}")
         return "\n".join(lines)

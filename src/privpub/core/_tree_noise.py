@@ -33,22 +33,24 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from privpub.core._accountant import Accountant, Charge, ParallelBlock
+from privpub.core._dgauss import GaussianScale, discrete_gaussian_exact
 from privpub.core._mechanisms import (
     _DEN_LIMIT,
     MAX_SCALE,
     _check_scale,
     _check_sensitivity,
     _discrete_laplace_exact,
+    _gaussian_scale,
     rational_scale,
 )
 from privpub.core._rng import RNGLike, as_generator
 from privpub.core._validation import check_epsilon, check_positive_int
 from privpub.errors import ParameterError, PrivpubError
 
-__all__ = ["TreeNoise", "TreePlan"]
+__all__ = ["TreeNoise", "TreePlan", "discrete_gaussian_variance"]
 
 TREE_STRUCTURES = ("fenwick", "binary")
-TREE_NOISES = ("discrete", "laplace")
+TREE_NOISES = ("discrete", "laplace", "gaussian")
 #: largest tree height a plan accepts (2**61 items per tree)
 MAX_TREE_HEIGHT = 62
 #: exact samplers refill in chunks growing 4x per call up to 65536 draws per distinct scale
@@ -66,8 +68,11 @@ SCALE_BITS = 7
 _TOTAL_RTOL = 1e-12
 
 
-def _sample_discrete(size: int, t: int, s: int, gen: np.random.Generator) -> NDArray[np.int64]:
-    """``size`` exact discrete Laplace draws of scale ``t / s`` (the core sampler, uncharged)."""
+def _sample_discrete(size: int, t: Any, s: int, gen: np.random.Generator) -> NDArray[np.int64]:
+    """``size`` exact discrete Laplace draws of scale ``t / s`` (the core sampler, uncharged), or
+    exact discrete Gaussian draws when ``t`` is a :class:`~privpub.core._dgauss.GaussianScale`."""
+    if isinstance(t, GaussianScale):
+        return discrete_gaussian_exact(size, t, gen)
     return _discrete_laplace_exact(size, t, s, gen)
 
 
@@ -233,6 +238,14 @@ def _round_scales_up(scale: NDArray[np.float64]) -> NDArray[np.float64]:
     return out
 
 
+def discrete_gaussian_variance(sigma2: float) -> float:
+    """Exact variance of the discrete Gaussian with parameter ``sigma2`` (below ``sigma2``)."""
+    half = math.ceil(40 * math.sqrt(sigma2)) + 40
+    k = np.arange(-half, half + 1, dtype=np.float64)
+    w = np.exp(-k * k / (2 * sigma2))
+    return float(math.fsum(w * k * k) / math.fsum(w))
+
+
 def _discrete_variance(t: NDArray[np.float64] | float, s: NDArray[np.float64] | float) -> Any:
     p = np.exp(-np.asarray(s, dtype=np.float64) / np.asarray(t, dtype=np.float64))
     return 2.0 * p / (1.0 - p) ** 2
@@ -254,9 +267,12 @@ class TreeNoise:
     rng : int, Generator or None
         Randomness; continuous noise is one standard Laplace stream (node-completion order),
         exact noise has one child generator per distinct scale, seeded in order of first use.
-    noise : {"discrete", "laplace"}
-        Exact discrete Laplace ([CKS20]_, integer values; the node values must be integers) or
-        IEEE floating-point Laplace (Mironov 2012 applies).
+    noise : {"discrete", "laplace", "gaussian"}
+        Exact discrete Laplace ([CKS20]_, integer values; the node values must be integers),
+        IEEE floating-point Laplace (Mironov 2012 applies), or the exact discrete Gaussian
+        ([CKS20]_; rho-zCDP: ``epsilon`` is then the stream's **rho**, the node budgets are
+        rhos, the accountant must account in zCDP, and only uniform plans are offered: node
+        noise ``N_Z(0, k Δ^2 / (2 rho))`` for trees of height ``k``).
     structure : {"fenwick", "binary"}
         Which nodes a tree of height ``k`` (``T = 2**(k-1)`` items) has: the ``T`` Fenwick nodes
         (local items ``(v - lowbit(v), v]``, at most one per level holds an item) or the
@@ -303,9 +319,12 @@ class TreeNoise:
         structure: str = "fenwick",
         name: str = "trees",
     ) -> None:
-        self.epsilon = check_epsilon(epsilon)
+        self.epsilon = check_epsilon(epsilon, "rho" if noise == "gaussian" else "epsilon")
         self.sensitivity = _check_sensitivity(sensitivity)
-        _check_scale(self.epsilon, self.sensitivity)  # as every core mechanism: a usable scale and inverse
+        if noise == "gaussian":
+            _gaussian_scale(self.epsilon, self.sensitivity)  # a usable variance
+        else:
+            _check_scale(self.epsilon, self.sensitivity)  # as every core mechanism: a usable scale and inverse
         if not isinstance(accountant, Accountant):
             raise ParameterError(f"accountant must be a privpub.core.Accountant, got {type(accountant).__name__}")
         if noise not in TREE_NOISES:
@@ -318,7 +337,12 @@ class TreeNoise:
         self._acc = accountant
         self._block: ParallelBlock | None = None
         self._gen = as_generator(rng)
-        self._mechanism = "discrete_laplace" if noise == "discrete" else "laplace"
+        self._mechanism = {"discrete": "discrete_laplace", "laplace": "laplace",
+                           "gaussian": "discrete_gaussian"}[noise]
+        self._measure = "zcdp" if noise == "gaussian" else "pure-dp"
+        if accountant.measure != self._measure:
+            raise ParameterError(f"noise={noise!r} needs an accountant of measure {self._measure!r}, got "
+                                 f"{accountant.measure!r}", param="noise")
         self._laplace = noise == "laplace"
         self._kinds: list[_Kind] = []
         self._kind_index: dict[tuple[str, tuple[Charge, ...]], int] = {}
@@ -365,7 +389,12 @@ class TreeNoise:
         plan = TreePlan()
         plan.height, plan.T, plan.size, plan.rows, plan.structure = k, T, size, 1, self.structure
         budget = self.epsilon / k
-        if self.noise == "discrete":
+        if self.noise == "gaussian":  # per-node rho / k: sigma^2 = k Δ^2 / (2 rho)
+            g = _gaussian_scale(budget, self.sensitivity)
+            scale, var = math.sqrt(g.sigma2), discrete_gaussian_variance(g.sigma2)
+            plan._t = (g, 0, _MAX_CHUNK)  # type: ignore[assignment]
+            self._scale_id(g, 0, _MAX_CHUNK)  # type: ignore[arg-type]
+        elif self.noise == "discrete":
             t, s = rational_scale(self.epsilon, k * self.sensitivity)
             scale, var = t / s, float(_discrete_variance(float(t), float(s)))
             plan._t = (t, s, _MAX_CHUNK)
@@ -385,6 +414,9 @@ class TreeNoise:
         return plan
 
     def _make_weighted(self, k: int, weights: ArrayLike) -> TreePlan:
+        if self.noise == "gaussian":
+            raise ParameterError("per-node budgets (weights) are not offered with Gaussian noise; "
+                                 "use the uniform plan", param="weights")
         T, size = self._sizes(k)
         w = np.asarray(weights, dtype=np.float64)
         if w.ndim == 1:
@@ -450,7 +482,8 @@ class TreeNoise:
                 if key not in cache:
                     charges = tuple(
                         Charge(self._mechanism, float(b[r, node]), self.sensitivity,
-                               self._level_note(k, level, float(plan.scales[r, node])), f"level {level}")
+                               self._level_note(k, level, float(plan.scales[r, node])), f"level {level}",
+                               self._measure)
                         for level, node in _item_nodes(self.structure, k, int(worst[r]) + 1)
                     )
                     cache[key] = self._kind(f"height-{k} {unit}", charges)
@@ -462,7 +495,7 @@ class TreeNoise:
                 if key not in cache:
                     note = (f"height-{k} {unit} with per-node budgets: the nodes holding any one item "
                             f"(at most {k}, one per level) spend at most this in total (sequential composition)")
-                    charges = (Charge(self._mechanism, total, self.sensitivity, note, "tree nodes"),)
+                    charges = (Charge(self._mechanism, total, self.sensitivity, note, "tree nodes", self._measure),)
                     cache[key] = self._kind(f"height-{k} {unit} (per-node budgets)", charges)
             kinds.append(cache[key])
         plan._kinds = kinds
@@ -474,6 +507,8 @@ class TreeNoise:
                     else f"{T >> (level + 1)} disjoint nodes of {1 << level} items")
         else:
             what = f"{T >> level} disjoint nodes of {1 << level} items"
+        if self.noise == "gaussian":
+            return f"{what} per height-{k} tree, noise sigma {scale:.6g} (rho-zCDP)"
         return f"{what} per height-{k} tree, noise scale {scale:.6g}"
 
     def _kind(self, name: str, charges: tuple[Charge, ...]) -> int:
@@ -711,7 +746,9 @@ class TreeNoise:
         return {
             "kinds": [{"name": r.name, "count": r.charged,
                        "charges": [{"mechanism": c.mechanism, "epsilon": c.epsilon, "sensitivity": c.sensitivity,
-                                    "note": c.note, "step": c.step} for c in r.charges]}
+                                    "note": c.note, "step": c.step,
+                                    **({"measure": c.measure} if c.measure != "pure-dp" else {})}
+                                   for c in r.charges]}
                       for r in self._kinds if r.charged],
             "capacity": self._capacity,
             "drawn": self._drawn,
@@ -722,7 +759,8 @@ class TreeNoise:
         if self._capacity or any(r.charged or r.pending for r in self._kinds):
             raise PrivpubError("restore() needs a TreeNoise that has not served any tree")
         for rec in record["kinds"]:
-            charges = tuple(Charge(c["mechanism"], float(c["epsilon"]), c["sensitivity"], c["note"], c["step"])
+            charges = tuple(Charge(c["mechanism"], float(c["epsilon"]), c["sensitivity"], c["note"], c["step"],
+                                   str(c.get("measure", "pure-dp")))
                             for c in rec["charges"])
             self._charge_kind(self._kind(str(rec["name"]), charges), int(rec["count"]))
         self._capacity = int(record["capacity"])

@@ -22,6 +22,7 @@ from privpub.stream._binary import BT, BTH
 from privpub.stream._fenwick import HQRTP, HQRTPMM, RTP, RTPMM
 from privpub.stream._kernels import (
     brute_force_nodes,
+    bt_gaussian_max_variance,
     decompose,
     expected_error,
     expected_error_bt,
@@ -40,24 +41,37 @@ from privpub.stream._kernels import (
     optimal_height_scalar,
     paper_eq16,
 )
+from privpub.stream._mf import (
+    BLT,
+    MFSqrt,
+    blt_max_variance,
+    blt_parameters,
+    mf_sqrt_coefficients,
+    mf_sqrt_max_variance,
+)
 from privpub.stream._persist import join_state, split_state, state_needs_from
 from privpub.stream._predictors import EWMA, SMA
 from privpub.stream._registry import PUBLISHERS, make_publisher
 from privpub.stream._steps import step_counts, time_grid
 
 __all__ = [
+    "BLT",
     "BT",
     "BTH",
     "EWMA",
     "HQRTP",
     "HQRTPMM",
+    "MFSqrt",
     "NOISE_KINDS",
     "PUBLISHERS",
     "RTP",
     "RTPMM",
     "SMA",
     "StreamPublisher",
+    "blt_max_variance",
+    "blt_parameters",
     "brute_force_nodes",
+    "bt_gaussian_max_variance",
     "decompose",
     "expected_error",
     "expected_error_bt",
@@ -70,6 +84,8 @@ __all__ = [
     "load_counts",
     "make_publisher",
     "max_height",
+    "mf_sqrt_coefficients",
+    "mf_sqrt_max_variance",
     "mm_budgets",
     "optimal_height",
     "optimal_height_bt",

@@ -27,6 +27,8 @@ from numpy.typing import ArrayLike, NDArray
 from privpub.core import (
     FLOAT_EXACT_LIMIT,
     MEMORY_BUDGET_ENV,
+    PURE_DP,
+    ZCDP,
     Accountant,
     BudgetLedger,
     RNGLike,
@@ -39,6 +41,8 @@ from privpub.core import (
     check_positive_int,
     check_real,
     check_session,
+    discrete_gaussian_sigma2,
+    measure_unit,
     memory_budget,
     warn_meaningless_epsilon,
 )
@@ -225,6 +229,15 @@ class StreamPublisher:
 
     method: ClassVar[str] = ""
     _structure: ClassVar[str] = "fenwick"
+    #: the privacy measures the publisher offers (``"pure-dp"``: ``epsilon=``; ``"zcdp"``: ``rho=``)
+    measures: ClassVar[tuple[str, ...]] = (PURE_DP,)
+    #: whether the publisher takes ``rho=`` (zCDP, Gaussian noise) instead of ``epsilon=``
+    _takes_rho: ClassVar[bool] = False
+    #: whether a zCDP stream may be real-valued (its answers are real anyway)
+    _real_with_rho: ClassVar[bool] = False
+    measure: str = PURE_DP
+    rho: float | None = None
+    budget: float
     #: every concrete publisher by its ``method`` (filled as subclasses are defined; :meth:`from_state`)
     _by_method: ClassVar[dict[str, type[StreamPublisher]]] = {}
 
@@ -247,16 +260,26 @@ class StreamPublisher:
         real: Any,
         max_item: Any,
         memory_limit: Any,
+        rho: Any = None,
     ) -> None:
-        """Validate the shared parameters (nothing is allocated or reserved yet)."""
+        """Validate the shared parameters (nothing is allocated or reserved yet).
+
+        Exactly one of ``epsilon`` (pure DP) and ``rho`` (zCDP, publishers with ``_takes_rho``)
+        is given; :attr:`measure` and :attr:`budget` state which.
+        """
         self.window = check_positive_int(window, "window")
         if self.window > 2**52:
             raise ParameterError(f"window must be at most 2**52, got {self.window}")
-        self.epsilon = check_epsilon(epsilon)
         sens = check_real(sensitivity, "sensitivity")
         if sens <= 0:
             raise ParameterError(f"sensitivity must be > 0, got {sens}")
-        if not (sens / self.epsilon <= 2.0**52 and math.isfinite(self.epsilon / sens)):
+        if rho is not None or epsilon is None:
+            self._check_rho(epsilon, rho, sens, noise, real)
+        else:
+            self.measure = PURE_DP
+            self.rho = None
+            self.epsilon = self.budget = check_epsilon(epsilon)
+        if self.measure == PURE_DP and not (sens / self.epsilon <= 2.0**52 and math.isfinite(self.epsilon / sens)):
             # the node noise's check (privpub.core.TreeNoise), made here before any session is charged
             raise ParameterError(
                 f"sensitivity / epsilon must be a noise scale in (0, 2**52] with a finite inverse, got "
@@ -295,6 +318,27 @@ class StreamPublisher:
         else:
             self.memory_limit = check_positive_int(memory_limit, "memory_limit")
 
+    def _check_rho(self, epsilon: Any, rho: Any, sens: float, noise: Any, real: Any) -> None:
+        """The zCDP branch of :meth:`_check_common`: ``rho=`` instead of ``epsilon=``."""
+        if not self._takes_rho:
+            if rho is None:
+                check_epsilon(epsilon)  # raises: epsilon missing or invalid
+            raise ParameterError(f"{self.method} takes epsilon= (pure DP); the publishers that take rho= "
+                                 "(zCDP, Gaussian noise) are bt, bth, mf_sqrt and blt", param="rho")
+        if epsilon is not None:
+            raise ParameterError("give exactly one of epsilon= (pure DP, Laplace noise) and rho= "
+                                 "(zCDP, Gaussian noise), not both", param="rho")
+        if rho is None:
+            raise ParameterError("epsilon= (or rho= for zCDP) is required", param="epsilon")
+        self.measure = ZCDP
+        self.epsilon = None  # type: ignore[assignment]
+        self.rho = self.budget = check_epsilon(rho, "rho")
+        discrete_gaussian_sigma2(rho=self.rho, sensitivity=sens)  # a usable variance (raises)
+        if noise != "discrete" or (real is True and not self._real_with_rho):
+            raise ParameterError(
+                f"rho= (zCDP) uses exact discrete Gaussian noise on integer streams: leave noise='discrete' "
+                f"and real=False, got noise={noise!r}, real={real!r}", param="noise")
+
     def _check_memory(self, nbytes: float, what: str, option: str) -> None:
         """Refuse (before any allocation) a configuration whose state would not fit in memory."""
         if nbytes > self.memory_limit:
@@ -308,16 +352,22 @@ class StreamPublisher:
         if not restoring:
             session = check_session(session)
             if session is not None:
-                res = session.reserve(self.epsilon, method=self.method, data="stream (event level)")
-                res.settle(spent=True, note="stream publisher: event-level epsilon for the stream's whole life")
-            if active_accountant() is None:
+                res = session.reserve(self.budget, method=self.method, data="stream (event level)",
+                                      measure=self.measure)
+                res.settle(spent=True, note=f"stream publisher: event-level {measure_unit(self.measure)} for the "
+                                            "stream's whole life")
+            if active_accountant() is None and self.measure == PURE_DP:
                 warn_meaningless_epsilon(self.epsilon, f"the {self.method} stream")
-            charge(self.method, self.epsilon, note="a whole stream publisher used as one step")
-        self._acc = Accountant(self.epsilon, label=self.method)
-        self._noise = TreeNoise(epsilon=self.epsilon, sensitivity=self.sensitivity, accountant=self._acc,
-                                rng=rng, noise=self.noise, structure=self._structure,
-                                name="trees (disjoint blocks of the stream)")
+            charge(self.method, self.budget, note="a whole stream publisher used as one step", measure=self.measure)
+        self._acc = Accountant(self.budget, label=self.method, measure=self.measure)
+        self._noise = self._make_noise(rng)
         self._t = 0
+
+    def _make_noise(self, rng: RNGLike) -> Any:
+        """The node noise (a :class:`~privpub.core.TreeNoise` charging the accountant)."""
+        return TreeNoise(epsilon=self.budget, sensitivity=self.sensitivity, accountant=self._acc,
+                         rng=rng, noise="gaussian" if self.measure == ZCDP else self.noise,
+                         structure=self._structure, name="trees (disjoint blocks of the stream)")
 
     # -- read-only state ------------------------------------------------------------------------
     @property
@@ -337,8 +387,8 @@ class StreamPublisher:
         return self._t
 
     def __repr__(self) -> str:
-        return (f"{type(self).__name__}(window={self.window}, epsilon={self.epsilon}, "
-                f"noise={self.noise!r}, t={self._t})")
+        budget = f"rho={self.rho}" if self.measure == ZCDP else f"epsilon={self.epsilon}"
+        return f"{type(self).__name__}(window={self.window}, {budget}, noise={self.noise!r}, t={self._t})"
 
     # -- input validation -----------------------------------------------------------------------
     def _item_error(self, v: Any) -> DomainError:
@@ -550,9 +600,12 @@ class StreamPublisher:
 
     # -- persistence ----------------------------------------------------------------------------
     def _params(self) -> dict[str, Any]:
-        return {"window": self.window, "epsilon": self.epsilon, "sensitivity": self.sensitivity,
-                "noise": self.noise, "real": self.real, "max_item": self.max_item,
-                "memory_limit": self.memory_limit}
+        out = {"window": self.window, "epsilon": self.epsilon, "sensitivity": self.sensitivity,
+               "noise": self.noise, "real": self.real, "max_item": self.max_item,
+               "memory_limit": self.memory_limit}
+        if self.measure == ZCDP:
+            out["rho"] = self.rho
+        return out
 
     def state(self, *, checkpoint: bool = True, since: int | None = None) -> dict[str, Any]:
         """Everything the stream needs to continue, for persistence (see :meth:`from_state`).

@@ -40,6 +40,8 @@ class _BinaryTreePublisher(StreamPublisher):
     """Blocks of ``T = 2**(k-1)`` items, each a complete binary tree of all ``2T - 1`` dyadic nodes."""
 
     _structure: ClassVar[str] = "binary"
+    _takes_rho: ClassVar[bool] = True
+    measures: ClassVar[tuple[str, ...]] = ("pure-dp", "zcdp")
     _lsq: ClassVar[bool] = False
     _Y: NDArray[Any]  # (k, time): noisy node of level l completed at that time
     _R: NDArray[Any]  # cumulative noisy roots (at block ends)
@@ -52,7 +54,7 @@ class _BinaryTreePublisher(StreamPublisher):
         self,
         *,
         window: int,
-        epsilon: float,
+        epsilon: float | None = None,
         rng: RNGLike = None,
         sensitivity: float = 1.0,
         height: int | None = None,
@@ -61,21 +63,26 @@ class _BinaryTreePublisher(StreamPublisher):
         max_item: float | None = None,
         session: Session | None = None,
         memory_limit: int | None = None,
+        rho: float | None = None,
     ) -> None:
         self._init(window=window, epsilon=epsilon, rng=rng, sensitivity=sensitivity, height=height, noise=noise,
-                   real=real, max_item=max_item, session=session, memory_limit=memory_limit, restoring=False)
+                   real=real, max_item=max_item, session=session, memory_limit=memory_limit, restoring=False,
+                   rho=rho)
 
     def _init(self, *, window: Any, epsilon: Any, rng: RNGLike, sensitivity: Any, height: Any, noise: Any,
-              real: Any, max_item: Any, session: Session | None, memory_limit: Any, restoring: bool) -> None:
+              real: Any, max_item: Any, session: Session | None, memory_limit: Any, restoring: bool,
+              rho: Any = None) -> None:
         self._check_common(window=window, epsilon=epsilon, sensitivity=sensitivity, noise=noise, real=real,
-                           max_item=max_item, memory_limit=memory_limit)
+                           max_item=max_item, memory_limit=memory_limit, rho=rho)
         if height is None:
             # the window alone (at the smallest height) must fit before the height search, whose
             # BT_H error model (optimal_height_bth) works on arrays up to twice the window (measured
             # peak: 340 bytes per window item at 2**16 and 2**20, tracemalloc)
             search = _BTH_SEARCH_BYTES * self.window if self._lsq else 0.0
             self._check_memory(max(self._state_bytes(1), search), f"window={self.window}", "lower window")
-            height = K.optimal_height_bth(self.window) if self._lsq else K.optimal_height_bt(self.window)
+            gauss = self.measure == "zcdp"
+            height = (K.optimal_height_bth(self.window, gaussian=gauss) if self._lsq
+                      else K.optimal_height_bt(self.window, gaussian=gauss))
         self.height = check_positive_int(height, "height")
         if self.height > MAX_TREE_HEIGHT:
             raise ParameterError(f"height must be at most {MAX_TREE_HEIGHT}, got {self.height}")
@@ -425,12 +432,22 @@ class BT(_BinaryTreePublisher):
     block, each with ``Lap(kΔ/ε)`` (sequential composition inside a block, parallel across
     blocks); the ledger shows one branch kind of ``k`` charges of ``ε/k``.
 
+    **Gaussian variant** (``rho=`` instead of ``epsilon=``): ρ-zCDP at event level, same
+    neighbours. Each node gets exact discrete Gaussian noise ``N_Z(0, kΔ²/(2ρ))`` (one item's
+    ``k`` nodes have L2 sensitivity ``Δ√k``; ``k`` charges of ``ρ/k`` compose to ρ in zCDP);
+    the ledger's measure is ``"zcdp"``. With ``window=T`` and ``height=log2(T)+1`` (one block
+    over the horizon) the largest prefix-sum variance is ``log2(T) (log2(T)+1) Δ²/(2ρ)``
+    (:func:`privpub.stream.bt_gaussian_max_variance`), the baseline of ``mf_sqrt``.
+
     Examples
     --------
     >>> pub = BT(window=16, epsilon=1.0, rng=0, height=3)
     >>> pub.extend([1, 2, 3, 4, 5, 6])
     >>> pub.query(1, 4)  # the root of block 1 (true sum 10)
     12
+    >>> gauss = BT(window=16, rho=0.5, rng=0, height=3)  # the Gaussian binary tree (zCDP)
+    >>> gauss.extend([1, 2, 3, 4]); gauss.ledger.measure, gauss.ledger.total
+    ('zcdp', 0.5)
     """
 
     method = "bt"
@@ -480,7 +497,8 @@ class BTH(_BinaryTreePublisher):
     Notes
     -----
     **Privacy:** ε-DP at event level, as :class:`BT` ({NEIGHBOURS}); least squares is
-    post-processing.
+    post-processing. With ``rho=`` instead of ``epsilon=``: ρ-zCDP with discrete Gaussian node
+    noise, as the Gaussian :class:`BT`.
 
     Examples
     --------

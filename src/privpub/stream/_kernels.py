@@ -14,8 +14,11 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from privpub.errors import ParameterError
+
 __all__ = [
     "brute_force_nodes",
+    "bt_gaussian_max_variance",
     "decompose",
     "expected_error",
     "expected_error_bt",
@@ -307,8 +310,11 @@ def expected_error_bt(k: int, length: ArrayLike, epsilon: float, sensitivity: fl
     return float(2.0 * sensitivity**2 * k**2 * np.asarray(expected_nodes_bt(k, length)) / epsilon**2)
 
 
-def optimal_height_bt(length: float, kmax: int | None = None) -> int:
+def optimal_height_bt(length: float, kmax: int | None = None, *, gaussian: bool = False) -> int:
     """``k*_BT(L)``: the BT height minimising ``k² N_BT(k, L)`` (ties to the smaller k).
+
+    ``gaussian=True``: the Gaussian (zCDP) tree, whose node variance ``k Δ²/(2ρ)`` grows like
+    ``k`` (not ``k²``): the height minimising ``k N_BT(k, L)``.
 
     Examples
     --------
@@ -317,8 +323,28 @@ def optimal_height_bt(length: float, kmax: int | None = None) -> int:
     """
     L = max(1.0, float(length))
     km = max_height(L) + 1 if kmax is None else min(int(kmax), max_height(L) + 1)
-    errs = [k * k * float(expected_nodes_bt(k, L)) for k in range(1, km + 1)]
+    errs = [k ** (1 if gaussian else 2) * float(expected_nodes_bt(k, L)) for k in range(1, km + 1)]
     return int(np.argmin(errs)) + 1
+
+
+def bt_gaussian_max_variance(horizon: int, rho: float, sensitivity: float = 1.0) -> float:
+    """Largest prefix-sum variance of the Gaussian binary tree over ``horizon = 2**m`` steps.
+
+    One complete tree of height ``k = m + 1``, node noise of variance ``k Δ²/(2ρ)`` (real
+    Gaussian; the discrete Gaussian's is at most this). The prefix ``[1, t]`` is covered by
+    ``popcount(t)`` nodes for ``t < 2**m`` and by the root at ``t = 2**m``; the largest is
+    ``m`` nodes (``t = 2**m - 1``): ``m (m + 1) Δ²/(2ρ)``.
+
+    Examples
+    --------
+    >>> bt_gaussian_max_variance(16, 0.5)
+    20.0
+    """
+    T = int(horizon)
+    if T < 1 or T & (T - 1):
+        raise ParameterError(f"horizon must be a power of two, got {horizon!r}")
+    m = T.bit_length() - 1
+    return float(max(m, 1) * (m + 1) * sensitivity**2 / (2.0 * rho))
 
 
 def bth_piece_variance(k: int, a: ArrayLike, b: ArrayLike) -> NDArray[np.float64]:
@@ -375,11 +401,14 @@ def expected_error_bth(k: int, length: int, epsilon: float, sensitivity: float =
     return float(2.0 * sensitivity**2 * k**2 * var.mean() / epsilon**2)
 
 
-def optimal_height_bth(length: int, kmax: int | None = None) -> int:
-    """The BT_H height minimising the offline error at query length ``L`` (used with ``L = W``)."""
+def optimal_height_bth(length: int, kmax: int | None = None, *, gaussian: bool = False) -> int:
+    """The BT_H height minimising the offline error at query length ``L`` (used with ``L = W``).
+
+    ``gaussian=True``: for Gaussian node noise, whose variance grows like ``k`` (not ``k²``).
+    """
     L = max(1, int(length))
     km = max_height(L) + 1 if kmax is None else min(int(kmax), max_height(L) + 1)
-    errs = [expected_error_bth(k, L, 1.0) for k in range(1, km + 1)]
+    errs = [expected_error_bth(k, L, 1.0) / (k if gaussian else 1) for k in range(1, km + 1)]
     return int(np.argmin(errs)) + 1
 
 

@@ -8,6 +8,7 @@ from privpub.errors import ParameterError
 from privpub.stream._base import StreamPublisher
 from privpub.stream._binary import BT, BTH
 from privpub.stream._fenwick import HQRTP, HQRTPMM, RTP, RTPMM
+from privpub.stream._mf import BLT, MFSqrt
 
 __all__ = ["PUBLISHERS", "make_publisher"]
 
@@ -19,11 +20,13 @@ PUBLISHERS: dict[str, type[StreamPublisher]] = {
     "hq_rtpmm": HQRTPMM,
     "bt": BT,
     "bth": BTH,
+    "mf_sqrt": MFSqrt,
+    "blt": BLT,
 }
 
 
 def make_publisher(method: str, **params: Any) -> StreamPublisher:
-    """Build a publisher by name (``"rtp"``, ``"hq_rtp"``, ``"rtp_mm"``, ``"hq_rtpmm"``, ``"bt"``, ``"bth"``)."""
+    """Build a publisher by name (``"rtp"``, ``"hq_rtp"``, ``"rtp_mm"``, ``"hq_rtpmm"``, ``"bt"``, ``"bth"``, ``"mf_sqrt"``, ``"blt"``)."""
     cls = PUBLISHERS.get(method)
     if cls is None:
         raise ParameterError(f"method must be one of {sorted(PUBLISHERS)}, got {method!r}")
