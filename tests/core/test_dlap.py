@@ -63,16 +63,18 @@ CASES = [  # (t, s): both routes, unit and non-integer scales, powers of two, hu
 ]
 
 
+#: every case on the forced loop, and on the default route where that is the threshold tables
+ROUTES = [(t, s, "loop") for t, s in CASES] + [(t, s, "default") for t, s in CASES
+                                               if _dlap.uses_tables(300_000, t, s)]
+
+
 @pytest.mark.statistical
-@pytest.mark.parametrize("route", ["default", "loop"])
-@pytest.mark.parametrize(("t", "s"), CASES)
+@pytest.mark.parametrize(("t", "s", "route"), ROUTES)
 def test_exact_pmf_on_every_route(t: int, s: int, route: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """Both samplers: the threshold tables (the default for these sizes when the scale is below
     about 2,300, see test_dlap_table.py) and the loop of [CKS20] (forced)."""
     if route == "loop":
         monkeypatch.setattr(_dlap, "uses_tables", lambda *args: False)
-    elif not _dlap.uses_tables(300_000, t, s):
-        pytest.skip("the loop route is the default here")
     sample = discrete_laplace_exact(300_000, t, s, np.random.default_rng(t % 9973 + s))
     assert sample.dtype == np.int64
     if s > 40 * t:  # P[Z != 0] = 2p / (1 + p) < 2 exp(-40) per draw

@@ -133,10 +133,8 @@ def _test_paths(part: str) -> list[str]:
 
 
 @pytest.mark.mutation
-@pytest.mark.parametrize("site", SITES, ids=str)
+@pytest.mark.parametrize("site", [s for s in SITES if f"{s.file}:{s.callee}" not in ALLOWED], ids=str)
 def test_doubled_epsilon_is_caught(site: Site, pristine_copy: Path) -> None:
-    if f"{site.file}:{site.callee}" in ALLOWED:
-        pytest.skip(ALLOWED[f"{site.file}:{site.callee}"])
     root = pristine_copy
     target = root / "privpub" / site.file
     mutated = mutate((SRC / site.file).read_text(encoding="utf-8"), site)

@@ -272,17 +272,24 @@ def test_finding9_weak_admin_token_refused_at_start(token: str, tmp_path: Path) 
     assert "Traceback" not in proc.stderr
 
 
-def test_finding9_sqlite_file_is_private(backend: str, tserver: Server, tadmin: httpx.Client,
-                                         tstream: dict[str, object]) -> None:
+def test_finding9_sqlite_file_is_private(tmp_path: Path) -> None:
     """Finding 9: the SQLite file was created 0644 although stream state is confidential. Now the
-    database and its -wal and -shm files are 0600."""
-    if backend != "sqlite":
-        pytest.skip("a SQLite file")
-    path = Path(tserver.db.removeprefix("sqlite:///"))
-    files = [p for p in (path, Path(f"{path}-wal"), Path(f"{path}-shm")) if p.exists()]
-    assert path in files and len(files) >= 2
-    for p in files:
-        assert stat.S_IMODE(p.stat().st_mode) == 0o600, (p, oct(p.stat().st_mode))
+    database and its -wal and -shm files are 0600 (a SQLite file: its own server, whatever the
+    backend of the module's fixtures)."""
+    path = tmp_path / "private.db"
+    srv = Server(f"sqlite:///{path}", tmp_path / "server.log", env=TRANSPORT_ENV).start()
+    try:
+        with httpx.Client(base_url=srv.url, headers={"Authorization": f"Bearer {ADMIN_TOKEN}"},
+                          timeout=30) as admin:
+            resp = admin.post("/streams", json={"name": "private", "publisher": "rtp", "epsilon": 1.0,
+                                                "window": 8})
+            assert resp.status_code == 201, resp.text
+        files = [p for p in (path, Path(f"{path}-wal"), Path(f"{path}-shm")) if p.exists()]
+        assert path in files and len(files) >= 2
+        for p in files:
+            assert stat.S_IMODE(p.stat().st_mode) == 0o600, (p, oct(p.stat().st_mode))
+    finally:
+        srv.stop()
 
 
 def test_finding9_no_500_and_logs_without_parameters(tserver: Server, tadmin: httpx.Client,
