@@ -36,9 +36,16 @@ def post_counts(client: httpx.Client, sid: str, counts: Any, batch_id: str | Non
 
 
 def ranges(client: httpx.Client, sid: str, q: Any, log: bool = True) -> np.ndarray:
-    resp = client.post(f"/streams/{sid}/ranges", json={"ranges": np.asarray(q).tolist(), "log": log})
-    assert resp.status_code == 200, resp.text
-    return np.asarray(resp.json()["estimates"])
+    """Estimates of every range of ``q``, asked in requests of at most the service's cap per request."""
+    from privpub.service._stream_api import MAX_RANGES
+
+    rows = np.asarray(q).reshape(-1, 2)
+    out = []
+    for i in range(0, max(len(rows), 1), MAX_RANGES):
+        resp = client.post(f"/streams/{sid}/ranges", json={"ranges": rows[i:i + MAX_RANGES].tolist(), "log": log})
+        assert resp.status_code == 200, resp.text
+        out.append(np.asarray(resp.json()["estimates"]))
+    return np.concatenate(out)
 
 
 def all_ranges(t: int, window: int, stride: int = 1) -> np.ndarray:

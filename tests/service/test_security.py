@@ -47,7 +47,7 @@ def test_token_comparison_is_constant_time(monkeypatch) -> None:
     """require_admin compares digests with hmac.compare_digest (never ==)."""
     from fastapi.security import HTTPAuthorizationCredentials
 
-    from privpub.service import _app
+    from privpub.service import _http as _app  # where require_admin lives
 
     calls = []
     real = hmac.compare_digest
