@@ -444,7 +444,7 @@ class BT(_BinaryTreePublisher):
     >>> pub = BT(window=16, epsilon=1.0, rng=0, height=3)
     >>> pub.extend([1, 2, 3, 4, 5, 6])
     >>> pub.query(1, 4)  # the root of block 1 (true sum 10)
-    12
+    14
     >>> gauss = BT(window=16, rho=0.5, rng=0, height=3)  # the Gaussian binary tree (zCDP)
     >>> gauss.extend([1, 2, 3, 4]); gauss.ledger.measure, gauss.ledger.total
     ('zcdp', 0.5)

@@ -724,7 +724,7 @@ class RTP(_FenwickPublisher):
     >>> pub.t, pub.trees
     (8, [(1, 3), (5, 3)])
     >>> pub.query(2, 5)  # true sum 14; exact discrete Laplace noise keeps answers integral
-    14
+    8
     >>> len(pub.support(2, 5)[0])  # node 4 minus node 1 of tree 1, plus node 1 of tree 2
     3
     >>> [(e.step, e.parts) for e in pub.ledger], pub.ledger.total
