@@ -13,8 +13,8 @@ from service_helpers import ADMIN_TOKEN, Server
 
 from privpub.client import Gateway
 from privpub.service import head_revision, make_engine, upgrade
-from privpub.service._db import current_revision, write_tx
 from privpub.service._catalog import make_kind, normalise_spec
+from privpub.service._db import current_revision, write_tx
 from privpub.service._specs import CampaignIn
 from privpub.service._store import N_SHARDS
 from privpub.service._tables import aggregates, campaign_groups, campaigns
