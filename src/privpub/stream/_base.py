@@ -668,7 +668,10 @@ class StreamPublisher:
 
     @classmethod
     def _restoring(cls, params: dict[str, Any], rng: RNGLike, state: dict[str, Any]) -> StreamPublisher:
-        raise NotImplementedError  # pragma: no cover
+        """A publisher built from its saved parameters without drawing or charging (``from_state``)."""
+        pub = cls.__new__(cls)
+        pub._init(rng=rng, session=None, restoring=True, **params)  # type: ignore[attr-defined]
+        return pub
 
     # -- hooks ----------------------------------------------------------------------------------
     def _answer_dtype(self) -> type:

@@ -383,12 +383,6 @@ class _BinaryTreePublisher(StreamPublisher):
             out["arrays_from"] = start
         return out
 
-    @classmethod
-    def _restoring(cls, params: dict[str, Any], rng: RNGLike, state: dict[str, Any]) -> StreamPublisher:
-        pub = cls.__new__(cls)
-        pub._init(rng=rng, session=None, restoring=True, **params)
-        return pub
-
     def _set_state(self, state: dict[str, Any]) -> None:
         lo, t = int(state["store_from"]), int(state["t"])
         Y: NDArray[Any] = np.asarray(state["Y"], dtype=self._dtype)
