@@ -24,6 +24,7 @@ from privpub.core._mechanisms import (
     discrete_gaussian_noise,
     discrete_gaussian_pmf,
     discrete_gaussian_sigma2,
+    discrete_gaussian_variance,
     discrete_laplace,
     discrete_laplace_noise,
     discrete_laplace_pmf,
@@ -63,7 +64,7 @@ from privpub.core._session import (
     session_timestamp,
 )
 from privpub.core._sparse import DENSE_CELL_LIMIT, sparse_noisy_counts, sparse_release_probability
-from privpub.core._tree_noise import MAX_TREE_HEIGHT, TreeNoise, TreePlan, discrete_gaussian_variance
+from privpub.core._tree_noise import MAX_TREE_HEIGHT, TreeNoise, TreePlan
 from privpub.core._validation import (
     MEANINGFUL_EPSILON,
     check_array,

@@ -37,6 +37,7 @@ __all__ = [
     "discrete_gaussian_noise",
     "discrete_gaussian_pmf",
     "discrete_gaussian_sigma2",
+    "discrete_gaussian_variance",
     "discrete_laplace",
     "discrete_laplace_noise",
     "discrete_laplace_pmf",
@@ -425,10 +426,23 @@ def discrete_gaussian_pmf(z: ArrayLike, *, rho: float, sensitivity: float = 1.0)
     :func:`discrete_gaussian_sigma2` (the normaliser summed to ``|k| <= 40 sigma + 40``).
     """
     s2 = discrete_gaussian_sigma2(rho=rho, sensitivity=sensitivity)
-    k = np.arange(-(math.ceil(40 * math.sqrt(s2)) + 40), math.ceil(40 * math.sqrt(s2)) + 41, dtype=np.float64)
-    norm = math.fsum(np.exp(-k * k / (2 * s2)))
+    _, w = _dgauss_support(s2)
     zz = check_array(z, "z", allow_empty=True).astype(np.float64)
-    return np.exp(-zz * zz / (2 * s2)) / norm
+    return np.exp(-zz * zz / (2 * s2)) / math.fsum(w)
+
+
+def _dgauss_support(sigma2: float) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """The integers ``|k| <= 40 sigma + 40`` and their unnormalised weights ``exp(-k^2 / (2 sigma^2))``
+    (the rest of the mass is below 1e-340: both the pmf and the variance sum over this support)."""
+    half = math.ceil(40 * math.sqrt(sigma2)) + 40
+    k = np.arange(-half, half + 1, dtype=np.float64)
+    return k, np.exp(-k * k / (2 * sigma2))
+
+
+def discrete_gaussian_variance(sigma2: float) -> float:
+    """Exact variance of the discrete Gaussian with parameter ``sigma2`` (below ``sigma2``)."""
+    k, w = _dgauss_support(sigma2)
+    return float(math.fsum(w * k * k) / math.fsum(w))
 
 
 def discrete_gaussian(

@@ -41,13 +41,14 @@ from privpub.core._mechanisms import (
     _check_sensitivity,
     _discrete_laplace_exact,
     _gaussian_scale,
+    discrete_gaussian_variance,
     rational_scale,
 )
 from privpub.core._rng import RNGLike, as_generator
 from privpub.core._validation import check_epsilon, check_positive_int
 from privpub.errors import ParameterError, PrivpubError
 
-__all__ = ["TreeNoise", "TreePlan", "discrete_gaussian_variance"]
+__all__ = ["TreeNoise", "TreePlan"]
 
 TREE_STRUCTURES = ("fenwick", "binary")
 TREE_NOISES = ("discrete", "laplace", "gaussian")
@@ -236,14 +237,6 @@ def _round_scales_up(scale: NDArray[np.float64]) -> NDArray[np.float64]:
     mant, expo = np.frexp(scale)
     out: NDArray[np.float64] = np.ldexp(np.ceil(mant * (1 << SCALE_BITS)), expo - SCALE_BITS)
     return out
-
-
-def discrete_gaussian_variance(sigma2: float) -> float:
-    """Exact variance of the discrete Gaussian with parameter ``sigma2`` (below ``sigma2``)."""
-    half = math.ceil(40 * math.sqrt(sigma2)) + 40
-    k = np.arange(-half, half + 1, dtype=np.float64)
-    w = np.exp(-k * k / (2 * sigma2))
-    return float(math.fsum(w * k * k) / math.fsum(w))
 
 
 def _discrete_variance(t: NDArray[np.float64] | float, s: NDArray[np.float64] | float) -> Any:
