@@ -213,8 +213,7 @@ def support_sizes(oracle: FrequencyOracle, reports: ArrayLike, *, epsilon: float
             out += _hash(a, b, np.int64(v), g) == y
         return out
     if r.ndim == 2 and r.dtype == np.uint8 and r.shape[1] == (d + 7) // 8 and r.shape[1] != d:
-        bits = np.unpackbits(r, axis=1, count=d, bitorder="little")
-        return bits.sum(axis=1, dtype=np.int64)
+        return _packed_ones(r, d)
     if r.ndim == 2 and r.shape[1] == d:
         return np.asarray(r, dtype=bool).sum(axis=1, dtype=np.int64)
     raise ParameterError(f"reports must have shape (n, {d}) (bool) or (n, {(d + 7) // 8}) (packed uint8), "
@@ -222,6 +221,14 @@ def support_sizes(oracle: FrequencyOracle, reports: ArrayLike, *, epsilon: float
 
 
 _POPCOUNT = np.array([bin(i).count("1") for i in range(256)], dtype=np.int64)
+
+
+def _packed_ones(r: NDArray[np.uint8], d: int) -> NDArray[np.int64]:
+    """Ones per packed little-endian row of ``d`` bits (padding bits ignored)."""
+    ones = _POPCOUNT[r].sum(axis=1)
+    if d % 8:  # padding bits do not count
+        ones -= _POPCOUNT[r[:, -1] & np.uint8(0xFF ^ ((1 << (d % 8)) - 1))]
+    return ones
 
 
 @dataclass
@@ -258,10 +265,7 @@ def size_bins(oracle: FrequencyOracle, reports: ArrayLike, *, epsilon: float | N
             raise ParameterError(f"reports must have shape (n, {d}) (bool) or (n, {(d + 7) // 8}) (packed uint8), "
                                  f"got {r.shape}")
         r = np.packbits(np.asarray(r, dtype=bool), axis=1, bitorder="little")
-    if d % 8:  # padding bits do not count
-        r = r.copy()
-        r[:, -1] &= np.uint8((1 << (d % 8)) - 1)
-    sizes = _POPCOUNT[r].sum(axis=1)
+    sizes = _packed_ones(r, d)
     order = np.argsort(sizes, kind="stable")
     sorted_sizes = sizes[order]
     ks, starts = np.unique(sorted_sizes, return_index=True)
