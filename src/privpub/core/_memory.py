@@ -122,6 +122,22 @@ def _format_count(n: int) -> str:
     return f"{n:,}"
 
 
+def _over_budget(n_items: float, per_item: float, fixed: float, what: str, unit: str,
+                 budget: int | None) -> tuple[float, int, str | None]:
+    """``(bytes, budget, None)`` within the budget, else ``(bytes, budget, the count in words)``;
+    a negative or NaN ``n_items`` raises. Shared by :func:`check_allocation` and
+    :func:`check_working_set`, which word their refusals differently."""
+    n = n_items if isinstance(n_items, int) else float(n_items)
+    if (isinstance(n, float) and math.isnan(n)) or n < 0:
+        raise ParameterError(f"{what}: the number of {unit} must be >= 0, got {n_items!r}")
+    limit = memory_budget() if budget is None else int(budget)
+    total = fixed + n * per_item
+    if total <= limit:
+        return total, limit, None
+    count = _format_count(n) if isinstance(n, int) else (f"{n:.3g}" if math.isfinite(n) else "unboundedly many")
+    return total, limit, count
+
+
 def check_allocation(n_items: float, itemsize: float, what: str, option: str | None = None, *,
                      unit: str = "items", budget: int | None = None) -> int:
     """Refuse an allocation of ``n_items * itemsize`` bytes that exceeds the memory budget.
@@ -164,16 +180,9 @@ def check_allocation(n_items: float, itemsize: float, what: str, option: str | N
     ...
     privpub.errors.ParameterError: the histogram would have 10^12 bins (8.0 TB), over the memory budget of 1.0 GB; lower --bins (or raise PRIVPUB_MEMORY_BUDGET)
     """
-    n = float(n_items) if not isinstance(n_items, int) else n_items
-    if isinstance(n, float) and (math.isnan(n) or n < 0):
-        raise ParameterError(f"{what}: the number of {unit} must be >= 0, got {n_items!r}")
-    if isinstance(n, int) and n < 0:
-        raise ParameterError(f"{what}: the number of {unit} must be >= 0, got {n_items!r}")
-    limit = memory_budget() if budget is None else int(budget)
-    total = n * itemsize
-    if total <= limit:
+    total, limit, count = _over_budget(n_items, itemsize, 0.0, what, unit, budget)
+    if count is None:
         return int(total)
-    count = _format_count(n) if isinstance(n, int) else (f"{n:.3g}" if math.isfinite(n) else "unboundedly many")
     lower = f"; lower {option}" if option else ""
     raise ParameterError(
         f"{what} would have {count} {unit} ({format_bytes(total)}), over the memory budget of "
@@ -225,14 +234,9 @@ def check_working_set(n_items: float, bytes_per_item: float, what: str, option: 
     ...
     privpub.errors.ParameterError: HPHP.publish on 10^8 bins would need about 15.0 GB at its peak (150 bytes per bin), over the memory budget of 1.0 GB; lower the number of bins of data (or raise PRIVPUB_MEMORY_BUDGET)
     """
-    n = n_items if isinstance(n_items, int) else float(n_items)
-    if (isinstance(n, float) and math.isnan(n)) or n < 0:
-        raise ParameterError(f"{what}: the number of {unit} must be >= 0, got {n_items!r}")
-    limit = memory_budget() if budget is None else int(budget)
-    total = fixed + n * bytes_per_item
-    if total <= limit:
+    total, limit, count = _over_budget(n_items, bytes_per_item, fixed, what, unit, budget)
+    if count is None:
         return int(total)
-    count = _format_count(n) if isinstance(n, int) else (f"{n:.3g}" if math.isfinite(n) else "unboundedly many")
     per = unit[:-1] if unit.endswith("s") else unit
     raise ParameterError(
         f"{what} on {count} {unit} would need about {format_bytes(total)} at its peak "
