@@ -268,6 +268,17 @@ def assign(request: Request, body: AssignmentRequest, campaign_id: str = Campaig
     return _store(request).assign(campaign_id, body.count, tokens)
 
 
+#: store outcomes that refuse a report (counted as refused in /metrics)
+_REFUSED = (CLOSED, BAD_TOKEN, BAD_ASSIGNMENT, ARCHIVED)
+
+
+def _count_outcomes(campaign_id: str, status: Any) -> None:
+    """Count a stored batch's reports by outcome (accepted, duplicate, refused) for ``/metrics``."""
+    status = np.asarray(status)
+    count_reports(campaign_id, accepted=int((status == NEW).sum()), duplicate=int((status == DUPLICATE).sum()),
+                  refused=int(np.isin(status, _REFUSED).sum()))
+
+
 async def handle_report(app: Any, campaign_id: str, body: ReportIn) -> tuple[int, dict[str, Any]]:
     """One report: validate, store (group commit), and the receipt with its status code."""
     store: Store = app.state.store
@@ -279,8 +290,7 @@ async def handle_report(app: Any, campaign_id: str, body: ReportIn) -> tuple[int
         raise
     out = await _store_batch(app, info, batch)
     status = int(out.status[0])
-    count_reports(campaign_id, accepted=int(status == NEW), duplicate=int(status == DUPLICATE),
-                  refused=int(status in (CLOSED, BAD_TOKEN, BAD_ASSIGNMENT, ARCHIVED)))
+    _count_outcomes(campaign_id, out.status)
     if status == ARCHIVED:
         raise ApiError(410, "the campaign is archived: it accepts no more reports")
     if status == CLOSED:
@@ -303,9 +313,7 @@ async def handle_batch(app: Any, campaign_id: str, body: BatchIn) -> tuple[int, 
         count_reports(campaign_id, refused=max(1, len(body.report_ids.strip()) * 3 // 4 // 16))
         raise
     out = await _store_batch(app, info, batch)
-    count_reports(campaign_id, accepted=int((out.status == NEW).sum()), duplicate=int((out.status == DUPLICATE).sum()),
-                  refused=int(((out.status == CLOSED) | (out.status == BAD_TOKEN) | (out.status == BAD_ASSIGNMENT)
-                               | (out.status == ARCHIVED)).sum()))
+    _count_outcomes(campaign_id, out.status)
     if (out.status == ARCHIVED).all():
         raise ApiError(410, "the campaign is archived: it accepts no more reports")
     if (out.status == CLOSED).all():
