@@ -60,11 +60,20 @@ from privpub.core._session import (
     Session,
     SessionCharge,
     SessionStore,
+    refuse_mixed_units,
     refuse_unaffordable,
     session_timestamp,
 )
 from privpub.core._sparse import DENSE_CELL_LIMIT, sparse_noisy_counts, sparse_release_probability
 from privpub.core._tree_noise import MAX_TREE_HEIGHT, TreeNoise, TreePlan
+from privpub.core._unit import (
+    RELATIONS,
+    UNIT_KINDS,
+    PrivacyUnit,
+    bound_contributions,
+    check_privacy_unit,
+    contribution_key,
+)
 from privpub.core._validation import (
     MEANINGFUL_EPSILON,
     check_array,
@@ -151,7 +160,14 @@ __all__ = [
     "pure_dp_to_zcdp",
     "rational_scale",
     "readonly",
+    "refuse_mixed_units",
     "refuse_unaffordable",
+    "PrivacyUnit",
+    "RELATIONS",
+    "UNIT_KINDS",
+    "bound_contributions",
+    "check_privacy_unit",
+    "contribution_key",
     "register_frame_backend",
     "register_session_store",
     "report_noisy_max",
