@@ -32,7 +32,7 @@ def test_default_unit_is_event(cls):
     assert all(e.unit == PrivacyUnit.event() for e in pub.ledger)
 
 
-@pytest.mark.parametrize("cls", PURE + [MFSqrt, BLT])
+@pytest.mark.parametrize("cls", [*PURE, MFSqrt, BLT])
 def test_person_per_step_ledger_states_the_unit(cls):
     pub = make(cls, sensitivity=2.0)
     pub.extend(np.arange(40))
@@ -122,7 +122,7 @@ def test_kept_values_depend_only_on_the_person_and_the_key():
     a = make(RTP, sensitivity=6.0)
     b = RTP.from_state(a.state(), rng=0)  # same key
     item_a, _ = a._bounded_events(np.zeros(6, dtype=np.int64), ["a"] * 6, vals_a, 1)
-    item_ab, _ = b._bounded_events(np.zeros(9, dtype=np.int64), ["a"] * 6 + ["z"] * 3, vals_a + [6, 6, 6], 1)
+    item_ab, _ = b._bounded_events(np.zeros(9, dtype=np.int64), ["a"] * 6 + ["z"] * 3, [*vals_a, 6, 6, 6], 1)
     assert int(item_ab[0]) - int(item_a[0]) == 18  # z's three events, a's choice unchanged
     # a uniformly random k-subset across keys: each of a's events is kept half the time (k=3 of 6)
     hits = np.zeros(6)
