@@ -674,6 +674,16 @@ class StreamPublisher:
         Each person keeps at most ``k`` events per step (as :meth:`append_events`). Returns the
         items appended (one per step).
         """
+        items = self.bound_events(steps, privacy_ids, values, n_steps=n_steps)
+        self.extend(items)
+        return items
+
+    def bound_events(self, steps: ArrayLike, privacy_ids: ArrayLike, values: ArrayLike | None = None, *,
+                     n_steps: int | None = None) -> NDArray[Any]:
+        """The items :meth:`extend_events` would append, without appending them (nothing changes).
+
+        For callers that feed the items another way (:meth:`replay` with queries along the way).
+        """
         st = np.asarray(steps)
         if st.ndim != 1 or (st.size and st.dtype.kind not in "iu"):
             raise ParameterError(f"steps must be a 1-D array of integer step offsets, got shape {st.shape}, "
@@ -686,7 +696,6 @@ class StreamPublisher:
         if n < last:
             raise ParameterError(f"n_steps={n} is less than the last event's step + 1 ({last})", param="n_steps")
         items, _ = self._bounded_events(st, privacy_ids, values, n)
-        self.extend(items)
         return items
 
     def query(self, l: int, r: int) -> Any:
