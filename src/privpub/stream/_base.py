@@ -445,6 +445,13 @@ class StreamPublisher:
         return self._acc.snapshot()
 
     @property
+    def contribution_key(self) -> str | None:
+        """The 16-character key of the per-step bounding (person-per-step streams; None at event
+        level): drawn once from the publisher's rng, kept in its state. Knowing it does not weaken
+        the guarantee (the bound holds for any key); it fixes which of a person's events are kept."""
+        return self._contribution_key
+
+    @property
     def t(self) -> int:
         """Number of items received so far (the current time)."""
         return self._t
