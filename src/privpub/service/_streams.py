@@ -37,6 +37,7 @@ import os
 import secrets
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -686,7 +687,7 @@ class StreamStore:
         return self._write(sid, apply)  # type: ignore[no-any-return]
 
     def _person_counts(self, conn: Connection, live: Live, steps: NDArray[np.int64],
-                       ids: list[Any]) -> tuple[NDArray[np.int64], dict[str, Any], dict[str, Any]]:
+                       ids: Sequence[Any]) -> tuple[NDArray[np.int64], dict[str, Any], dict[str, Any]]:
         """Person per step: the events counted in steps ``t+1 .. max(steps)`` (at most ``k`` of a
         person's events per step, the open step's earlier events included), the open step's new
         tally and the stored head it goes into.
@@ -720,7 +721,7 @@ class StreamStore:
         return per, {"step": last, "ids": tally}, head
 
     def add_events(self, sid: str, times: NDArray[np.float64], batch_id: str,
-                   privacy_ids: list[Any] | None = None) -> dict[str, Any]:
+                   privacy_ids: Sequence[Any] | None = None) -> dict[str, Any]:
         """Count timed events in their steps (see the late-event policy); a person-per-step stream
         counts at most ``k`` events of a person (``privacy_ids``) in one step."""
         info = self.info(sid)
