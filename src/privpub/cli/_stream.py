@@ -142,7 +142,8 @@ def register(app: typer.Typer, reproduce_app: typer.Typer) -> None:
     @stream_app.command("publish")
     @handle_errors
     def stream(
-        input: Annotated[Path, typer.Argument(help="Count series: CSV/Parquet (with --column), .txt or .npy.")],
+        input: Annotated[Path, typer.Argument(help="Count series: CSV/Parquet (with --column), .txt or .npy; "
+                                                   "with --privacy-id an event table (one row per event).")],
         epsilon: EpsilonOption,
         window: Annotated[int, typer.Option("--window", "-w", help="Sliding window W (queries must lie inside).")],
         output: Annotated[Path, typer.Option(
@@ -175,8 +176,8 @@ def register(app: typer.Typer, reproduce_app: typer.Typer) -> None:
         data_label: DataLabelOption = None,
         quiet: Annotated[bool, typer.Option("--quiet", help="No progress bar.")] = False,
     ) -> None:
-        """Publish a count stream under event-level DP: noisy answers to range queries, or (without
-        --queries) the noisy per-step counts and prefix sums."""
+        """Publish a count stream under event-level DP (person per step with --privacy-id): noisy
+        answers to range queries, or (without --queries) the noisy per-step counts and prefix sums."""
         from privpub.stream import NOISE_KINDS, PUBLISHERS, make_publisher
 
         checks = Checks()
