@@ -435,7 +435,8 @@ class StreamPublisher:
     # -- read-only state ------------------------------------------------------------------------
     @property
     def ledger(self) -> BudgetLedger:
-        """What the node noise has charged so far: event-level epsilon for the whole stream.
+        """What the node noise has charged so far: epsilon for the whole stream, stated for its
+        :attr:`privacy_unit` (event level by default; person per step: each charge ``x k``).
 
         One parallel block; each tree configuration is a branch kind (trees hold disjoint
         items) whose charges are the nodes of the item that spends most (sequential). The
