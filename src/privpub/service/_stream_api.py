@@ -65,6 +65,25 @@ Count = Annotated[int | float, PlainValidator(_count), WithJsonSchema({"type": "
 Step = Annotated[int, Field(ge=-(2**62), le=2**62)]
 
 
+class StreamUnitIn(BaseModel):
+    """Person-per-step privacy: all of one person's events of one step, at most ``max_contributions``
+    of them, are protected (events are posted with their ``privacy_ids``; the service keeps at
+    most ``max_contributions`` of each person's events per step)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    kind: Literal["person_per_step"] = "person_per_step"
+    privacy_id: str = Field(min_length=1, max_length=200, pattern=_PRINTABLE,
+                            description="what the events' privacy ids identify (e.g. 'user'), shown in the "
+                                        "stream's description")
+    max_contributions: int = Field(strict=True, ge=1, le=10**6,
+                                   description="k: the events of one person counted in one step at most")
+
+
+#: a person's id on an event: a JSON string (at most 200 characters) or integer (strict)
+PrivacyId = Annotated[str, Field(strict=True, min_length=1, max_length=200)] | Annotated[int, Field(strict=True)]
+
+
 class StreamIn(BaseModel):
     """A stream as an operator declares it. ``publisher`` is a name of ``privpub.stream.PUBLISHERS``
     (``"rtp"``, ``"hq_rtp"``, ``"rtp_mm"``, ``"hq_rtpmm"``, ``"bt"``, ``"bth"``; class names such as
@@ -110,6 +129,9 @@ class StreamIn(BaseModel):
     log_per_client: int | None = Field(default=None, ge=1, le=10**7,
                                        description=f"logged queries per client and hour (default {LOG_PER_CLIENT}); "
                                                    "further queries are answered, not logged")
+    privacy_unit: StreamUnitIn | None = Field(
+        default=None, description="whom the stream protects: omitted, one event (event level); "
+                                  "person_per_step: one person's events of one step, at most max_contributions")
 
 
 class CountsIn(BaseModel):
@@ -132,6 +154,11 @@ class EventsIn(BaseModel):
     time: Time | None = Field(default=None, ge=0, description="Unix time of one event")
     times: list[Time] | None = Field(default=None, min_length=1, max_length=MAX_ITEMS,
                                        description="Unix times of many events")
+    privacy_id: PrivacyId | None = Field(default=None, description="person-per-step streams: the person of "
+                                                                    "the one event ('time')")
+    privacy_ids: list[PrivacyId] | None = Field(default=None, min_length=1, max_length=MAX_ITEMS,
+                                                description="person-per-step streams: the person of each event "
+                                                            "of 'times' (in order)")
 
 
 class CloseStepIn(BaseModel):
@@ -221,7 +248,15 @@ def do_events(store: StreamStore, stream_id: str, body: EventsIn) -> dict[str, A
     if (times < 0).any():
         i = int(np.argmax(times < 0))
         raise StreamError(422, "must be a Unix time >= 0", f"times[{i}]")
-    return store.add_events(stream_id, times, body.batch_id)
+    if body.privacy_id is not None and body.time is None:
+        raise StreamError(422, "privacy_id goes with 'time' (one event); send 'privacy_ids' with 'times'", "privacy_id")
+    if body.privacy_ids is not None and body.times is None:
+        raise StreamError(422, "privacy_ids go with 'times' (a batch); send 'privacy_id' with 'time'", "privacy_ids")
+    ids = [body.privacy_id] if body.privacy_id is not None else body.privacy_ids
+    if ids is not None and len(ids) != times.shape[0]:
+        raise StreamError(422, f"must hold one id per event of 'times' ({times.shape[0]}), got {len(ids)}",
+                          "privacy_ids")
+    return store.add_events(stream_id, times, body.batch_id, privacy_ids=ids)
 
 
 @router.post("/{stream_id}/counts", dependencies=_PRODUCER)

@@ -17,7 +17,7 @@ from typing import Any, ClassVar
 import numpy as np
 from numpy.typing import NDArray
 
-from privpub.core import MAX_TREE_HEIGHT, RNGLike, Session, check_positive_int
+from privpub.core import MAX_TREE_HEIGHT, PrivacyUnit, RNGLike, Session, check_positive_int
 from privpub.errors import DomainError, ParameterError
 from privpub.stream import _kernels as K
 from privpub.stream._base import _CHUNK, COMMON_PARAMS, INT_NP_LIMIT, NEIGHBOURS, StreamPublisher
@@ -64,16 +64,17 @@ class _BinaryTreePublisher(StreamPublisher):
         session: Session | None = None,
         memory_limit: int | None = None,
         rho: float | None = None,
+        privacy_unit: PrivacyUnit | None = None,
     ) -> None:
         self._init(window=window, epsilon=epsilon, rng=rng, sensitivity=sensitivity, height=height, noise=noise,
                    real=real, max_item=max_item, session=session, memory_limit=memory_limit, restoring=False,
-                   rho=rho)
+                   rho=rho, privacy_unit=privacy_unit)
 
     def _init(self, *, window: Any, epsilon: Any, rng: RNGLike, sensitivity: Any, height: Any, noise: Any,
               real: Any, max_item: Any, session: Session | None, memory_limit: Any, restoring: bool,
-              rho: Any = None) -> None:
+              rho: Any = None, privacy_unit: Any = None) -> None:
         self._check_common(window=window, epsilon=epsilon, sensitivity=sensitivity, noise=noise, real=real,
-                           max_item=max_item, memory_limit=memory_limit, rho=rho)
+                           max_item=max_item, memory_limit=memory_limit, rho=rho, privacy_unit=privacy_unit)
         if height is None:
             # the window alone (at the smallest height) must fit before the height search, whose
             # BT_H error model (optimal_height_bth) works on arrays up to twice the window (measured

@@ -21,7 +21,7 @@ from typing import Any, ClassVar
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from privpub.core import MAX_TREE_HEIGHT, RNGLike, Session, TreePlan, check_positive_int
+from privpub.core import MAX_TREE_HEIGHT, PrivacyUnit, RNGLike, Session, TreePlan, check_positive_int
 from privpub.errors import DomainError, ParameterError
 from privpub.stream import _kernels as K
 from privpub.stream._base import (
@@ -100,16 +100,17 @@ class _FenwickPublisher(StreamPublisher):
         history: ArrayLike = (),
         session: Session | None = None,
         memory_limit: int | None = None,
+        privacy_unit: PrivacyUnit | None = None,
     ) -> None:
         self._init(window=window, epsilon=epsilon, rng=rng, sensitivity=sensitivity, height=height, noise=noise,
                    real=real, max_item=max_item, predictor=predictor, history=history, session=session,
-                   memory_limit=memory_limit, restoring=False)
+                   memory_limit=memory_limit, restoring=False, privacy_unit=privacy_unit)
 
     def _init(self, *, window: Any, epsilon: Any, rng: RNGLike, sensitivity: Any, height: Any, noise: Any,
               real: Any, max_item: Any, predictor: Any, history: ArrayLike, session: Session | None,
-              memory_limit: Any, restoring: bool) -> None:
+              memory_limit: Any, restoring: bool, privacy_unit: Any = None) -> None:
         self._check_common(window=window, epsilon=epsilon, sensitivity=sensitivity, noise=noise, real=real,
-                           max_item=max_item, memory_limit=memory_limit)
+                           max_item=max_item, memory_limit=memory_limit, privacy_unit=privacy_unit)
         self._kmax = K.max_height(self.window)
         if height is not None:
             height = check_positive_int(height, "height")
