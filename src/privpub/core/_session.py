@@ -104,7 +104,8 @@ def refuse_unaffordable(total: float, charges: list[SessionCharge], epsilon: flo
     if spent + epsilon > total * (1.0 + BUDGET_RTOL):
         raise BudgetExceededError(
             f"the session cannot pay for {method} at {measure_unit(measure)}={epsilon:g}: {spent:.6g} of its "
-            f"{total:g} is spent, {max(0.0, total - spent):.6g} remains; nothing was published"
+            f"{total:g} is spent, {max(0.0, total - spent):.6g} remains; nothing was published",
+            param=measure_unit(measure),
         )
 
 

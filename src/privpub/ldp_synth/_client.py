@@ -42,10 +42,10 @@ MIN_FLIP_PROB = 1e-150
 def _check_f(f: Any, name: str = "flip_prob") -> float:
     value = check_real(f, name)
     if not 0.0 < value < 1.0:
-        raise ParameterError(f"{name} must be in (0, 1), got {value}")
+        raise ParameterError(f"{name} must be in (0, 1), got {value}", param=name)
     if value < MIN_FLIP_PROB:
         raise ParameterError(f"{name} must be >= {MIN_FLIP_PROB:g} (smaller values overflow the estimators; "
-                             f"the epsilon would be about {2 * math.log(2 / value):.0f} per attribute), got {value}")
+                             f"the epsilon would be about {2 * math.log(2 / value):.0f} per attribute), got {value}", param=name)
     return value
 
 

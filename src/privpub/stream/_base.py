@@ -417,7 +417,8 @@ class StreamPublisher:
         if self.real:
             return v
         if v != math.floor(v):
-            raise DomainError(f"items must be integers (the stream was not declared real=True, which needs noise='laplace'), got {v}")
+            raise DomainError(f"items must be integers (a stream of real values is declared so, with Laplace noise), "
+                              f"got {v}", param="items", fix={"real": True, "noise": "laplace"})
         if v >= FLOAT_INT_LIMIT:
             raise self._float_int_error(v)
         return int(v)
@@ -444,9 +445,9 @@ class StreamPublisher:
             frac = arr != np.floor(arr)
             if frac.any():
                 raise DomainError(
-                    "items must be integers (the stream was not declared real=True, which needs noise='laplace'), "
-                    f"got {arr[frac].flat[0]} at index {int(np.argmax(frac))}"
-                )
+                    "items must be integers (a stream of real values is declared so, with Laplace noise), "
+                    f"got {arr[frac].flat[0]} at index {int(np.argmax(frac))}", param="items",
+                    fix={"real": True, "noise": "laplace"})
             if hi >= FLOAT_INT_LIMIT:
                 raise self._float_int_error(float(hi))
         return arr.astype(np.int64, copy=False)
