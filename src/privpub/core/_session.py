@@ -345,7 +345,7 @@ class Session:
                                      f"{store.total_epsilon:g})", param="total_rho")
         elif store is None:
             if total_epsilon is None:
-                raise ParameterError("total_epsilon must be given for a new session")
+                raise ParameterError("total_epsilon must be given for a new session", param="total_epsilon")
             store = MemorySessionStore(total_epsilon)
         elif total_epsilon is not None and not math.isclose(check_epsilon(total_epsilon, "total_epsilon"),
                                                             store.total_epsilon, rel_tol=1e-12):
