@@ -248,15 +248,16 @@ def command_flags(func: Callable[..., Any]) -> dict[str, tuple[str, str | None]]
     return flags
 
 
-def _fix_terms(name: str, value: object, flags: dict[str, tuple[str, str | None]]) -> str:
-    """One argument of an error's ``fix`` as the CLI spells it (``--clip``, ``--noise laplace``)."""
+def _fix_terms(name: str, value: object, flags: dict[str, tuple[str, str | None]]) -> str | None:
+    """One argument of an error's ``fix`` as the CLI spells it (``--clip``, ``--noise laplace``);
+    None if the command has no flag for it."""
     if name not in flags:
-        return f"{name}={value!r}"
+        return None
     flag, negative = flags[name]
     if value is True:
         return flag
     if value is False:
-        return negative or f"no {flag}"
+        return negative or f"(without {flag})"
     return f"{flag} {value}"
 
 
@@ -281,8 +282,9 @@ def render_error(exc: PrivpubError, flags: dict[str, tuple[str, str | None]]) ->
     param = getattr(exc, "param", None)
     fix: dict[str, object] = getattr(exc, "fix", None) or {}
     text = _one_line(exc.reason if fix else str(exc))
-    if fix:
-        text += "; pass " + " ".join(_fix_terms(k, v, flags) for k, v in fix.items())
+    terms = [t for t in (_fix_terms(k, v, flags) for k, v in fix.items()) if t is not None]
+    if terms:
+        text += "; pass " + " ".join(terms)
     if param is not None and param in flags:
         text = f"{flags[param][0]}: {text}"
     return text

@@ -612,8 +612,7 @@ class ReportStore:
             raise ParameterError(
                 f"EM on attributes {list(worst.attrs)} needs {biggest * 16 / 2**30:.1f} GiB of working memory "
                 f"({worst.counts.shape[0]} distinct report patterns, {math.prod(worst.sizes.tolist())} cells); "
-                "use method='linear' for domains this large"
-            )
+                "use the linear estimator for domains this large", param="method", fix={"method": "linear"})
         seconds = sum(t.work for t in trees) * max_iter / EM_RATE
         if seconds > EM_WARN_SECONDS and not self._warned:
             self._warned = True

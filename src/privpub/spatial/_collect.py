@@ -122,7 +122,7 @@ def check_points(points: ArrayLike, bounds: Bounds, *, clip: bool = False, name:
             k = int(np.argmax(outside))
             raise DomainError(
                 f"{name} must lie inside the declared bounds {bounds}, got {int(outside.sum())} outside "
-                f"(first: {tuple(arr[k])}), or be clamped to the boundary", param=name, fix={"clip": True}
+                f"(first: {tuple(float(v) for v in arr[k])}), or be clamped to the boundary", param=name, fix={"clip": True}
             )
         arr = np.clip(arr, lo, hi)
     return arr

@@ -293,9 +293,8 @@ class StreamPublisher:
             raise ParameterError(f"noise must be one of {NOISE_KINDS}, got {noise!r}", param="noise")
         if real and noise == "discrete":
             raise ParameterError(
-                "noise='discrete' (the default) needs an integer stream; a stream declared real=True "
-                "takes noise='laplace'"
-            )
+                "the default discrete noise needs an integer stream; a stream of real values takes Laplace noise",
+                param="noise", fix={"noise": "laplace"})
         self.noise = noise
         self._discrete = noise == "discrete"
         # exact: integer items, int64 sums and int64 noise end to end
