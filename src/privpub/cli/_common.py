@@ -266,7 +266,8 @@ def render_error(exc: PrivpubError, flags: dict[str, tuple[str, str | None]]) ->
 
     An error about a parameter that is one of the command's options is prefixed with the flag
     (``--epsilon: epsilon must be ...``); an error raised by the CLI about a flag (``param`` is the
-    flag itself) already speaks the flag. ``fix`` is spelled with flags.
+    flag itself) already speaks the flag. ``fix`` is spelled with flags (a fix the command has no
+    flag for is left out).
 
     Examples
     --------
