@@ -44,6 +44,8 @@ ERROR_TYPES = {400: "bad_request", 401: "unauthorized", 403: "forbidden", 404: "
 #: where a named field lives when it is not in the JSON body (FastAPI's first ``loc`` element)
 FIELD_PLACES = {"campaign_id": "path", "release_id": "path", "stream_id": "path", "Content-Type": "header",
                 "origin": "header"}
+#: the first element of a FastAPI ``loc``: where the field is
+_PLACES = ("body", "query", "path", "header", "cookie")
 #: at most this many problems are listed in one response (a batch can hold thousands)
 MAX_ERRORS = 100
 
@@ -52,7 +54,8 @@ def error_body(status: int, message: str, field: str | None = None) -> dict[str,
     """The JSON of an error response: FastAPI's ``detail`` list and privpub's ``error`` object.
 
     ``detail`` is FastAPI's own 422 shape (``[{"loc": ["body", field], "msg": ..., "type": ...}]``),
-    for every status; ``error`` (``message``, ``field``) is what privpub's clients read.
+    for every status (``loc`` is empty for an error about no field: a missing stream, a bad token);
+    ``error`` (``message``, ``field``) is what privpub's clients read.
 
     Examples
     --------
@@ -60,8 +63,8 @@ def error_body(status: int, message: str, field: str | None = None) -> dict[str,
     {'detail': [{'loc': ['body', 'epsilon'], 'msg': 'must be > 0', 'type': 'value_error'}], \
 'error': {'message': 'must be > 0', 'field': 'epsilon'}}
     """
-    place = FIELD_PLACES.get(field or "", "body")
-    detail = {"loc": [place] if field is None else [place, field], "msg": message,
+    loc = [] if field is None else [FIELD_PLACES.get(field, "body"), field]
+    detail = {"loc": loc, "msg": message,
               "type": ERROR_TYPES.get(status, "error")}
     body: dict[str, Any] = {"message": message}
     if field is not None:
@@ -173,9 +176,11 @@ def _validation_error(errors: Sequence[Any]) -> JSONResponse:
     problems = list(errors) or [{"loc": ("body",), "msg": "invalid request", "type": "value_error"}]
     for err in problems[:MAX_ERRORS]:
         loc = [p if isinstance(p, int) else str(p) for p in err.get("loc", ())]
+        if not loc or loc[0] not in _PLACES:  # a model validated by a fast path: the body's fields
+            loc = ["body", *loc]
         msg = str(err.get("msg", "invalid value"))
-        detail.append({"loc": loc or ["body"], "msg": msg, "type": str(err.get("type", "value_error"))})
-        field = ".".join(str(p) for p in loc if p not in ("body", "query", "path"))
+        detail.append({"loc": loc, "msg": msg, "type": str(err.get("type", "value_error"))})
+        field = ".".join(str(p) for p in loc[1:])
         items.append({"field": field or "body", "message": msg})
     if len(problems) > MAX_ERRORS:
         more = f"and {len(problems) - MAX_ERRORS} more problems (the first {MAX_ERRORS} are listed)"
