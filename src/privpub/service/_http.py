@@ -43,6 +43,7 @@ ERROR_TYPES = {400: "bad_request", 401: "unauthorized", 403: "forbidden", 404: "
                429: "rate_limited", 500: "internal_error", 503: "unavailable"}
 #: where a named field lives when it is not in the JSON body (FastAPI's first ``loc`` element)
 FIELD_PLACES = {"campaign_id": "path", "release_id": "path", "stream_id": "path", "Content-Type": "header",
+                "content-type": "header",
                 "origin": "header"}
 #: the first element of a FastAPI ``loc``: where the field is
 _PLACES = ("body", "query", "path", "header", "cookie")
