@@ -62,7 +62,7 @@ def test_synth_columns_and_epsilon(table: tuple[Path, Path, pd.DataFrame], tmp_p
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
-        (["--flip-prob", "1.5"], "--flip-prob must be in (0, 1)"),
+        (["--flip-prob", "1.5"], "--flip-prob: flip_prob must be in (0, 1)"),
         (["--flip-prob", "0.5", "--epsilon", "3"], "give exactly one of --epsilon"),
         (["--flip-prob", "0.5", "--degree", "4"], "degree (max parents k) must be in [1, 3]"),
         (["--flip-prob", "0.5", "--columns", "c0,zz"], "--columns names columns not in"),

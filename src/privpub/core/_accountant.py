@@ -434,7 +434,7 @@ def charge(
     acc = accountant if accountant is not None else _ACTIVE.get()
     if acc is not None:
         if not isinstance(acc, Accountant):
-            raise ParameterError(f"accountant must be a privpub.core.Accountant, got {type(acc).__name__}")
+            raise ParameterError(f"accountant must be a privpub.core.Accountant, got {type(acc).__name__}", param="accountant")
         acc.charge(mechanism, epsilon, sensitivity=sensitivity, note=note, measure=measure)
 
 
@@ -447,7 +447,7 @@ def check_session(session: Any) -> Session | None:
     if session is None or isinstance(session, Session):
         return session
     raise ParameterError(f"session must be a privpub.Session or None, got {type(session).__name__} "
-                         f"{session!r:.60}")
+                         f"{session!r:.60}", param="session")
 
 
 @contextmanager

@@ -261,19 +261,19 @@ def split(epsilon: float, weights: Sequence[float]) -> tuple[float, ...]:
     """
     eps = check_epsilon(epsilon)
     if isinstance(weights, str | bytes) or not hasattr(weights, "__iter__"):
-        raise ParameterError(f"weights must be a sequence of positive numbers, got {weights!r}")
+        raise ParameterError(f"weights must be a sequence of positive numbers, got {weights!r}", param="weights")
     ws = [check_real(w, "weights") for w in weights]
     if not ws:
-        raise ParameterError("weights must not be empty, got []")
+        raise ParameterError("weights must not be empty, got []", param="weights")
     if any(w <= 0 for w in ws):
-        raise ParameterError(f"weights must all be > 0, got {ws}")
+        raise ParameterError(f"weights must all be > 0, got {ws}", param="weights")
     total = math.fsum(ws)
     parts = [eps * w / total for w in ws[:-1]]
     parts.append(eps - math.fsum(parts))
     if not all(p > 0.0 for p in parts):  # an epsilon near the smallest float underflows to 0
         raise ParameterError(
             f"epsilon must be large enough to split into {len(ws)} parts > 0 (weights {ws}), got {eps:g}"
-        )
+        , param="epsilon")
     return tuple(parts)
 
 
@@ -357,7 +357,7 @@ class BudgetLedger:
         if composition not in ("sequential", "parallel"):
             raise ParameterError(
                 f"composition must be 'sequential' or 'parallel', got {composition!r}"
-            )
+            , param="composition")
         n_parts = check_positive_int(parts, "parts")
         self._append_checked(LedgerEntry(step, mechanism, eps, composition, n_parts, note))
         return eps

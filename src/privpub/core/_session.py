@@ -132,7 +132,8 @@ def refuse_unaffordable(total: float, charges: list[SessionCharge], epsilon: flo
     if spent + epsilon > total * (1.0 + BUDGET_RTOL):
         raise BudgetExceededError(
             f"the session cannot pay for {method} at {measure_unit(measure)}={epsilon:g}: {spent:.6g} of its "
-            f"{total:g} is spent, {max(0.0, total - spent):.6g} remains; nothing was published"
+            f"{total:g} is spent, {max(0.0, total - spent):.6g} remains; nothing was published",
+            param=measure_unit(measure),
         )
 
 
@@ -386,7 +387,7 @@ class Session:
                                      f"{store.total_epsilon:g})", param="total_rho")
         elif store is None:
             if total_epsilon is None:
-                raise ParameterError("total_epsilon must be given for a new session")
+                raise ParameterError("total_epsilon must be given for a new session", param="total_epsilon")
             store = MemorySessionStore(total_epsilon)
         elif total_epsilon is not None and not math.isclose(check_epsilon(total_epsilon, "total_epsilon"),
                                                             store.total_epsilon, rel_tol=1e-12):

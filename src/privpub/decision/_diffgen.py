@@ -144,9 +144,9 @@ class DiffGen(Publisher):
     def __post_init__(self) -> None:
         check_common(self)
         if self.score not in ("max", "infogain"):
-            raise ParameterError(f"score must be 'max' or 'infogain', got {self.score!r}")
+            raise ParameterError(f"score must be 'max' or 'infogain', got {self.score!r}", param="score")
         if not isinstance(self.reuse_unspent, bool):
-            raise ParameterError(f"reuse_unspent must be True or False, got {self.reuse_unspent!r}")
+            raise ParameterError(f"reuse_unspent must be True or False, got {self.reuse_unspent!r}", param="reuse_unspent")
 
     def compile(self, schema: Schema) -> tuple[Attr, ...]:
         return compile_schema(schema, self.taxonomies, fanout=self.fanout, grid_size=1, tick_mode=True)

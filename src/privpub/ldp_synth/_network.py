@@ -73,11 +73,11 @@ def _check_network_args(d: int, degree: int, start: str, search: str) -> int:
         raise ParameterError(
             f"degree (max parents k) must be an integer in [1, {d - 1}] (below the number of attributes {d}), "
             f"got {k}"
-        )
+        , param="degree")
     if start not in STARTS:
-        raise ParameterError(f"start must be one of {list(STARTS)}, got {start!r}")
+        raise ParameterError(f"start must be one of {list(STARTS)}, got {start!r}", param="start")
     if search not in SEARCHES:
-        raise ParameterError(f"search must be one of {list(SEARCHES)}, got {search!r}")
+        raise ParameterError(f"search must be one of {list(SEARCHES)}, got {search!r}", param="search")
     return k
 
 

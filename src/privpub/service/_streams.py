@@ -49,6 +49,7 @@ from sqlalchemy.engine import Connection, Engine
 from privpub.core import PrivacyUnit, Session
 from privpub.errors import BudgetExceededError, PrivpubError
 from privpub.service._db import write_tx
+from privpub.service._http import error_message
 from privpub.service._store import NotFound
 from privpub.service._tables import stream_batches, stream_parts, stream_queries, streams
 from privpub.stream import PUBLISHERS, StreamPublisher, join_state, split_state, state_needs_from
@@ -443,11 +444,9 @@ class StreamStore:
             pub = cls(**params, epsilon=body["epsilon"], rng=rng, session=session)
         except BudgetExceededError as exc:
             raise StreamError(409, f"the budget session cannot pay for this stream: {exc}", "session") from None
-        except PrivpubError as exc:
-            msg = str(exc)
-            first = msg.split(" ", 1)[0]
-            fld = first if first in {*params, "epsilon", "history"} else None
-            raise StreamError(422, msg, fld) from None
+        except PrivpubError as exc:  # the field is the parameter the error names (as data, not from its text)
+            fld = exc.param if exc.param in {*params, "epsilon", "history"} else None
+            raise StreamError(422, error_message(exc), fld) from None
         finally:
             if session is not None:
                 session.store.close()  # type: ignore[attr-defined]
@@ -617,7 +616,7 @@ class StreamStore:
                 except PrivpubError as exc:  # e.g. a running total beyond int64: refused, never wrapped
                     with self._guard:  # the copy may be part-way: reload it (the transaction rolls back)
                         self._live.pop(live.info.id, None)
-                    raise StreamError(422, str(exc).replace("items", "counts", 1), "counts") from None
+                    raise StreamError(422, error_message(exc, fix=False), "counts") from None
                 # O(steps closed): the new nodes go to a new part, the small head replaces the old one;
                 # every PARTS_COMPACT parts, one part with the whole window replaces them all
                 compact = live.parts >= PARTS_COMPACT
@@ -668,7 +667,7 @@ class StreamStore:
         try:
             items = pub._check_items(arr)
         except PrivpubError as exc:
-            raise StreamError(422, str(exc).replace("items", "counts", 1), "counts") from None
+            raise StreamError(422, error_message(exc, fix=False), "counts") from None
 
         def apply(conn: Connection, live: Live) -> dict[str, Any]:
             if self._seen(conn, sid, batch_id):

@@ -293,10 +293,10 @@ class StreamPublisher:
         """
         self.window = check_positive_int(window, "window")
         if self.window > 2**52:
-            raise ParameterError(f"window must be at most 2**52, got {self.window}")
+            raise ParameterError(f"window must be at most 2**52, got {self.window}", param="window")
         sens = check_real(sensitivity, "sensitivity")
         if sens <= 0:
-            raise ParameterError(f"sensitivity must be > 0, got {sens}")
+            raise ParameterError(f"sensitivity must be > 0, got {sens}", param="sensitivity")
         self.privacy_unit = self._check_unit(privacy_unit)
         if rho is not None or epsilon is None:
             self._check_rho(epsilon, rho, sens, noise, real)
@@ -316,15 +316,14 @@ class StreamPublisher:
             )
         self.sensitivity = sens
         if not isinstance(real, bool):
-            raise ParameterError(f"real must be True or False, got {real!r}")
+            raise ParameterError(f"real must be True or False, got {real!r}", param="real")
         self.real = real
         if noise not in NOISE_KINDS:
-            raise ParameterError(f"noise must be one of {NOISE_KINDS}, got {noise!r}")
+            raise ParameterError(f"noise must be one of {NOISE_KINDS}, got {noise!r}", param="noise")
         if real and noise == "discrete":
             raise ParameterError(
-                "noise='discrete' (the default) needs an integer stream; a stream declared real=True "
-                "takes noise='laplace'"
-            )
+                "the default discrete noise needs an integer stream; a stream of real values takes Laplace noise",
+                param="noise", fix={"noise": "laplace"})
         self.noise = noise
         self._discrete = noise == "discrete"
         # exact: integer items, int64 sums and int64 noise end to end
@@ -339,7 +338,7 @@ class StreamPublisher:
             if mi <= 0 or mi > self._sum_limit:
                 raise ParameterError(
                     f"max_item must be in (0, {'2**61' if self._exact else '2**52'}], got {mi:g}"
-                )
+                , param="max_item")
             self.max_item = int(mi) if (not real and mi == math.floor(mi)) else mi
             self._item_limit = mi
         if memory_limit is None:
@@ -472,23 +471,24 @@ class StreamPublisher:
     def _check_item(self, x: Any) -> int | float:
         if type(x) is int:
             if x < 0:
-                raise DomainError(f"items must be >= 0 (counts), got {x}")
+                raise DomainError(f"items must be >= 0 (counts), got {x}", param="items")
             if x > self._item_limit:
                 raise self._item_error(x)
             return x if not self.real else float(x)
         if isinstance(x, bool) or not isinstance(x, numbers.Real):
-            raise DomainError(f"items must be real numbers, got {x!r}")
+            raise DomainError(f"items must be real numbers, got {x!r}", param="items")
         if isinstance(x, numbers.Integral):
             return self._check_item(int(x))
         v = float(x)
         if not math.isfinite(v) or v < 0:
-            raise DomainError(f"items must be finite and >= 0, got {v}")
+            raise DomainError(f"items must be finite and >= 0, got {v}", param="items")
         if v > self._item_limit:
             raise self._item_error(v)
         if self.real:
             return v
         if v != math.floor(v):
-            raise DomainError(f"items must be integers (the stream was not declared real=True, which needs noise='laplace'), got {v}")
+            raise DomainError(f"items must be integers (a stream of real values is declared so, with Laplace noise), "
+                              f"got {v}", param="items", fix={"real": True, "noise": "laplace"})
         if v >= FLOAT_INT_LIMIT:
             raise self._float_int_error(v)
         return int(v)
@@ -496,7 +496,7 @@ class StreamPublisher:
     def _check_items(self, items: ArrayLike) -> NDArray[Any]:
         arr = check_array(items, "items", ndim=1, allow_empty=True)
         if arr.dtype.kind == "b":
-            raise DomainError("items must be numbers (counts), got booleans")
+            raise DomainError("items must be numbers (counts), got booleans", param="items")
         if arr.size == 0:
             return np.zeros(0, dtype=np.float64 if self.real else np.int64)
         if arr.dtype.kind == "u":
@@ -505,7 +505,7 @@ class StreamPublisher:
             return arr.astype(np.float64 if self.real else np.int64, copy=False)
         lo = arr.min()
         if lo < 0:
-            raise DomainError(f"items must be >= 0 (counts), got {lo}")
+            raise DomainError(f"items must be >= 0 (counts), got {lo}", param="items")
         hi = arr.max()
         if hi > self._item_limit:
             raise self._item_error(float(hi))
@@ -515,9 +515,9 @@ class StreamPublisher:
             frac = arr != np.floor(arr)
             if frac.any():
                 raise DomainError(
-                    "items must be integers (the stream was not declared real=True, which needs noise='laplace'), "
-                    f"got {arr[frac].flat[0]} at index {int(np.argmax(frac))}"
-                )
+                    "items must be integers (a stream of real values is declared so, with Laplace noise), "
+                    f"got {arr[frac].flat[0]} at index {int(np.argmax(frac))}", param="items",
+                    fix={"real": True, "noise": "laplace"})
             if hi >= FLOAT_INT_LIMIT:
                 raise self._float_int_error(float(hi))
         return arr.astype(np.int64, copy=False)
@@ -561,7 +561,7 @@ class StreamPublisher:
     def _check_query(self, l: Any, r: Any) -> tuple[int, int]:
         for name, v in (("l", l), ("r", r)):
             if isinstance(v, bool) or not isinstance(v, numbers.Integral):
-                raise ParameterError(f"{name} must be an integer time index, got {v!r}")
+                raise ParameterError(f"{name} must be an integer time index, got {v!r}", param=name)
         l_, r_ = int(l), int(r)
         if not (self._t - self.window < l_ <= r_ <= self._t and l_ >= 1):
             raise ParameterError(self._query_msg(l_, r_))
@@ -575,13 +575,13 @@ class StreamPublisher:
         if q.ndim == 1 and q.shape[0] == ncol:
             q = q.reshape(1, ncol)
         if q.ndim != 2 or q.shape[1] != ncol:
-            raise ParameterError(f"{name} must have shape {shape_msg}, got shape {q.shape}")
+            raise ParameterError(f"{name} must have shape {shape_msg}, got shape {q.shape}", param=name)
         if q.dtype.kind == "u":
             if int(q.max()) > 2**62:
-                raise ParameterError(f"{name} must hold time indices below 2**62, got {int(q.max())}")
+                raise ParameterError(f"{name} must hold time indices below 2**62, got {int(q.max())}", param=name)
         elif q.dtype.kind != "i":
             extra = " (NaN is not a time index)" if q.dtype.kind == "f" and np.isnan(q).any() else ""
-            raise ParameterError(f"{name} must be integer time indices, got dtype {q.dtype}{extra}")
+            raise ParameterError(f"{name} must be integer time indices, got dtype {q.dtype}{extra}", param=name)
         return q.astype(np.int64)
 
     def _check_queries(self, queries: ArrayLike) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
@@ -809,7 +809,7 @@ class StreamPublisher:
             self._noise.checkpoint()
         if since is not None:
             if isinstance(since, bool) or not isinstance(since, numbers.Integral) or not 0 <= since <= self._t:
-                raise ParameterError(f"since must be an integer time in [0, t={self._t}], got {since!r}")
+                raise ParameterError(f"since must be an integer time in [0, t={self._t}], got {since!r}", param="since")
             since = int(since)
         out = {"format": _STATE_FORMAT, "version": _STATE_VERSION, "method": self.method,
                "params": self._params(), "t": self._t, "ledger": self._noise.record(), **self._get_state(since)}
@@ -828,9 +828,9 @@ class StreamPublisher:
         was reserved when the stream was created).
         """
         if not isinstance(state, dict) or state.get("format") != _STATE_FORMAT:
-            raise ParameterError("state must be a dict made by a stream publisher's state()")
+            raise ParameterError("state must be a dict made by a stream publisher's state()", param="state")
         if state.get("since") is not None:
-            raise ParameterError("state is a delta (state(since=...)): rebuild the full state with join_state first")
+            raise ParameterError("state is a delta (state(since=...)): rebuild the full state with join_state first", param="state")
         if state.get("version") != _STATE_VERSION:
             raise ParameterError(f"state version {state.get('version')!r} is not supported (expected {_STATE_VERSION})")
         target = StreamPublisher._by_method.get(str(state.get("method")))

@@ -86,7 +86,7 @@ class _BinaryTreePublisher(StreamPublisher):
                       else K.optimal_height_bt(self.window, gaussian=gauss))
         self.height = check_positive_int(height, "height")
         if self.height > MAX_TREE_HEIGHT:
-            raise ParameterError(f"height must be at most {MAX_TREE_HEIGHT}, got {self.height}")
+            raise ParameterError(f"height must be at most {MAX_TREE_HEIGHT}, got {self.height}", param="height")
         k = self.height
         Tb = 1 << (k - 1)
         self._check_memory(self._state_bytes(k), f"window={self.window} with blocks of 2**{k - 1} items (height {k})",
@@ -388,7 +388,7 @@ class _BinaryTreePublisher(StreamPublisher):
         lo, t = int(state["store_from"]), int(state["t"])
         Y: NDArray[Any] = np.asarray(state["Y"], dtype=self._dtype)
         if Y.shape != (self._k, t - lo + 1):
-            raise ParameterError("state is damaged: the stored arrays do not match its time range")
+            raise ParameterError("state is damaged: the stored arrays do not match its time range", param="state")
         self._cap = 0
         self._base = lo
         self._alloc(max(1024, 2 * Y.shape[1]))

@@ -115,7 +115,7 @@ class _FenwickPublisher(StreamPublisher):
         if height is not None:
             height = check_positive_int(height, "height")
             if height > MAX_TREE_HEIGHT:
-                raise ParameterError(f"height must be at most {MAX_TREE_HEIGHT}, got {height}")
+                raise ParameterError(f"height must be at most {MAX_TREE_HEIGHT}, got {height}", param="height")
         self.height = height
         if self._adaptive:
             if predictor is None:
@@ -516,7 +516,7 @@ class _FenwickPublisher(StreamPublisher):
         tt = np.asarray(times, dtype=np.int64)
         st = self._store
         if tt.size and (tt.min() <= st.base or tt.max() > self._t):
-            raise ParameterError(f"times must be released nodes still stored, i.e. in [{st.base + 1}, {self._t}]")
+            raise ParameterError(f"times must be released nodes still stored, i.e. in [{st.base + 1}, {self._t}]", param="times")
         return st.Y[tt - st.base].copy()
 
     def answer_variance(self, l: int, r: int) -> float:
@@ -659,7 +659,7 @@ class _FenwickPublisher(StreamPublisher):
         Y: NDArray[Any] = np.asarray(state["Y"], dtype=self._dtype)
         NPa: NDArray[Any] = np.asarray(state["NP"], dtype=self._dtype)
         if Y.shape != (t - lo + 1,) or NPa.shape != Y.shape:
-            raise ParameterError("state is damaged: the stored arrays do not match its time range")
+            raise ParameterError("state is damaged: the stored arrays do not match its time range", param="state")
         st = self._store
         st.base = lo
         st.capacity = max(1024, 2 * Y.shape[0])

@@ -391,7 +391,7 @@ class MFSqrt(StreamPublisher):
         lo, t = int(state["store_from"]), int(state["t"])
         NP = np.asarray(state["NP"], dtype=np.float64)
         if NP.shape != (t - lo + 1,):
-            raise ParameterError("state is damaged: the stored noisy prefixes do not match its time range")
+            raise ParameterError("state is damaged: the stored noisy prefixes do not match its time range", param="state")
         self._NP = np.zeros(max(1024, 2 * NP.shape[0]))
         self._NP[: NP.shape[0]] = NP
         self._base = lo
@@ -400,10 +400,10 @@ class MFSqrt(StreamPublisher):
         if ob["z"] is not None:
             z = np.asarray(ob["z"], dtype=np.int64)
             if z.shape != (self.horizon,):
-                raise ParameterError("state is damaged: the open block's noise has the wrong length")
+                raise ParameterError("state is damaged: the open block's noise has the wrong length", param="state")
             self._set_block_noise(z)
         elif self._u != self.horizon:
-            raise ParameterError("state is damaged: an open block without its noise")
+            raise ParameterError("state is damaged: an open block without its noise", param="state")
 
 
 # ---------------------------------------------------------------------------------------------
