@@ -86,7 +86,8 @@ def row_content(fine: I64, y: I64) -> NDArray[np.uint64]:
     class code (unkeyed; the keyed hash of :func:`~privpub.core.bound_contributions` is applied to it)."""
     frame = pd.DataFrame(np.column_stack([np.asarray(fine, dtype=np.int64).reshape(len(y), -1),
                                           np.asarray(y, dtype=np.int64)]))
-    out: NDArray[np.uint64] = pd.util.hash_pandas_object(frame, index=False).to_numpy(dtype=np.uint64)
+    hashed: Any = pd.util.hash_pandas_object(frame, index=False).to_numpy(dtype=np.uint64)
+    out: NDArray[np.uint64] = hashed
     return out
 
 
