@@ -9,7 +9,8 @@ through this module only:
 * the aggregation seam: :class:`DecisionCounts` (the integer counts the publishers ask of the
   data), :class:`InMemoryCounts`, :class:`LevelTable`, :func:`open_counts`,
   :func:`partition_attributes`, :func:`row_content` (what contribution bounding hashes of a
-  row, so a backend keeps the same rows); ``privpub.spark`` registers a backend that answers the same
+  row, so a backend keeps the same rows), :func:`resolve_unit` (the privacy unit a release will
+  protect, checked from public parameters); ``privpub.spark`` registers a backend that answers the same
   questions in Spark (:func:`privpub.core.register_frame_backend`);
 * one MAXGDDP level's private step: :func:`candidates` and :func:`score_candidates` (the
   scores report-noisy-max selects from), audited by :mod:`privpub.audit`.
@@ -26,7 +27,7 @@ from privpub.decision._aggregate import (
 )
 from privpub.decision._maxgddp import candidates, score_candidates
 from privpub.decision._model import Attr, Cut, encode_frame
-from privpub.decision._unit import row_content
+from privpub.decision._unit import resolve_unit, row_content
 
 __all__ = [
     "Attr",
@@ -38,6 +39,7 @@ __all__ = [
     "encode_frame",
     "open_counts",
     "partition_attributes",
+    "resolve_unit",
     "row_content",
     "score_candidates",
 ]
