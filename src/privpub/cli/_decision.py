@@ -98,19 +98,15 @@ def _check_unit(privacy_id: str | None, max_contributions: int | None, schema: A
     from privpub.decision.model import resolve_unit
 
     if (privacy_id is None) != (max_contributions is None):
-        given, missing = (("--privacy-id", "--max-contributions") if max_contributions is None
-                          else ("--max-contributions", "--privacy-id"))
-        raise ParameterError(f"{given} needs {missing} too (each person's rows are bounded to K)",
-                             param=missing.lstrip("-").replace("-", "_"))
+        given, missing, param = (("--privacy-id", "--max-contributions", "max_contributions")
+                                 if max_contributions is None else ("--max-contributions", "--privacy-id", "privacy_id"))
+        raise ParameterError(f"{given} needs {missing} too (each person's rows are bounded to K)", param=param)
     if privacy_id is None:
         return None
     if isinstance(max_contributions, bool) or not isinstance(max_contributions, int) or max_contributions < 1:
         raise ParameterError(f"--max-contributions must be an integer >= 1, got {max_contributions!r}",
                              param="max_contributions")
-    try:
-        unit: PrivacyUnit = resolve_unit(None, privacy_id, max_contributions, schema)
-    except ParameterError as exc:
-        raise ParameterError(str(exc).replace("privacy_id ", "--privacy-id ", 1), param=exc.param) from exc
+    unit: PrivacyUnit = resolve_unit(None, privacy_id, max_contributions, schema)  # errors carry param=
     return unit
 
 
