@@ -41,3 +41,24 @@ def test_engine_spark_gives_the_pandas_release(spark, tmp_path) -> None:  # type
     res = runner.invoke(app, ["histogram", str(csv), "--counts-column", "x", "--epsilon", "1", "-o",
                               str(tmp_path / "h.csv"), "--engine", "spark"])
     assert res.exit_code != 0 and "--engine spark counts raw records" in res.output
+
+
+def test_engine_spark_person_level_gives_the_pandas_release(spark, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import numpy as np
+
+    frame = make_frame(200, 2, seed=3)
+    frame["user"] = np.minimum(np.random.default_rng(4).zipf(1.6, len(frame)), 20).astype(np.int64)
+    data = tmp_path / "visits.parquet"
+    frame.to_parquet(data)
+    schema = tmp_path / "schema.json"
+    schema.write_text(json.dumps(make_schema().to_dict()))
+    outs = {}
+    for engine in ("pandas", "spark"):
+        out = tmp_path / f"cells-{engine}.csv"
+        res = runner.invoke(app, ["decision", str(data), "--target", "y", "--epsilon", "2", "--levels", "2",
+                                  "--schema", str(schema), "--seed", "5", "-o", str(out), "--engine", engine,
+                                  "--privacy-id", "user", "--max-contributions", "2"])
+        assert res.exit_code == 0, res.output
+        assert "at most 2 rows each" in res.output
+        outs[engine] = pd.read_csv(out)
+    pd.testing.assert_frame_equal(outs["spark"], outs["pandas"])

@@ -164,3 +164,69 @@ def test_neighbouring_tables_change_the_aggregates_by_the_sensitivity(spark, mon
         pub.publish(d, schema=schema, epsilon=1.0, rng=1)
         DiffGen(levels=3).publish(d, schema=schema, epsilon=1.0, rng=1)
     assert [m.jobs for m in made] == [1 + 3 + 1, 1 + 1 + 1] * 2
+
+
+# ---------------------------------------------------------------------------------------------
+# person level: the bounding runs inside Spark and keeps the rows pandas keeps for the same key
+# ---------------------------------------------------------------------------------------------
+def _with_people(frame: pd.DataFrame, seed: int) -> pd.DataFrame:
+    """``frame`` with a heavy-tailed ``user`` column (some people hold many rows)."""
+    rng = np.random.default_rng(seed)
+    out = frame.copy()
+    out["user"] = np.minimum(rng.zipf(1.6, len(frame)), 40).astype(np.int64)
+    return out
+
+
+def test_person_bounding_in_spark_keeps_the_pandas_rows(spark) -> None:  # type: ignore[no-untyped-def]
+    from privpub.core import PrivacyUnit
+    from privpub.decision._aggregate import open_counts
+
+    schema = make_schema(n_classes=3)
+    frame = _with_people(make_frame(400, 3, seed=5), seed=6)
+    sdf = to_spark(spark, frame, partitions=3)
+    for pub, ks in ((MAXGDDP(levels=3), (1, 3)), (DiffGen(levels=3), (3,))):
+        attrs = pub.compile(schema)
+        for k in ks:
+            unit = PrivacyUnit.person("user", k)
+            mem = open_counts(attrs, schema, frame, unit=unit, key="0123456789abcdef")
+            spk = SparkDecisionCounts(attrs, schema, sdf, privacy_unit=unit, key="0123456789abcdef")
+            # exactly min(rows, k) rows per person are kept on both paths
+            per_person = frame.groupby("user").size().clip(upper=k).sum()
+            assert isinstance(mem, InMemoryCounts) and mem.y.size == per_person
+            cuts = [Cut.root(a) for a in attrs]
+            for a in attrs:
+                if a.hierarchical:
+                    cuts[attrs.index(a)].specialize_node(0)
+            have, want = spk.cell_counts(cuts), mem.cell_counts(cuts)
+            np.testing.assert_array_equal(have[0], want[0])
+            np.testing.assert_array_equal(have[1], want[1])
+            got = spk.marginals()
+            for a, (vals, cnt) in mem.marginals().items():
+                np.testing.assert_array_equal(got[a][0], vals)
+                np.testing.assert_array_equal(got[a][1], cnt)
+
+
+def test_person_level_release_identical_on_spark(spark) -> None:  # type: ignore[no-untyped-def]
+    schema = make_schema(n_classes=2)
+    frame = _with_people(make_frame(300, 2, seed=7), seed=8)
+    sdf = to_spark(spark, frame, partitions=2)
+    for pub in (MAXGDDP(levels=2), DiffGen(levels=2)):
+        kw = {"schema": schema, "epsilon": 2.0, "privacy_id": "user", "max_contributions": 2}
+        a = pub.publish(frame, rng=11, **kw)
+        b = pub.publish(sdf, rng=11, **kw)
+        assert a.history == b.history
+        np.testing.assert_array_equal(a.cell_ids, b.cell_ids)
+        np.testing.assert_array_equal(a.counts, b.counts)
+        assert b.ledger.unit.max_contributions == 2 and b.ledger.unit.column == "user"
+
+
+def test_person_level_spark_refuses_missing_ids(spark) -> None:  # type: ignore[no-untyped-def]
+    schema = make_schema(n_classes=2)
+    frame = make_frame(50, 2, seed=1)
+    frame["user"] = [None if i == 3 else f"u{i % 7}" for i in range(50)]
+    sdf = to_spark(spark, frame)
+    with pytest.raises(DomainError, match="1 missing ids") as err:
+        MAXGDDP(levels=1).publish(sdf, schema=schema, epsilon=1.0, rng=0, privacy_id="user", max_contributions=2)
+    assert err.value.param == "privacy_id"
+    with pytest.raises(DomainError, match="no privacy-id column 'who'"):
+        MAXGDDP(levels=1).publish(sdf, schema=schema, epsilon=1.0, rng=0, privacy_id="who", max_contributions=2)

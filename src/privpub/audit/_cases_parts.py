@@ -277,22 +277,23 @@ def decision_cases() -> list[AuditCase]:
             return out.reshape(n, 3)
         return mech
 
-    def whole(publisher: Any, sch: Schema, record: pd.DataFrame, eps: float) -> Mech:
+    def whole(publisher: Any, sch: Schema, record: pd.DataFrame, eps: float, cap: int = 3) -> Mech:
         """The release as a user gets it, reduced to a public outcome: the history and the released
-        count of the cell that holds ``record`` (0 when absent)."""
+        count of the cell that holds ``record`` (0 when absent; at most ``cap``). Extra keywords
+        of the mechanism go to ``publish``."""
         attrs = publisher.compile(sch)
         fine, y = encode_frame(attrs, sch, record, with_class=True)  # public codes of the record
         assert y is not None
         digits = [*fine[0].tolist(), int(y[0])]
 
-        def mech(frame: pd.DataFrame, rng: np.random.Generator) -> Any:
-            r = publisher.publish(frame, schema=sch, epsilon=eps, rng=rng)
+        def mech(frame: pd.DataFrame, rng: np.random.Generator, **kw: Any) -> Any:
+            r = publisher.publish(frame, schema=sch, epsilon=eps, rng=rng, **kw)
             cell = 0
             for j, size in enumerate(r.radix):
                 d = int(r.final_cuts[j].index(np.array([digits[j]]))[0]) if j < len(attrs) else digits[j]
                 cell = cell * size + d
             hit = np.flatnonzero(r.cell_ids == cell)
-            return (" | ".join(map(str, r.history)), int(min(r.counts[hit[0]], 3)) if hit.size else 0)
+            return (" | ".join(map(str, r.history)), int(min(r.counts[hit[0]], cap)) if hit.size else 0)
         return mech
 
     ids, ids_nb = [0, 0, 0], [0, 0, 0, 1]  # add one record to the empty cell 1
@@ -329,7 +330,52 @@ def decision_cases() -> list[AuditCase]:
         pd.concat([em_table, em_added], ignore_index=True), 1.0, 1_200,
         rel + "; whole release (history, cell of the added record), reuse_unspent: leaves get 3/4",
         control=whole(diffgen, em_schema, em_added, 2.0), control_note="epsilon doubled"))
+    cases += person_decision_cases(whole, [(pub, schema, table, added, 2.0, 800),
+                                           (diffgen, em_schema, em_table, em_added, 1.0, 800)])
     return cases
+
+
+def person_decision_cases(whole: Callable[..., Mech], setups: list[tuple[Any, ...]]) -> list[AuditCase]:
+    """Person-level releases (``privacy_id="user", max_contributions=k``): neighbours differ by one
+    person, all of whose rows equal the worst-case record (every row pushes the same score and
+    cell). A person with ``k`` rows and one with ``3k`` rows (bounded to ``k``) pass at the
+    declared epsilon; the controls are the same release at twice the epsilon and, for the ``3k``
+    person, the release without bounding (record-level at ``epsilon / k`` over every row: what
+    group privacy would claim if the rows were not truncated), which must be flagged."""
+    import pandas as pd
+
+    k = 2
+    out: list[AuditCase] = []
+    for publisher, sch, table, record, eps, trials in setups:
+        base = table.assign(user=[f"o{i}" for i in range(len(table))])
+        name = type(publisher).__name__
+
+        def person(eps_: float, publisher: Any = publisher, sch: Any = sch, record: Any = record) -> Mech:
+            inner = whole(publisher, sch, record, eps_, cap=3 * k + 1)
+
+            def mech(frame: pd.DataFrame, rng: np.random.Generator) -> Any:
+                return inner(frame, rng, privacy_id="user", max_contributions=k)
+            return mech
+
+        def unbounded(eps_: float, publisher: Any = publisher, sch: Any = sch, record: Any = record) -> Mech:
+            inner = whole(publisher, sch, record, eps_ / k, cap=3 * k + 1)
+
+            def mech(frame: pd.DataFrame, rng: np.random.Generator) -> Any:
+                return inner(frame.drop(columns="user"), rng)
+            return mech
+
+        for rows in (k, 3 * k):
+            neighbour = pd.concat([base, pd.concat([record] * rows, ignore_index=True).assign(user="p")],
+                                  ignore_index=True)
+            rel = (f"add/remove one person (privacy_id='user', max_contributions={k}) with {rows} rows, all the "
+                   f"worst-case record; whole release")
+            control, note = ((unbounded(eps), f"no bounding: record-level at epsilon/{k} over all {rows} rows")
+                             if rows > k else (person(2 * eps), "epsilon doubled"))
+            # the fast tier audits the person beyond k (bounded to the k-row person); the full tier both
+            out.append(AuditCase(f"decision.{name}.publish[person k={k}, {rows} rows]", "decision", person(eps),
+                                 base, neighbour, eps, trials, rel, control=control, control_note=note,
+                                 full_only=rows <= k))
+    return out
 
 
 # ---------------------------------------------------------------------------------------------

@@ -91,6 +91,25 @@ def _check_levels(publisher: Any, epsilon: float, levels: int) -> None:
                              f"underflow ({exc}); lower --levels") from exc
 
 
+def _check_unit(privacy_id: str | None, max_contributions: int | None, schema: Any) -> Any:
+    """The person unit of ``--privacy-id``/``--max-contributions`` (None: one record), checked
+    against the public schema before anything is read."""
+    from privpub.core import PrivacyUnit
+    from privpub.decision.model import resolve_unit
+
+    if (privacy_id is None) != (max_contributions is None):
+        given, missing, param = (("--privacy-id", "--max-contributions", "max_contributions")
+                                 if max_contributions is None else ("--max-contributions", "--privacy-id", "privacy_id"))
+        raise ParameterError(f"{given} needs {missing} too (each person's rows are bounded to K)", param=param)
+    if privacy_id is None:
+        return None
+    if isinstance(max_contributions, bool) or not isinstance(max_contributions, int) or max_contributions < 1:
+        raise ParameterError(f"--max-contributions must be an integer >= 1, got {max_contributions!r}",
+                             param="max_contributions")
+    unit: PrivacyUnit = resolve_unit(None, privacy_id, max_contributions, schema)  # errors carry param=
+    return unit
+
+
 def register(app: typer.Typer, reproduce_app: typer.Typer) -> None:
     """Add ``privpub decision`` and ``privpub reproduce decision``."""
 
@@ -125,11 +144,19 @@ def register(app: typer.Typer, reproduce_app: typer.Typer) -> None:
         budget_total: BudgetTotalOption = None,
         data_label: DataLabelOption = None,
         engine: EngineOption = "pandas",
+        privacy_id: Annotated[str | None, typer.Option(
+            "--privacy-id", metavar="COLUMN",
+            help="Column identifying each person: protect people, not rows (with --max-contributions). Each "
+                 "person's rows are bounded to K; the column is not published.")] = None,
+        max_contributions: Annotated[int | None, typer.Option(
+            "--max-contributions", metavar="K",
+            help="Public bound K on each person's rows (with --privacy-id); epsilon then protects one person.")] = None,
     ) -> None:
         """Release a decision table (MAXGDDP, paper 003; or DiffGen) under epsilon-DP.
 
         Writes the generalised contingency table: one row per cell with a noisy count >= 1. Every
-        argument is checked before the input is read or any budget is reserved.
+        argument is checked before the input is read or any budget is reserved. With --privacy-id
+        and --max-contributions the release protects one person (all of their rows) at epsilon.
         """
         from privpub.decision import PUBLISHERS
 
@@ -154,17 +181,23 @@ def register(app: typer.Typer, reproduce_app: typer.Typer) -> None:
         publisher = None
         if method in PUBLISHERS and levels >= 1:
             publisher = checks(PUBLISHERS[method], levels=levels, taxonomies=taxes)
+        unit = None
+        if sch is not None:
+            unit = checks(_check_unit, privacy_id, max_contributions, sch)
         if publisher is not None and checks.ok:
-            checks(_check_levels, publisher, epsilon, levels)
+            record_eps = epsilon if unit is None else unit.record_amount(epsilon)
+            checks(_check_levels, publisher, record_eps, levels)
         checks.done()
         assert table is not None and sch is not None and publisher is not None
         session = open_session(budget_file, budget_total, data_label or input.name)
         extra = publish_kwargs(publisher.publish, session, "decision")
-        needed = [*sch.names, str(sch.class_name)]
+        needed = [*sch.names, str(sch.class_name), *([privacy_id] if privacy_id is not None else [])]
         if engine == "spark":
             frame = read_spark_table(input)
         else:
             frame = read_records(input, table, header=header, needed=needed, echo=lambda m: typer.echo(m, err=True))
+        if privacy_id is not None:
+            extra.update(privacy_id=privacy_id, max_contributions=max_contributions)
         release = publisher.publish(frame, schema=sch, epsilon=epsilon, rng=seed, **extra)
         table = release.synthetic() if synthetic else release.cells
         write_table(table, output, force=force, formats=FORMATS)

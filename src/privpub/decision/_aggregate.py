@@ -25,9 +25,11 @@ from typing import Any, Protocol
 import numpy as np
 from numpy.typing import NDArray
 
-from privpub.core import Schema, frame_backend, require_operation
+from privpub.core import PrivacyUnit, Schema, frame_backend, require_operation
 from privpub.decision._kernels import class_counts_by_value
 from privpub.decision._model import Attr, Cut, cell_ids, cut_partition_ids, encode_frame
+from privpub.decision._unit import bound_rows, check_id_column
+from privpub.errors import ParameterError
 
 __all__ = ["DecisionCounts", "InMemoryCounts", "LevelTable", "open_counts", "partition_attributes"]
 
@@ -114,18 +116,34 @@ class InMemoryCounts:
         return uniq.astype(np.int64), true.astype(np.int64)
 
 
-def open_counts(attrs: tuple[Attr, ...], schema: Schema, data: Any) -> DecisionCounts:
+def open_counts(attrs: tuple[Attr, ...], schema: Schema, data: Any, *, unit: PrivacyUnit | None = None,
+                key: str | None = None) -> DecisionCounts:
     """Validate ``data`` against the public schema and return the backend that answers the counts.
 
     A ``pyspark.sql.DataFrame`` is validated and aggregated in Spark (``privpub[spark]``);
     anything else goes through :func:`~privpub.decision._model.encode_frame` (pandas). Both
     raise the same :class:`~privpub.errors.DomainError` on bad data, before anything is drawn.
+
+    With a person ``unit`` (``PrivacyUnit.person(column, k)``) the rows are first bounded to at
+    most ``k`` per value of ``column`` by :func:`privpub.core.bound_contributions` with ``key``
+    and the content :func:`~privpub.decision._unit.row_content` (inside Spark for a Spark
+    DataFrame: the same rows are kept for the same key); every count then reads the kept rows only.
     """
     k = len(schema.classes or ())
+    person = unit is not None and unit.kind == "person"
+    if person and key is None:
+        raise ParameterError("a person-level release needs the key of its contribution bounding", param="key")
     backend = frame_backend(data)
     if backend is not None:  # e.g. a Spark DataFrame: aggregated where it lives (privpub.spark)
-        counts: DecisionCounts = require_operation(backend, "decision_counts")(attrs, schema, data)
+        op = require_operation(backend, "decision_counts")
+        counts: DecisionCounts = op(attrs, schema, data, privacy_unit=unit, key=key) if person \
+            else op(attrs, schema, data)
         return counts
     fine, y = encode_frame(attrs, schema, data, with_class=True)
     assert y is not None
+    if person:
+        assert unit is not None and unit.column is not None and key is not None
+        check_id_column(data, unit.column)
+        keep = bound_rows(fine, y, data[unit.column], unit, key)
+        fine, y = fine[keep], y[keep]
     return InMemoryCounts(fine, y, k)

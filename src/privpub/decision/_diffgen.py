@@ -23,6 +23,7 @@ from privpub.core import (
     accounting,
     as_generator,
     check_epsilon,
+    contribution_key,
     describe_data,
     exponential_mechanism,
     exponential_mechanism_ranges,
@@ -44,6 +45,7 @@ from privpub.decision._model import (
     n_specializations,
 )
 from privpub.decision._release import DecisionRelease, build_release, check_cells, leaf_cells
+from privpub.decision._unit import resolve_unit
 from privpub.decision._validation import check_common
 from privpub.errors import ParameterError
 
@@ -135,6 +137,10 @@ class DiffGen(Publisher):
     leaf cells get noise with ``epsilon / 2`` (L1 sensitivity 1, :func:`privpub.core.sparse_noisy_counts`).
     Total <= ``epsilon``, with equality when every pick is a splittable numeric interval.
 
+    **Person level** (``privacy_id=``, ``max_contributions=k``): as for :class:`MAXGDDP`, each
+    person's rows are bounded to ``k`` and every budget above is computed from ``epsilon / k``
+    (``Accountant.record_budget``); the release is ``epsilon``-DP for adding or removing one person.
+
     **Ledger:** charged by the mechanisms as they draw: ``("root split <attribute>",
     exponential_mechanism, eps', du)`` per splittable numeric attribute; per level ``("level i
     selection", exponential_mechanism, eps', du)`` and, after a numeric pick, a parallel block
@@ -182,21 +188,29 @@ class DiffGen(Publisher):
         return check_epsilon(epsilon) / (2 * (n_num + 2 * self.levels))
 
     def publish(  # type: ignore[override]
-        self, data: Any, *, schema: Schema, epsilon: float, rng: RNGLike = None, session: Session | None = None
+        self, data: Any, *, schema: Schema, epsilon: float, rng: RNGLike = None, session: Session | None = None,
+        privacy_id: str | None = None, max_contributions: int | None = None, privacy_unit: Any = None,
     ) -> DecisionRelease:
-        """Release ``data`` under ``epsilon``-DP (same inputs, session rule and errors as :meth:`MAXGDDP.publish`)."""
-        return self._run(data, schema=schema, epsilon=epsilon, rng=rng, session=session, exact=False)
+        """Release ``data`` under ``epsilon``-DP (same inputs, units, session rule and errors as
+        :meth:`MAXGDDP.publish`; ``privacy_id=``/``max_contributions=`` make it person-level)."""
+        return self._run(data, schema=schema, epsilon=epsilon, rng=rng, session=session, exact=False,
+                         privacy_unit=privacy_unit, privacy_id=privacy_id, max_contributions=max_contributions)
 
     def _run(self, data: Any, *, schema: Schema, epsilon: float, rng: RNGLike, exact: bool,
-             session: Session | None = None) -> DecisionRelease:
+             session: Session | None = None, privacy_unit: Any = None, privacy_id: str | None = None,
+             max_contributions: int | None = None) -> DecisionRelease:
         """The algorithm; ``exact=True`` is the non-private reference (noiseless, lowest best split;
         tests only): its ledger records the leaks and it is refused under a session."""
         eps = check_epsilon(epsilon)
         attrs = self.compile(schema)
-        data_counts = open_counts(attrs, schema, data)  # validates the data (in Spark for a Spark DataFrame)
-        k = len(schema.classes or ())
-        e, du = self._step_budget(eps, attrs, k, exact)
+        unit = resolve_unit(privacy_unit, privacy_id, max_contributions, schema)
         gen = as_generator(rng)
+        key = contribution_key(gen) if unit.kind == "person" else None
+        # validates the data (in Spark for a Spark DataFrame) and bounds each person's rows
+        data_counts = open_counts(attrs, schema, data, unit=unit, key=key)
+        rec = unit.record_amount(eps)  # public: the record-level budget (epsilon / k for a person)
+        k = len(schema.classes or ())
+        e, du = self._step_budget(eps, attrs, k, exact, rec)
         # DiffGen's scores are pooled over the table: the class counts per fine code of every
         # attribute (one aggregation) are all the selection reads
         marg = data_counts.marginals()
@@ -213,7 +227,9 @@ class DiffGen(Publisher):
 
         cuts = [Cut.root(a) for a in attrs]
         history: list[Specialization] = []
-        with accounting(eps, method="diffgen", session=session, data=describe_data(data), private=not exact) as acc:
+        with accounting(eps, method="diffgen", session=session, data=describe_data(data), private=not exact,
+                        unit=unit) as acc:
+            # every mechanism spends the record-level budget (epsilon / k for a person of k rows)
             for a, at in enumerate(attrs):
                 if at.kind == "ticks" and at.n_fine >= 2:
                     with acc.step(f"root split {at.name}"):
@@ -234,38 +250,44 @@ class DiffGen(Publisher):
                                 splits[(a, c0)] = em_split(a, c0, c1, "split tick of a new interval")
                 if not exact:  # the cut only grows: stop as soon as the leaves cannot be released
                     check_cells(n_cells_of([len(c.starts) for c in cuts], k),
-                                leaf_epsilon=eps - acc.total if self.reuse_unspent else eps / 2.0,
+                                leaf_epsilon=rec - acc.unit.record_amount(acc.total) if self.reuse_unspent else rec / 2.0,
                                 noise=self.noise, max_rows=self.max_synthetic_rows, when=f"the cut after level {i + 1} has")
             if exact:
                 acc.leak("selection", f"{len(history)} levels and their split ticks: exact argmax, no noise")
                 acc.leak("leaf counts", "the true cell counts, no noise")
-            leaf_eps = eps - acc.total if self.reuse_unspent and not exact else eps / 2.0
+            leaf_eps = rec - acc.unit.record_amount(acc.total) if self.reuse_unspent and not exact else rec / 2.0
             with acc.step("leaf counts"):
                 cells = leaf_cells(cuts, data_counts, k, epsilon=leaf_eps, noise=self.noise, exact=exact,
                                    max_rows=self.max_synthetic_rows, gen=gen)
             return build_release(cuts=cuts, cells=cells, schema=schema, history=history, ledger=acc.seal(),
                                  epsilon=eps, method="diffgen", private=not exact, params=self.params())
 
-    def _step_budget(self, eps: float, attrs: tuple[Attr, ...], k: int, exact: bool) -> tuple[float, float]:
+    def _step_budget(self, eps: float, attrs: tuple[Attr, ...], k: int, exact: bool,
+                     rec: float | None = None) -> tuple[float, float]:
         """The budget of every selection and split step, ``eps'``, and the score's sensitivity.
+
+        ``rec`` is the record-level budget the mechanisms spend (``epsilon / k`` for a person of ``k``
+        rows; default ``eps``).
 
         Refuses (before anything is reserved or drawn) levels whose steps get a budget too small for
         the noise, and levels that specialise every attribute into a leaf table too large to release.
         """
+        rec = eps if rec is None else rec
         du = math.log2(k) if self.score == "infogain" else 1.0
         n_num = sum(a.kind == "ticks" for a in attrs)
-        e = eps / (2 * (n_num + 2 * self.levels))
+        e = rec / (2 * (n_num + 2 * self.levels))
         if e < du * MIN_LEVEL_EPSILON:
-            most = max(1, math.floor((eps / (du * MIN_LEVEL_EPSILON) / 2 - n_num) / 2))
+            most = max(1, math.floor((rec / (du * MIN_LEVEL_EPSILON) / 2 - n_num) / 2))
             raise ParameterError(
                 f"levels={self.levels} gives each DiffGen step eps'={e:.3g}, below the smallest usable budget "
                 f"{MIN_LEVEL_EPSILON * du:.3g} (noise scales stop at 2**52); at "
-                f"epsilon={eps:g} at most {most} levels are possible: lower levels (CLI --levels)"
+                f"epsilon={eps:g}{'' if rec == eps else f' (record-level {rec:g})'} at most {most} levels are "
+                "possible: lower levels (CLI --levels)"
             )
         n_spec = n_specializations(attrs)
         n_root = sum(1 for a in attrs if a.kind == "ticks" and a.n_fine >= 2)
         if self.levels >= n_spec and not exact:  # everything is specialised: the final size is known now
-            leaf_max = eps - (n_root + n_spec) * e if self.reuse_unspent else eps / 2.0
+            leaf_max = rec - (n_root + n_spec) * e if self.reuse_unspent else rec / 2.0
             check_cells(n_cells_of([a.n_fine for a in attrs], k), leaf_epsilon=leaf_max, noise=self.noise,
                         max_rows=self.max_synthetic_rows,
                         when=f"levels={self.levels} specialises every attribute to its finest cut (the schema "

@@ -23,6 +23,7 @@ from privpub.core import (
     accounting,
     as_generator,
     check_epsilon,
+    contribution_key,
     describe_data,
     report_noisy_max,
 )
@@ -37,6 +38,7 @@ from privpub.decision._model import (
     n_specializations,
 )
 from privpub.decision._release import DecisionRelease, build_release, check_cells, leaf_cells
+from privpub.decision._unit import resolve_unit
 from privpub.decision._validation import check_common
 from privpub.errors import ParameterError
 
@@ -181,6 +183,15 @@ class MAXGDDP(Publisher):
     Candidates, grids and taxonomies are public; the data only enter through the scores and the
     leaf counts.
 
+    **Person level** (``privacy_id="user", max_contributions=k``): each person's rows are first
+    bounded to ``k`` (:func:`privpub.core.bound_contributions`, a keyed hash of the id and of the
+    row's fine codes and class, so what a person keeps depends only on their rows), and every
+    budget above is computed from ``epsilon / k`` (:attr:`privpub.core.Accountant.record_budget`).
+    Adding or removing one person changes at most ``k`` kept rows, so by group privacy the release
+    is ``epsilon``-DP for one person; the ledger records each charge for the unit (``k x`` the
+    record-level epsilon and sensitivity) and ``ledger.unit`` states it. The id column is not
+    published.
+
     **Ledger** (privacy by construction): the mechanisms charge the release's accountant as they
     draw, so the sealed ledger is ``("level i selection", report_noisy_max, eps_i, sensitivity 1)``
     for every level that ran, then ``("leaf counts", discrete_laplace, eps2, sensitivity 1)`` (one
@@ -245,54 +256,92 @@ class MAXGDDP(Publisher):
                               grid_size=self.max_split_candidates, tick_mode=False)
 
     def publish(  # type: ignore[override]
-        self, data: Any, *, schema: Schema, epsilon: float, rng: RNGLike = None, session: Session | None = None
+        self, data: Any, *, schema: Schema, epsilon: float, rng: RNGLike = None, session: Session | None = None,
+        privacy_id: str | None = None, max_contributions: int | None = None, privacy_unit: Any = None,
     ) -> DecisionRelease:
         """Release ``data`` (a DataFrame with the schema's columns and target) under ``epsilon``-DP.
 
         Everything is validated before anything is drawn; under a ``session``, ``epsilon`` is
         reserved there first (refused, drawing nothing, if the session cannot pay).
 
+        Parameters
+        ----------
+        data : pandas.DataFrame or pyspark.sql.DataFrame
+            The table: the schema's columns, the target and (person level) the privacy-id column.
+        schema : Schema
+            The public domains and the class.
+        epsilon : float
+            The budget, for the privacy unit (one record, or one person).
+        rng : seed or Generator
+            All randomness (the bounding key, the selections, the leaf noise).
+        session : Session, optional
+            Reserves ``epsilon`` (for the unit) before anything is drawn.
+        privacy_id : str, optional
+            The column identifying each person; with ``max_contributions=k`` the release protects
+            one person (all of their rows) added or removed: each person's rows are bounded to
+            ``k`` (:func:`privpub.core.bound_contributions`, keyed from ``rng``; inside Spark for a
+            Spark DataFrame) and the release spends ``epsilon / k`` at record level (group
+            privacy). The id column is never published.
+        max_contributions : int, optional
+            The public bound ``k`` on each person's rows (with ``privacy_id``).
+        privacy_unit : PrivacyUnit, optional
+            The unit stated directly: ``PrivacyUnit.record()`` (the default) or
+            ``PrivacyUnit.person(column, k)`` (same as ``privacy_id=column, max_contributions=k``).
+            Any other unit, or a replace-one relation, is refused.
+
         Raises
         ------
         ParameterError
             Bad epsilon, schema without a target, malformed taxonomy; ``levels`` too large for
             the schedule at this epsilon or for the size of the release (the message gives the
-            size and the limit).
+            size and the limit); a unit the publisher cannot state.
         DomainError
             Missing target or column, unknown category, NaN or out-of-range number, a taxonomy
-            whose leaves differ from the declared categories.
+            whose leaves differ from the declared categories; a missing privacy-id column or id.
         BudgetExceededError
             The session cannot pay ``epsilon`` (nothing is published).
         """
-        return self._run(data, schema=schema, epsilon=epsilon, rng=rng, session=session, exact=False)
+        return self._run(data, schema=schema, epsilon=epsilon, rng=rng, session=session, exact=False,
+                         privacy_unit=privacy_unit, privacy_id=privacy_id, max_contributions=max_contributions)
+
+    def _budgets(self, budget: float, n_runnable: int) -> tuple[float, float, tuple[float, ...]]:
+        """``(eps1, eps2, level budgets)`` from the record-level budget."""
+        eps1 = budget * self.split
+        eps2 = budget - eps1
+        if not (eps1 > 0.0 and eps2 > 0.0):  # an epsilon near the smallest float underflows to 0
+            raise ParameterError(
+                f"epsilon must be large enough to split into selection (split={self.split:g}) and leaf budgets "
+                f"> 0, got a record-level budget of {budget:g}", param="epsilon"
+            )
+        return eps1, eps2, level_budgets(eps1, self.levels, self.schedule, self.fanout_ratio, count=n_runnable)
 
     def _run(self, data: Any, *, schema: Schema, epsilon: float, rng: RNGLike, exact: bool,
-             session: Session | None = None) -> DecisionRelease:
+             session: Session | None = None, privacy_unit: Any = None, privacy_id: str | None = None,
+             max_contributions: int | None = None) -> DecisionRelease:
         """The algorithm; ``exact=True`` is the non-private reference (noiseless TDS, tests only):
         its ledger records the leaks (``epsilon = inf``) and it is refused under a session."""
         eps = check_epsilon(epsilon)
         attrs = self.compile(schema)
-        counts = open_counts(attrs, schema, data)  # validates the data (in Spark for a Spark DataFrame)
+        unit = resolve_unit(privacy_unit, privacy_id, max_contributions, schema)
+        gen = as_generator(rng)
+        key = contribution_key(gen) if unit.kind == "person" else None
+        # validates the data (in Spark for a Spark DataFrame) and bounds each person's rows
+        counts = open_counts(attrs, schema, data, unit=unit, key=key)
         k = len(schema.classes or ())
-        eps1 = eps * self.split
-        eps2 = eps - eps1
-        if not (eps1 > 0.0 and eps2 > 0.0):  # an epsilon near the smallest float underflows to 0
-            raise ParameterError(
-                f"epsilon must be large enough to split into selection (split={self.split:g}) and leaf budgets "
-                f"> 0, got {eps:g}"
-            , param="epsilon")
         # public checks, before any reservation or draw: a level that can run gets a usable
         # budget, and a run that specialises everything (levels >= what the schema allows) has a
         # known final size
         runnable = min(self.levels, n_specializations(attrs))
-        sched = level_budgets(eps1, self.levels, self.schedule, self.fanout_ratio, count=runnable)
+        _, eps2, _ = self._budgets(unit.record_amount(eps), runnable)
         if self.levels >= n_specializations(attrs) and not exact:
             check_cells(n_cells_of([a.n_fine for a in attrs], k), leaf_epsilon=eps2, noise=self.noise,
                         max_rows=self.max_synthetic_rows,
                         when=f"levels={self.levels} specialises every attribute to its finest cut (the schema "
                              f"allows {n_specializations(attrs)} specialisations), of")
-        gen = as_generator(rng)
-        with accounting(eps, method="maxgddp", session=session, data=describe_data(data), private=not exact) as acc:
+        with accounting(eps, method="maxgddp", session=session, data=describe_data(data), private=not exact,
+                        unit=unit) as acc:
+            # every mechanism spends the record-level budget (epsilon / k for a person of k rows)
+            _, eps2, sched = self._budgets(acc.record_budget, runnable)
             cuts = [Cut.root(a) for a in attrs]
             history: list[Specialization] = []
             for i in range(self.levels):

@@ -36,10 +36,11 @@ class SparkBackend:
 
         return n_reports(reports)
 
-    def decision_counts(self, attrs: tuple[Any, ...], schema: Schema, data: Any) -> Any:
+    def decision_counts(self, attrs: tuple[Any, ...], schema: Schema, data: Any, *,
+                        privacy_unit: Any = None, key: str | None = None) -> Any:
         from privpub.spark._decision import SparkDecisionCounts
 
-        return SparkDecisionCounts(attrs, schema, data)
+        return SparkDecisionCounts(attrs, schema, data, privacy_unit=privacy_unit, key=key)
 
 
 register_frame_backend(SparkBackend())

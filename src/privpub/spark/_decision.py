@@ -20,9 +20,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from numpy.typing import NDArray
 
-from privpub.core import Schema
-from privpub.decision.model import Attr, Cut, LevelTable, partition_attributes
-from privpub.errors import DomainError
+from privpub.core import PrivacyUnit, Schema
+from privpub.decision.model import Attr, Cut, LevelTable, partition_attributes, row_content
+from privpub.errors import DomainError, ParameterError
+from privpub.spark._bound import bound_frame, check_id_column
 from privpub.spark._frame import (
     categorical_stats_exprs,
     category_code,
@@ -96,12 +97,27 @@ def validate(attrs: tuple[Attr, ...], schema: Schema, df: DataFrame) -> None:
     raise_categorical(df, cattr, stats, "cls")
 
 
-def encode_columns(attrs: tuple[Attr, ...], schema: Schema, df: DataFrame) -> DataFrame:
-    """``df`` encoded to long columns ``f0..f{d-1}`` (fine codes) and ``y`` (class code); lazy."""
+def encode_columns(attrs: tuple[Attr, ...], schema: Schema, df: DataFrame, id_column: str | None = None) -> DataFrame:
+    """``df`` encoded to long columns ``f0..f{d-1}`` (fine codes) and ``y`` (class code), plus
+    ``pid`` (the privacy id) when ``id_column`` is given; lazy."""
+    F = require_pyspark()
     cattr = schema.class_attribute
     assert cattr is not None
     cols = [_fine_expr(a).alias(f"f{j}") for j, a in enumerate(attrs)]
-    return df.select(*cols, category_code(cattr.name, cattr.categories).alias("y"))
+    cols.append(category_code(cattr.name, cattr.categories).alias("y"))
+    if id_column is not None:
+        cols.append(F.col(id_column).alias("pid"))
+    return df.select(*cols)
+
+
+def _content(n_attrs: int) -> Any:
+    """The content of encoded rows for contribution bounding: :func:`privpub.decision.model.row_content`
+    of their fine codes and class, exactly what the in-memory path hashes."""
+    fcols = [f"f{j}" for j in range(n_attrs)]
+
+    def content(rows: Any) -> Any:
+        return row_content(rows[fcols].to_numpy(dtype=np.int64), rows["y"].to_numpy(dtype=np.int64))
+    return content
 
 
 class SparkDecisionCounts:
@@ -110,15 +126,30 @@ class SparkDecisionCounts:
     Construction validates ``df`` against the public schema (one job). The encoded frame is
     lazy: each request re-reads ``df`` (persist it yourself, e.g. ``df.cache()``, to read it
     once; it must be a fixed snapshot, the same records for every job).
+
+    With a person ``privacy_unit`` (and the bounding ``key``), the privacy-id column is checked
+    (one job: present, no missing id) and every request reads the rows bounded to at most ``k``
+    per person inside Spark (:func:`privpub.spark._bound.bound_frame`: the rows the pandas path
+    keeps for the same key); the id column is dropped after the bounding.
     """
 
-    def __init__(self, attrs: tuple[Attr, ...], schema: Schema, df: Any) -> None:
+    def __init__(self, attrs: tuple[Attr, ...], schema: Schema, df: Any, *,
+                 privacy_unit: PrivacyUnit | None = None, key: str | None = None) -> None:
         df = check_frame(df, "data")
         validate(attrs, schema, df)
         self.attrs = attrs
         self.n_classes = len(schema.classes or ())
-        self.encoded = encode_columns(attrs, schema, df)
         self.jobs = 1  # the validation job
+        if privacy_unit is not None and privacy_unit.kind == "person":
+            assert privacy_unit.column is not None and privacy_unit.max_contributions is not None
+            if key is None:
+                raise ParameterError("a person-level release needs the key of its contribution bounding", param="key")
+            check_id_column(df, privacy_unit.column)
+            self.jobs += 1
+            self.encoded = bound_frame(encode_columns(attrs, schema, df, privacy_unit.column), "pid",
+                                       privacy_unit.max_contributions, key, _content(len(attrs)))
+        else:
+            self.encoded = encode_columns(attrs, schema, df)
 
     def _cut_index(self, cut: Cut, j: int) -> Column:
         F = require_pyspark()

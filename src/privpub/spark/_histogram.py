@@ -8,8 +8,9 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from privpub.core import check_array
+from privpub.core import PrivacyUnit, RNGLike, check_array, contribution_key
 from privpub.errors import DomainError, ParameterError
+from privpub.spark._bound import bound_frame, check_id_column
 from privpub.spark._frame import (
     category_code,
     check_columns,
@@ -35,7 +36,11 @@ def counts(
     bins: ArrayLike | None = None,
     *,
     categories: Sequence[Any] | None = None,
-) -> NDArray[np.int64]:
+    privacy_id: str | None = None,
+    max_contributions: int | None = None,
+    rng: RNGLike = None,
+    key: str | None = None,
+) -> Any:
     """Counts per declared bin of ``column``, computed in Spark (one job); exact int64.
 
     The Spark counterpart of :func:`privpub.histogram.counts_from_records`, with the same
@@ -49,6 +54,15 @@ def counts(
     how many there were, before anything is published. Only ``len(bins) - 1`` (or
     ``len(categories)``) integers and four violation counts reach the driver.
 
+    **Protecting people, not rows.** With ``privacy_id="user"`` (a column of ``df``) and
+    ``max_contributions=k``, every person's rows are bounded to exactly ``min(rows, k)`` inside
+    Spark (``groupBy(user).applyInPandas`` calling :func:`privpub.core.bound_contributions` with
+    the key and the row's value as its content, as
+    :func:`privpub.histogram.counts_from_records` does with ``privacy_ids=``): for the same
+    ``key`` (or the same ``rng``, which draws it) the same rows are kept, so the counts are equal.
+    All rows are validated first (one job), the ids checked (one job: no missing id), then the
+    kept rows counted (one job). The counts then protect ``PrivacyUnit.person("user", k)``.
+
     Parameters
     ----------
     df : pyspark.sql.DataFrame
@@ -60,10 +74,21 @@ def counts(
     categories : sequence, optional
         Declared categories.
 
+    privacy_id : str, optional
+        The column identifying each person (with ``max_contributions``).
+    max_contributions : int, optional
+        The public bound ``k`` on each person's rows.
+    rng : seed or Generator
+        Draws the bounding key when ``key`` is not given (person level only).
+    key : str, optional
+        A 16-character bounding key (:func:`privpub.core.contribution_key`).
+
     Returns
     -------
     numpy.ndarray of int64, shape (n_bins,)
         Feed it to any histogram publisher: ``HPHP().publish(counts(df, "age", edges), epsilon=1.0)``.
+        With ``privacy_id``: the tuple ``(counts, unit)``, ``unit`` the
+        :class:`~privpub.PrivacyUnit` the counts protect (publish them with ``privacy_unit=unit``).
 
     Examples
     --------
@@ -71,12 +96,53 @@ def counts(
     >>> counts(spark.range(10).toDF("x"), "x", [0, 5, 9]).tolist()  # doctest: +SKIP
     [5, 5]
     """
-    F = require_pyspark()
     frame = check_frame(df)
     if not isinstance(column, str):
         raise ParameterError(f"column must be a column name, got {column!r}", param="column")
     if (bins is None) == (categories is None):
         raise ParameterError("give exactly one of bins (numeric edges) or categories (declared values)")
+    if (privacy_id is None) != (max_contributions is None):
+        missing = "max_contributions" if max_contributions is None else "privacy_id"
+        raise ParameterError("give privacy_id and max_contributions together (the rows of one person are bounded "
+                             f"to max_contributions); {missing} is missing", param=missing)
+    if privacy_id is None:
+        return _counts(frame, column, bins, categories)
+    if privacy_id == column:
+        raise ParameterError(f"privacy_id {privacy_id!r} is the counted column: the id must not be released",
+                             param="privacy_id")
+    unit = PrivacyUnit.person(privacy_id, max_contributions)  # type: ignore[arg-type]
+    if key is None:
+        key = contribution_key(rng)
+    check_columns(frame, [column], "df")
+    check_id_column(frame, privacy_id)
+    _counts(frame, column, bins, categories)  # validates every row, the dropped ones included
+    assert unit.max_contributions is not None
+    bounded = bound_frame(frame.select(column, privacy_id), privacy_id, unit.max_contributions, key,
+                          _value_content(column))
+    return with_unit(_counts(bounded, column, bins, categories), unit)
+
+
+def with_unit(values: NDArray[np.int64], unit: PrivacyUnit) -> Any:
+    """Counts and the unit they protect.
+
+    TODO(lead, issue 25): once privpub.histogram.UnitCounts (h25a) is on main, return
+    ``UnitCounts(values, unit)`` here (counts that carry ``.privacy_unit``, as
+    counts_from_records returns) instead of the tuple, and update the docstring of :func:`counts`.
+    """
+    return values, unit
+
+
+def _value_content(column: str) -> Any:
+    """The content :func:`privpub.histogram.counts_from_records` hashes: the row's raw value."""
+
+    def content(rows: Any) -> Any:
+        return np.asarray(rows[column])
+    return content
+
+
+def _counts(frame: Any, column: str, bins: ArrayLike | None, categories: Sequence[Any] | None) -> NDArray[np.int64]:
+    """:func:`counts` of one frame, at record level (one job)."""
+    F = require_pyspark()
     check_columns(frame, [column], "df")
     if categories is not None:
         cats = [str(c) for c in categories]
