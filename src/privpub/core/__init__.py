@@ -64,6 +64,7 @@ from privpub.core._session import (
     refuse_unaffordable,
     session_timestamp,
 )
+from privpub.core._contributions import ContributionSuggestion, suggest_max_contributions
 from privpub.core._sparse import DENSE_CELL_LIMIT, sparse_noisy_counts, sparse_release_probability
 from privpub.core._tree_noise import MAX_TREE_HEIGHT, TreeNoise, TreePlan
 from privpub.core._unit import (
@@ -168,6 +169,8 @@ __all__ = [
     "bound_contributions",
     "check_privacy_unit",
     "contribution_key",
+    "ContributionSuggestion",
+    "suggest_max_contributions",
     "register_frame_backend",
     "register_session_store",
     "report_noisy_max",
