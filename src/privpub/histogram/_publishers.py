@@ -21,18 +21,18 @@ from numpy.typing import ArrayLike, NDArray
 from privpub.core import (
     FLOAT_EXACT_LIMIT,
     BudgetLedger,
+    PrivacyUnit,
     Publisher,
     Release,
     RNGLike,
-    PrivacyUnit,
     Session,
     accounting,
-    bound_contributions,
-    check_privacy_unit,
     as_generator,
+    bound_contributions,
     check_array,
     check_counts,
     check_epsilon,
+    check_privacy_unit,
     check_probability,
     check_real,
     check_working_set,
@@ -86,7 +86,7 @@ def _check_split(value: Any, name: str = "split") -> float:
     return check_probability(value, name, low=0.0, high=1.0, closed="neither")
 
 
-class UnitCounts(np.ndarray):  # type: ignore[type-arg]
+class UnitCounts(np.ndarray):
     """Histogram counts that carry the privacy unit they were built for (``counts.privacy_unit``).
 
     :func:`counts_from_records` returns them: with ``privacy_ids`` and ``max_contributions`` the
@@ -119,8 +119,8 @@ class UnitCounts(np.ndarray):  # type: ignore[type-arg]
         return super().__array_wrap__(array, context, return_scalar)
 
     def __reduce__(self) -> Any:  # pickling keeps the unit
-        ctor, args, state = super().__reduce__()  # type: ignore[misc]
-        return ctor, args, (state, self.privacy_unit.as_dict())
+        reduced: Any = super().__reduce__()
+        return reduced[0], reduced[1], (reduced[2], self.privacy_unit.as_dict())
 
     def __setstate__(self, state: Any) -> None:
         if isinstance(state, tuple) and len(state) == 2 and isinstance(state[1], dict):
@@ -955,7 +955,7 @@ def counts_from_records(
             raise DomainError(f"values must lie in the declared categories, got {bad!r}")
         size = cats.size
     else:
-        edges = check_array(bins, "bins", ndim=1).astype(np.float64)
+        edges = check_array(bins, "bins", ndim=1).astype(np.float64)  # type: ignore[arg-type]
         if edges.size < 2 or np.any(np.diff(edges) <= 0):
             raise ParameterError("bins must be at least two strictly increasing edges")
         vals_f = np.asarray(pd.to_numeric(pd.Series(np.asarray(values)), errors="coerce"), dtype=np.float64)
