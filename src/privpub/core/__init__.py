@@ -12,6 +12,7 @@ from privpub.core._accountant import (
     check_session,
 )
 from privpub.core._budget import Budget, BudgetLedger, LedgerEntry, explain_entries, ledger_total, split
+from privpub.core._contributions import ContributionSuggestion, suggest_max_contributions
 from privpub.core._domain import CategoricalAttribute, NumericAttribute, Schema, infer_schema
 from privpub.core._isotonic import isotonic_regression
 from privpub.core._jitcache import prepare_numba_cache
@@ -65,7 +66,6 @@ from privpub.core._session import (
     refuse_unaffordable,
     session_timestamp,
 )
-from privpub.core._contributions import ContributionSuggestion, suggest_max_contributions
 from privpub.core._sparse import DENSE_CELL_LIMIT, sparse_noisy_counts, sparse_release_probability
 from privpub.core._tree_noise import MAX_TREE_HEIGHT, TreeNoise, TreePlan
 from privpub.core._unit import (
