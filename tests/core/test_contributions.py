@@ -7,6 +7,7 @@ import pytest
 
 from privpub import BudgetExceededError, ParameterError, PrivacyUnit, Session
 from privpub.core import exponential_mechanism_probabilities, suggest_max_contributions
+from privpub.core._contributions import quantile_scores
 
 
 def _ids(rows):
@@ -46,13 +47,14 @@ def test_rank_utility_has_sensitivity_one_per_person():
     neighbour = np.r_[rows, 50]  # a person with 50 rows, clipped to upper
 
     def scores(r, q=0.9):
-        r = np.minimum(r, upper)
-        at_most = np.cumsum(np.bincount(r, minlength=upper + 1))[1:]
-        return -np.abs(at_most - q * r.size)
+        return quantile_scores(r, q, upper)
 
     p = exponential_mechanism_probabilities(scores(rows), epsilon=eps)
     p2 = exponential_mechanism_probabilities(scores(neighbour), epsilon=eps)
     assert np.max(np.abs(np.log(p / p2))) <= eps + 1e-12
+    for q in (0.1, 0.5, 0.9, 1.0):  # every score moves by at most 1 when one person is added
+        for extra in range(1, upper + 3):
+            assert np.max(np.abs(scores(np.r_[rows, extra], q) - scores(rows, q))) <= 1.0 + 1e-12
 
     def row_scores(r, q=0.9):  # rows-weighted rank: one person moves it by their row count
         values = np.repeat(np.arange(r.size), np.minimum(r, upper))

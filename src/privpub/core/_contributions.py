@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from numpy.typing import ArrayLike
+from numpy.typing import ArrayLike, NDArray
 
 from privpub.core._accountant import accounting
 from privpub.core._mechanisms import exponential_mechanism
@@ -31,7 +31,7 @@ from privpub.core._unit import PrivacyUnit
 from privpub.core._validation import check_epsilon, check_positive_int, check_probability
 from privpub.errors import ParameterError
 
-__all__ = ["MAX_UPPER", "ContributionSuggestion", "suggest_max_contributions"]
+__all__ = ["MAX_UPPER", "ContributionSuggestion", "quantile_scores", "suggest_max_contributions"]
 
 #: the largest ``upper`` (candidates are scored as one array)
 MAX_UPPER = 10**6
@@ -56,6 +56,21 @@ class ContributionSuggestion(Release):
     upper: int
 
 
+def quantile_scores(rows_per_person: NDArray[np.int64], quantile: float, upper: int) -> NDArray[np.float64]:
+    """The rank utility of each candidate ``k = 1..upper`` for the ``quantile`` of ``rows_per_person``.
+
+    ``-distance(quantile * n, [#{rows <= k - 1}, #{rows <= k}])``: 0 for the ``k`` at which the
+    cumulative count crosses ``quantile * n``, and minus the number of people between otherwise.
+    Adding or removing one person moves both counts by at most 1 and ``quantile * n`` by
+    ``quantile``, so every score moves by at most ``max(quantile, 1 - quantile) <= 1``.
+    """
+    rows = np.minimum(np.asarray(rows_per_person, dtype=np.int64), upper)
+    at_most = np.cumsum(np.bincount(rows, minlength=upper + 1)).astype(np.float64)  # people with <= c rows
+    target = quantile * rows.size
+    lo, hi = at_most[:-1], at_most[1:]  # for k = 1..upper: #{<= k - 1}, #{<= k}
+    return -np.maximum(0.0, np.maximum(lo - target, target - hi))
+
+
 def suggest_max_contributions(
     privacy_ids: ArrayLike,
     *,
@@ -68,15 +83,16 @@ def suggest_max_contributions(
 ) -> ContributionSuggestion:
     """Suggest ``max_contributions``: a differentially private ``quantile`` of the rows per person.
 
-    The exponential mechanism picks ``k`` in ``1..upper`` with utility
-    ``-|#{people with at most k rows} - quantile * #people|``.
+    The exponential mechanism picks ``k`` in ``1..upper`` with the rank utility of
+    :func:`quantile_scores` (0 where the share of people with at most ``k`` rows crosses
+    ``quantile``, minus the number of people in between elsewhere) and a data-independent
+    log-uniform base measure over the candidates (``P(k)`` also proportional to ``1 / k``: where
+    no data tells candidates apart, smaller bounds are favoured).
 
     **Cost: ``epsilon``, charged to the active accountant and reserved in ``session``**, at the
     person level: adding or removing one person (with any number of rows) changes each utility
     by at most 1 (sensitivity 1 in rank), so the suggestion is ``epsilon``-DP for whole people.
-    Where no person holds between ``k`` and ``k'`` rows, those candidates score alike and any of
-    them may come out (they keep the same rows; the larger adds noise): keep ``upper`` near the
-    largest bound you would accept. Its ledger states the unit ``PrivacyUnit.person(column, 1)``: the mechanism reads one value
+    Its ledger states the unit ``PrivacyUnit.person(column, 1)``: the mechanism reads one value
     per person (their row count, clipped to ``upper``), so it composes in a session with
     person-level releases on the same ``column`` at any ``k``. Budget it beside the release
     (e.g. 0.1 of a session of 1.1 for a release at 1.0).
@@ -134,13 +150,15 @@ def suggest_max_contributions(
     gen = as_generator(rng)
     with accounting(eps, method="suggest_max_contributions", session=session, data=describe_data(ids),
                     unit=unit) as acc:
-        rows = np.minimum(ids.value_counts(sort=False).to_numpy(dtype=np.int64), hi)
-        n_people = rows.size
-        at_most = np.cumsum(np.bincount(rows, minlength=hi + 1))[1:]  # people with <= k rows, k = 1..upper
-        scores = -np.abs(at_most - q * n_people)
+        eps_q = acc.record_budget
+        scores = quantile_scores(ids.value_counts(sort=False).to_numpy(dtype=np.int64), q, hi)
+        # a data-independent log-uniform base measure over 1..upper (it favours small k where the data
+        # cannot tell candidates apart, as the powers-of-two grids of other libraries do); adding it to
+        # every score leaves the sensitivity at 1
+        scores = scores - (2.0 / eps_q) * np.log(np.arange(1, hi + 1))
         with acc.step("quantile"):
             pick = exponential_mechanism(
-                scores, epsilon=acc.record_budget, sensitivity=1.0, rng=gen,
+                scores, epsilon=eps_q, sensitivity=1.0, rng=gen,
                 note=f"rank utility of the {q:g}-quantile of rows per person over k = 1..{hi} (sensitivity 1 "
                      "per person added or removed)")
         params: dict[str, Any] = {"quantile": q, "upper": hi, "column": name}
