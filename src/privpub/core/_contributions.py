@@ -56,7 +56,7 @@ class ContributionSuggestion(Release):
     upper: int
 
 
-def quantile_scores(rows_per_person: NDArray[np.int64], quantile: float, upper: int) -> NDArray[np.float64]:
+def quantile_scores(rows_per_person: ArrayLike, quantile: float, upper: int) -> NDArray[np.float64]:
     """The rank utility of each candidate ``k = 1..upper`` for the ``quantile`` of ``rows_per_person``.
 
     ``-distance(quantile * n, [#{rows <= k - 1}, #{rows <= k}])``: 0 for the ``k`` at which the
