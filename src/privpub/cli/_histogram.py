@@ -324,8 +324,8 @@ def register(app: typer.Typer, reproduce_app: typer.Typer) -> None:
         output: Annotated[Path, typer.Option(
             "--output", "-o", help="Where to write the release: .csv, .json, .parquet or .npy (from the suffix).")],
         column: Annotated[str | None, typer.Option(
-            "--column", help="Column of raw records (one row per person); needs a declared domain (options "
-            "below, or a schema declaring the column).")] = None,
+            "--column", help="Column of raw records (one row per record; with --privacy-id, one person may have "
+            "many); needs a declared domain (options below, or a schema declaring the column).")] = None,
         counts_column: Annotated[str | None, typer.Option(
             "--counts-column", help="Column holding the histogram itself (one bin per row, in bin order; a .txt "
             "file of one count per line or a 1-D .npy needs neither option).")]
