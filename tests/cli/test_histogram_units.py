@@ -49,6 +49,8 @@ def test_privacy_id_bounds_each_person_and_states_the_unit(checkins: Path, tmp_p
     assert "protects: one person (all rows with the same 'user', at most 3 rows each), added or removed" in \
         result.stdout
     assert "note:" not in result.stderr
+    shown = runner.invoke(app, ["budget", "show", str(budget)])
+    assert shown.exit_code == 0 and "protects one person (all rows with the same 'user'" in shown.stdout
     charge = Session.open(budget).charges[0]
     assert charge.unit == {"kind": "person", "relation": "add_remove", "column": "user", "max_contributions": 3}
     # a record-level release into the same budget file is refused: the units do not compose

@@ -247,8 +247,18 @@ def _spark_counts(input: Path, *, column: str | None, categories: str | None, bi
     frame = read_spark_table(input)
     if column not in frame.columns:
         raise DomainError(f"column {column!r} is not in {str(input)!r} (columns: {', '.join(frame.columns)})")
-    bounding: dict[str, Any] = {} if privacy_id is None else {
-        "privacy_id": privacy_id, "max_contributions": max_contributions, "rng": seed}
+    bounding: dict[str, Any] = {}
+    if privacy_id is not None:  # bounded inside Spark (privpub.spark.counts takes the id and k)
+        from inspect import signature
+
+        accepted = signature(counts).parameters
+        bounding = {"privacy_id": privacy_id, "max_contributions": max_contributions}
+        if "rng" in accepted:
+            bounding["rng"] = seed
+        elif "key" in accepted:
+            from privpub.core import contribution_key
+
+            bounding["key"] = contribution_key(seed)
     if categories is not None:
         cats = _split_list(categories)
         _check_bins(len(cats), method, "--categories")
