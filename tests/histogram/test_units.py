@@ -87,7 +87,7 @@ def test_every_publisher_charges_for_the_counts_unit(name):
         warnings.simplefilter("ignore")
         release = PUBLISHERS[name]().publish(counts, epsilon=2.0, rng=0)
     unit = PrivacyUnit.person("privacy_id", 4)
-    assert release.ledger.unit == unit
+    assert release.ledger.unit == unit == release.privacy_unit
     finite = [e for e in release.ledger.entries if np.isfinite(e.epsilon)]
     assert sum(e.epsilon for e in finite) <= 2.0 * (1 + 1e-12)
     for e in finite:  # each charge is a record-level draw at epsilon/k, stated x k with sensitivity k

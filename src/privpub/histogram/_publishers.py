@@ -311,6 +311,12 @@ class HistogramRelease(Release):
         return int(self.counts.shape[0])
 
     @property
+    def privacy_unit(self) -> PrivacyUnit:
+        """Whom the release protects (its ledger's unit: one record, or one person bounded to ``k``
+        rows)."""
+        return self.ledger.unit
+
+    @property
     def order(self) -> NDArray[np.int64]:
         """The bins grouped by group (``group_order``; the identity, built on demand, when every
         bin is its own group)."""
