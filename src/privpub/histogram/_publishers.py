@@ -613,6 +613,10 @@ class HPHP(Publisher):
 
         Under a ``session``, ``epsilon`` is reserved there first (refused if the session cannot pay;
         the ``"paper"`` variant is not private and is refused under any session).
+
+        ``privacy_unit`` (default: the unit the counts carry, see :class:`UnitCounts`; else one
+        record): for ``PrivacyUnit.person(column, k)`` every mechanism draws at ``epsilon / k`` per
+        row and the ledger states the release per person (see :func:`release_unit`).
         """
         method = {"private": "hphp", "unattributed": "hphp_unattributed", "paper": "hphp_paper"}[self.variant]
         unit = release_unit(data, privacy_unit, "HPHP")
@@ -711,7 +715,12 @@ class AHP(Publisher):
         self, data: ArrayLike, *, epsilon: float, rng: RNGLike = None, session: Session | None = None,
         privacy_unit: PrivacyUnit | None = None,
     ) -> HistogramRelease:
-        """Publish the histogram ``data`` with budget ``epsilon`` (reserved in ``session`` first, if any)."""
+        """Publish the histogram ``data`` with budget ``epsilon`` (reserved in ``session`` first, if any).
+
+        ``privacy_unit`` (default: the unit the counts carry, see :class:`UnitCounts`; else one
+        record): for ``PrivacyUnit.person(column, k)`` every mechanism draws at ``epsilon / k`` per
+        row and the ledger states the release per person (see :func:`release_unit`).
+        """
         unit = release_unit(data, privacy_unit, "AHP")
         counts = _counts(data, "AHP", "ahp")
         eps = check_epsilon(epsilon)
@@ -773,6 +782,10 @@ class LaplaceHistogram(Publisher):
         """Publish the histogram ``data`` with budget ``epsilon`` (reserved in ``session`` first, if any).
 
         With the default discrete noise the counts stay int64 end to end (exact up to 2**62).
+
+        ``privacy_unit`` (default: the unit the counts carry, see :class:`UnitCounts`; else one
+        record): for ``PrivacyUnit.person(column, k)`` every mechanism draws at ``epsilon / k`` per
+        row and the ledger states the release per person (see :func:`release_unit`).
         """
         unit = release_unit(data, privacy_unit, "LaplaceHistogram")
         counts = _counts(data, "LaplaceHistogram", "laplace")
@@ -834,7 +847,12 @@ class OptimalGrouping(Publisher):
         self, data: ArrayLike, *, epsilon: float, rng: RNGLike = None, session: Session | None = None,
         privacy_unit: PrivacyUnit | None = None,
     ) -> HistogramRelease:
-        """Publish the histogram ``data`` (non-private grouping); refused under any ``session``."""
+        """Publish the histogram ``data`` (non-private grouping); refused under any ``session``.
+
+        ``privacy_unit`` (default: the unit the counts carry, see :class:`UnitCounts`; else one
+        record): for ``PrivacyUnit.person(column, k)`` every mechanism draws at ``epsilon / k`` per
+        row and the ledger states the release per person (see :func:`release_unit`).
+        """
         unit = release_unit(data, privacy_unit, "OptimalGrouping")
         counts = _counts(data, "OptimalGrouping", "optimal", self.grouping)
         eps = check_epsilon(epsilon)
