@@ -109,7 +109,7 @@ def person_histogram_cases() -> list[AuditCase]:
             return counts_from_records(values, bins=edges, privacy_ids=ids, max_contributions=k, rng=rng)
         return UnitCounts(counts_from_records(values, bins=edges), unit)  # the claim without the bound
 
-    def laplace(eps: float, bounded: bool) -> Mech:
+    def laplace_release(eps: float, bounded: bool) -> Mech:
         def mech(table: Any, rng: np.random.Generator, n: int) -> Any:
             c = counts(table, rng, bounded)
             # one publish of n copies: the noise is independent per bin, so this is n independent releases
@@ -131,10 +131,10 @@ def person_histogram_cases() -> list[AuditCase]:
         return mech
 
     return [
-        AuditCase("histogram.LaplaceHistogram.publish[person]", "histogram", laplace(2.0 * k, True), others, heavy,
-                  2.0 * k, 3_000, rel + f"; epsilon {2 * k} per person is {2.0:g} per row",
-                  control=laplace(2.0 * k, False), control_note=f"person-level claim without bounding ({3 * k} rows)",
-                  batch=True),
+        AuditCase("histogram.LaplaceHistogram.publish[person]", "histogram", laplace_release(2.0 * k, True), others,
+                  heavy, 2.0 * k, 3_000, rel + f"; epsilon {2 * k} per person is {2.0:g} per row",
+                  control=laplace_release(2.0 * k, False),
+                  control_note=f"person-level claim without bounding ({3 * k} rows)", batch=True),
         AuditCase("histogram.HPHP.publish[person]", "histogram", hphp(0.5 * k, True), others, heavy, 0.5 * k, 1_000,
                   rel + f"; epsilon {k // 2} per person is 0.5 per row; whole release (counts, order, boundaries)",
                   control=hphp(0.5 * k, False),
