@@ -123,3 +123,11 @@ def test_bad_schema_declaration(checkins: Path, tmp_path: Path) -> None:
     result = _run(str(checkins), "-e", "0.5", "-o", str(tmp_path / "o.csv"), "--column", "venue",
                   "--schema", str(schema))
     assert result.exit_code == 2 and "'max_contributions' needs 'privacy_id'" in result.output
+
+
+def test_a_value_outside_the_domain_is_reported_even_in_a_dropped_row(tmp_path: Path) -> None:
+    path = tmp_path / "t.csv"
+    pd.DataFrame({"user": ["a"] * 5, "venue": [0, 1, 2, 3, 9]}).to_csv(path, index=False)
+    result = _run(str(path), "-e", "1", "-o", str(tmp_path / "o.csv"), "--column", "venue", "--integer-range", "0:3",
+                  "--privacy-id", "user", "--max-contributions", "1", "--seed", "0")
+    assert result.exit_code == 2 and "outside the declared --integer-range" in result.output

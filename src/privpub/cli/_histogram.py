@@ -416,6 +416,10 @@ def register(app: typer.Typer, reproduce_app: typer.Typer) -> None:
         else:
             data = _read_counts(input, column, counts_column, table, header, privacy_id)
             if unit is not None and isinstance(data, pd.DataFrame):
+                # every row's value is checked against the declared domain first (a bad value is reported
+                # even when bounding would drop its row), then each person is bounded to k rows
+                _counts_from_frame(data, column=column, counts_column=None, categories=categories, bins=bins,
+                                   integer_range=integer_range, attribute=attribute, method=method)
                 data = _bound_frame(data, column=str(column), privacy_id=str(privacy_id),
                                     max_contributions=unit.factor, gen=gen)
         if column is not None and not plain_npy:
