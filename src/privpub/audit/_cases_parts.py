@@ -78,7 +78,68 @@ def histogram_cases() -> list[AuditCase]:
             f"histogram.{name}.publish", "histogram", whole(pub, 2.0), h, h_nb, 2.0, trials,
             rel + "; whole release (counts, order, boundaries)", control=whole(pub, 4.0),
             control_note="epsilon doubled"))
-    return cases
+    return cases + person_histogram_cases()
+
+
+def person_histogram_cases() -> list[AuditCase]:
+    """Person-level histograms (issue 25): a table of people vs the same table with one more person
+    who holds 3k rows, all in one bin (the worst case: bounded to k, they move one count by k).
+
+    ``counts_from_records(..., privacy_ids=..., max_contributions=k)`` bounds every person to ``k``
+    rows and the publisher, given counts that carry ``PrivacyUnit.person(id, k)``, spends
+    ``epsilon / k`` per row: the release must pass at ``epsilon``. The negative control publishes the
+    same person-level claim on counts that were NOT bounded (the 3k rows all count): it is flagged.
+    The bounding key is drawn once per batch of runs: the guarantee holds for every key (for this
+    table the bounded counts do not even depend on it).
+    """
+    from privpub.core import PrivacyUnit
+    from privpub.histogram import HPHP, LaplaceHistogram, UnitCounts, counts_from_records
+
+    k = 2
+    edges = np.arange(5)
+    others = (np.array(["a", "b", "b", "c", "c", "d", "d"], dtype=object), np.array([2, 2, 2, 3, 3, 3, 3]))
+    heavy = (np.r_[others[0], np.array(["x"] * (3 * k), dtype=object)], np.r_[others[1], [3] * (3 * k)])
+    rel = (f"add/remove one person with all their rows: people with <= {k} rows (counts [0, 0, 3, 4]) vs the same "
+           f"plus a person holding {3 * k} rows in bin 3 (beyond k = {k})")
+    unit = PrivacyUnit.person("privacy_id", k)
+
+    def counts(table: Any, rng: np.random.Generator, bounded: bool) -> Any:
+        ids, values = table
+        if bounded:
+            return counts_from_records(values, bins=edges, privacy_ids=ids, max_contributions=k, rng=rng)
+        return UnitCounts(counts_from_records(values, bins=edges), unit)  # the claim without the bound
+
+    def laplace_release(eps: float, bounded: bool) -> Mech:
+        def mech(table: Any, rng: np.random.Generator, n: int) -> Any:
+            c = counts(table, rng, bounded)
+            # one publish of n copies: the noise is independent per bin, so this is n independent releases
+            out = LaplaceHistogram().publish(UnitCounts(np.tile(c, n), c.privacy_unit), epsilon=eps, rng=rng)
+            return np.asarray(out.counts).reshape(n, c.size)
+        return mech
+
+    def hphp(eps: float, bounded: bool) -> Mech:
+        pub = HPHP(split=0.5)
+
+        def mech(table: Any, rng: np.random.Generator, n: int) -> Any:
+            c = counts(table, rng, bounded)
+            rows = []
+            for _ in range(n):
+                r = pub.publish(c, epsilon=eps, rng=rng)
+                pad = np.full(c.size + 1 - r.boundaries.size, -1)
+                rows.append(np.concatenate([r.counts, r.order, r.boundaries, pad]))
+            return np.array(rows)
+        return mech
+
+    return [
+        AuditCase("histogram.LaplaceHistogram.publish[person]", "histogram", laplace_release(2.0 * k, True), others,
+                  heavy, 2.0 * k, 3_000, rel + f"; epsilon {2 * k} per person is {2.0:g} per row",
+                  control=laplace_release(2.0 * k, False),
+                  control_note=f"person-level claim without bounding ({3 * k} rows)", batch=True),
+        AuditCase("histogram.HPHP.publish[person]", "histogram", hphp(0.5 * k, True), others, heavy, 0.5 * k, 1_000,
+                  rel + f"; epsilon {k // 2} per person is 0.5 per row; whole release (counts, order, boundaries)",
+                  control=hphp(0.5 * k, False),
+                  control_note=f"person-level claim without bounding ({3 * k} rows)", batch=True),
+    ]
 
 
 # ---------------------------------------------------------------------------------------------

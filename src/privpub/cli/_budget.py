@@ -52,3 +52,5 @@ def show(
     for c in charges:
         typer.echo(f"  {c.time:<25} {c.method:<18} {c.epsilon:>10.6g}  {c.status:<9} {c.data}"
                    + (f"  ({c.note})" if c.note else ""))
+        if c.unit is not None or c.converted_from is not None:  # record-level charges say nothing, as before
+            typer.echo(f"  {'':<25} protects {c.describe()}")

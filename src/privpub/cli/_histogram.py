@@ -171,9 +171,74 @@ def _counts_from_frame(
     return counts, range(lo, hi + 1)
 
 
+def _check_privacy_id(privacy_id: str | None, max_contributions: int | None, *, column: str | None,
+                      engine: str) -> None:
+    """``--privacy-id`` and ``--max-contributions`` come together, with raw records (``--column``)."""
+    if (privacy_id is None) != (max_contributions is None):
+        missing = "--max-contributions" if max_contributions is None else "--privacy-id"
+        raise ParameterError(f"give --privacy-id COLUMN and --max-contributions K together (each person's rows "
+                             f"are bounded to K); {missing} is missing",
+                             param="max_contributions" if max_contributions is None else "privacy_id")
+    if max_contributions is not None and max_contributions < 1:
+        raise ParameterError(f"--max-contributions must be an integer >= 1, got {max_contributions}",
+                             param="max_contributions")
+    if privacy_id is not None and column is None:
+        raise ParameterError("--privacy-id bounds the rows of raw records: it needs --column (counts have no ids)",
+                             param="privacy_id")
+    if privacy_id is not None and engine == "spark":
+        from inspect import signature
+
+        from privpub.spark import counts
+
+        if "privacy_id" not in signature(counts).parameters:
+            raise ParameterError("--privacy-id is not supported with --engine spark by this privpub; use the pandas "
+                                 "engine", param="privacy_id")
+
+
+def _unit_notice(table: TableInput | None, privacy_id: str | None, epsilon: float) -> str | None:
+    """What to tell a curator who publishes raw records without ``--privacy-id``.
+
+    Only the public schema is read (a schema file's ``privacy_id`` / ``max_contributions``): the
+    largest contribution is named when the schema states it, and otherwise the message says that the
+    check is not run, since counting rows per id in the data would read private data for free.
+    """
+    if privacy_id is not None:
+        return None
+    pid = table.privacy_id if table is not None else None
+    bound = table.max_contributions if table is not None else None
+    if pid is not None and bound is not None:
+        return (f"WARNING: the schema says one {pid!r} can hold up to {bound} rows; this release protects one row, "
+                f"so such a person only at {bound} x epsilon = {bound * epsilon:g}. Pass --privacy-id {pid} "
+                "--max-contributions K to protect each person at epsilon")
+    if pid is not None:
+        return (f"WARNING: the schema says rows repeat per {pid!r}, but not how many one {pid!r} can hold; that "
+                "check is not run (it would read the private data). This release protects one row; pass "
+                f"--privacy-id {pid} --max-contributions K to protect each person")
+    return ("note: this release protects one row; whether one person holds several rows is not checked (the "
+            "schema does not say, and counting it would read the private data). If so, pass --privacy-id COLUMN "
+            "--max-contributions K")
+
+
+def _bound_frame(frame: pd.DataFrame, *, column: str, privacy_id: str, max_contributions: int,
+                 gen: np.random.Generator) -> pd.DataFrame:
+    """Keep at most ``max_contributions`` rows per ``privacy_id`` (privpub.core.bound_contributions,
+    hashing the id and the ``column`` value as privpub.histogram.counts_from_records does)."""
+    from privpub.core import bound_contributions, contribution_key
+
+    if privacy_id not in frame.columns:
+        raise DomainError(f"--privacy-id column {privacy_id!r} is not in the input (columns: "
+                          f"{', '.join(map(str, frame.columns))})", param="privacy_id")
+    mask = bound_contributions(frame[privacy_id], max_contributions, key=contribution_key(gen),
+                               content=frame[column].to_numpy())
+    return frame.loc[mask]
+
+
 def _spark_counts(input: Path, *, column: str | None, categories: str | None, bins: str | None,
-                  integer_range: str | None, counts_column: str | None, method: str) -> tuple[np.ndarray, Any]:
-    """``--engine spark``: counts per declared bin of ``--column``, computed in Spark (privpub.spark.counts)."""
+                  integer_range: str | None, counts_column: str | None, method: str,
+                  privacy_id: str | None = None, max_contributions: int | None = None,
+                  seed: int | None = None) -> tuple[np.ndarray, Any]:
+    """``--engine spark``: counts per declared bin of ``--column``, computed in Spark (privpub.spark.counts);
+    with ``privacy_id`` the rows are bounded inside Spark."""
     from privpub.spark import counts
 
     if column is None or counts_column is not None or integer_range is not None or (bins is None) == (categories is None):
@@ -182,20 +247,32 @@ def _spark_counts(input: Path, *, column: str | None, categories: str | None, bi
     frame = read_spark_table(input)
     if column not in frame.columns:
         raise DomainError(f"column {column!r} is not in {str(input)!r} (columns: {', '.join(frame.columns)})")
+    bounding: dict[str, Any] = {}
+    if privacy_id is not None:  # bounded inside Spark (privpub.spark.counts takes the id and k)
+        from inspect import signature
+
+        accepted = signature(counts).parameters
+        bounding = {"privacy_id": privacy_id, "max_contributions": max_contributions}
+        if "rng" in accepted:
+            bounding["rng"] = seed
+        elif "key" in accepted:
+            from privpub.core import contribution_key
+
+            bounding["key"] = contribution_key(seed)
     if categories is not None:
         cats = _split_list(categories)
         _check_bins(len(cats), method, "--categories")
-        return counts(frame, column, categories=cats), cats
+        return counts(frame, column, categories=cats, **bounding), cats
     try:
         edges = [float(v) for v in _split_list(str(bins))]
     except ValueError as exc:
         raise ParameterError(f"--bins must be comma-separated numbers, got {bins!r}") from exc
     _check_bins(max(len(edges) - 1, 0), method, "--bins")
-    return counts(frame, column, edges), [f"[{a:g}, {b:g})" for a, b in itertools.pairwise(edges)]
+    return counts(frame, column, edges, **bounding), [f"[{a:g}, {b:g})" for a, b in itertools.pairwise(edges)]
 
 
 def _read_counts(input: Path, column: str | None, counts_column: str | None, table: TableInput,
-                 header: bool | None) -> pd.DataFrame | np.ndarray:
+                 header: bool | None, privacy_id: str | None = None) -> pd.DataFrame | np.ndarray:
     """The input table, or the counts themselves for a plain 1-D .npy file or a .txt file of one count per
     line (one bin per entry, as the Hay et al. files come)."""
     if input.suffix.lower() == ".txt" and column is None and counts_column is None:
@@ -218,7 +295,7 @@ def _read_counts(input: Path, column: str | None, counts_column: str | None, tab
             if arr.ndim != 1:
                 raise ParameterError(f"a .npy input of counts must be 1-D, got shape {arr.shape}")
             return arr
-    needed = [c for c in (column, counts_column) if c is not None]
+    needed = [c for c in (column, counts_column, privacy_id) if c is not None]
     return read_records(input, table, header=header, needed=needed, echo=lambda m: typer.echo(m, err=True))
 
 
@@ -257,8 +334,8 @@ def register(app: typer.Typer, reproduce_app: typer.Typer) -> None:
         output: Annotated[Path, typer.Option(
             "--output", "-o", help="Where to write the release: .csv, .json, .parquet or .npy (from the suffix).")],
         column: Annotated[str | None, typer.Option(
-            "--column", help="Column of raw records (one row per person); needs a declared domain (options "
-            "below, or a schema declaring the column).")] = None,
+            "--column", help="Column of raw records (one row per record; with --privacy-id, one person may have "
+            "many); needs a declared domain (options below, or a schema declaring the column).")] = None,
         counts_column: Annotated[str | None, typer.Option(
             "--counts-column", help="Column holding the histogram itself (one bin per row, in bin order; a .txt "
             "file of one count per line or a 1-D .npy needs neither option).")]
@@ -289,10 +366,17 @@ def register(app: typer.Typer, reproduce_app: typer.Typer) -> None:
         data_label: DataLabelOption = None,
         quiet: Annotated[bool, typer.Option("--quiet", help="No progress messages.")] = False,
         engine: EngineOption = "pandas",
+        privacy_id: Annotated[str | None, typer.Option(
+            "--privacy-id", help="Column identifying the person of each row: protect whole people, not rows "
+            "(each person's rows are bounded to --max-contributions, a seeded random subset).")] = None,
+        max_contributions: Annotated[int | None, typer.Option(
+            "--max-contributions", help="The public bound K on one person's rows with --privacy-id (a person "
+            "keeps min(rows, K); the noise is that of K rows).")] = None,
     ) -> None:
         """Publish a histogram under epsilon-DP with HPHP or a baseline; writes bin, count, group.
 
-        Every argument is checked before the input is read or any budget is reserved.
+        Every argument is checked before the input is read or any budget is reserved. With
+        --privacy-id COLUMN --max-contributions K the release protects one person (all their rows).
         """
         checks = Checks()
         checks(check_epsilon, epsilon, "--epsilon")
@@ -313,15 +397,35 @@ def register(app: typer.Typer, reproduce_app: typer.Typer) -> None:
         attribute = None if plain_npy else checks(
             _declared_domain, column=column, counts_column=counts_column, categories=categories, bins=bins,
             integer_range=integer_range, table=table, method=method)
+        checks(_check_privacy_id, privacy_id, max_contributions, column=column, engine=engine)
         checks.done()
+        unit = None
+        gen: Any = seed  # record-level runs keep drawing from the seed as before
+        if privacy_id is not None:
+            from privpub.core import PrivacyUnit, as_generator
+
+            unit = PrivacyUnit.person(privacy_id, max_contributions=int(max_contributions or 0))
+            gen = as_generator(seed)  # the bounding key, then the noise, from one generator
         session = open_session(budget_file, budget_total, data_label or input.name)
         extra = publish_kwargs(pub.publish, session, "histogram")
         data: Any
         if engine == "spark":
             data = _spark_counts(input, column=column, categories=categories, bins=bins,
-                                 integer_range=integer_range, counts_column=counts_column, method=method)
+                                 integer_range=integer_range, counts_column=counts_column, method=method,
+                                 privacy_id=privacy_id, max_contributions=max_contributions, seed=seed)
         else:
-            data = _read_counts(input, column, counts_column, table, header)
+            data = _read_counts(input, column, counts_column, table, header, privacy_id)
+            if unit is not None and isinstance(data, pd.DataFrame):
+                # every row's value is checked against the declared domain first (a bad value is reported
+                # even when bounding would drop its row), then each person is bounded to k rows
+                _counts_from_frame(data, column=column, counts_column=None, categories=categories, bins=bins,
+                                   integer_range=integer_range, attribute=attribute, method=method)
+                data = _bound_frame(data, column=str(column), privacy_id=str(privacy_id),
+                                    max_contributions=unit.factor, gen=gen)
+        if column is not None and not plain_npy:
+            notice = _unit_notice(table, privacy_id, epsilon)
+            if notice is not None and (notice.startswith("WARNING") or not quiet):
+                typer.echo(notice, err=True)
         if isinstance(data, tuple):
             counts, labels = data
         elif isinstance(data, np.ndarray):
@@ -341,7 +445,7 @@ def register(app: typer.Typer, reproduce_app: typer.Typer) -> None:
             typer.echo(f"publishing {len(counts):,} bins with {method} ...", err=True)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", PrivacyWarning)  # the CLI prints its own notice below
-            release = pub.publish(counts, epsilon=epsilon, rng=seed, **extra)
+            release = pub.publish(counts, epsilon=epsilon, rng=gen, privacy_unit=unit, **extra)
         del counts
         n = release.n_bins
         columns: dict[str, Any] = {("bin" if release.attributed else "rank"): range(n)}
@@ -356,6 +460,8 @@ def register(app: typer.Typer, reproduce_app: typer.Typer) -> None:
             typer.echo("WARNING: this release is NOT differentially private (paper reproduction only)", err=True)
         typer.echo(f"{release.method}: {release.n_bins} bins, {release.n_groups} groups, "
                    f"epsilon={release.epsilon:g} -> {output}")
+        if release.ledger.unit.kind == "record":  # a person-level ledger states its unit itself
+            typer.echo(f"protects: {release.ledger.unit}")
         typer.echo(str(release.ledger))
         echo_session(session, budget_file)
 

@@ -66,12 +66,17 @@ class TableInput:
     """The public description a command reads its records with.
 
     ``fmt`` is None when the command has no schema (``histogram`` with a declared domain).
-    ``names`` are the column names of a header-less file.
+    ``names`` are the column names of a header-less file. ``privacy_id`` and
+    ``max_contributions`` are what a schema file states publicly about people with many rows
+    (keys ``"privacy_id"``: the id column, and ``"max_contributions"``: the most rows one id can
+    hold, e.g. a collection limit); None when it does not say.
     """
 
     fmt: TableFormat | None
     names: tuple[str, ...] | None
     source: str
+    privacy_id: str | None = None
+    max_contributions: int | None = None
 
     @property
     def missing(self) -> tuple[str, ...]:
@@ -135,7 +140,25 @@ def resolve_table(*, schema_path: Path | None, dataset_schema: str | None, names
     given = tuple(_split(names)) if names else None
     if given is not None and len(set(given)) != len(given):
         raise ParameterError(f"--names must be distinct, got {names!r}")
-    return TableInput(fmt, given or (fmt.columns if fmt is not None else None), source)
+    pid, bound = _privacy_id_declaration(schema_path) if schema_path is not None else (None, None)
+    return TableInput(fmt, given or (fmt.columns if fmt is not None else None), source, pid, bound)
+
+
+def _privacy_id_declaration(path: Path) -> tuple[str | None, int | None]:
+    """A schema file's public statement about repeated ids: ``"privacy_id"`` (the column) and
+    ``"max_contributions"`` (the most rows one id can hold), each optional."""
+    spec = read_json(path, "schema")
+    pid = spec.get("privacy_id")
+    bound = spec.get("max_contributions")
+    if pid is not None and (not isinstance(pid, str) or not pid):
+        raise ParameterError(f"--schema {str(path)!r}: 'privacy_id' must be a column name", param="privacy_id")
+    if bound is not None and (isinstance(bound, bool) or not isinstance(bound, int) or bound < 1):
+        raise ParameterError(f"--schema {str(path)!r}: 'max_contributions' must be an integer >= 1",
+                             param="max_contributions")
+    if bound is not None and pid is None:
+        raise ParameterError(f"--schema {str(path)!r}: 'max_contributions' needs 'privacy_id' (the column it bounds)",
+                             param="privacy_id")
+    return pid, bound
 
 
 def _is_number(text: str) -> bool:

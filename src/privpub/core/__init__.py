@@ -12,6 +12,7 @@ from privpub.core._accountant import (
     check_session,
 )
 from privpub.core._budget import Budget, BudgetLedger, LedgerEntry, explain_entries, ledger_total, split
+from privpub.core._contributions import ContributionSuggestion, suggest_max_contributions
 from privpub.core._domain import CategoricalAttribute, NumericAttribute, Schema, infer_schema
 from privpub.core._isotonic import isotonic_regression
 from privpub.core._jitcache import prepare_numba_cache
@@ -60,6 +61,7 @@ from privpub.core._session import (
     Session,
     SessionCharge,
     SessionStore,
+    conversion_record,
     refuse_mixed_units,
     refuse_unaffordable,
     session_timestamp,
@@ -93,6 +95,7 @@ __all__ = [
     "BudgetLedger",
     "CategoricalAttribute",
     "Charge",
+    "ContributionSuggestion",
     "DENSE_CELL_LIMIT",
     "FLOAT_EXACT_LIMIT",
     "FileSessionStore",
@@ -140,6 +143,7 @@ __all__ = [
     "check_session",
     "check_working_set",
     "contribution_key",
+    "conversion_record",
     "describe_data",
     "discrete_gaussian",
     "discrete_gaussian_noise",
@@ -179,6 +183,7 @@ __all__ = [
     "sparse_release_probability",
     "spawn",
     "split",
+    "suggest_max_contributions",
     "warn_meaningless_epsilon",
     "zcdp_to_approx_dp",
 ]

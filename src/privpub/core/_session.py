@@ -52,7 +52,7 @@ from privpub.core._validation import check_epsilon
 from privpub.errors import BudgetExceededError, ParameterError
 
 __all__ = ["FileSessionStore", "MemorySessionStore", "Reservation", "Session", "SessionCharge", "SessionStore",
-           "refuse_mixed_units", "refuse_unaffordable", "session_timestamp"]
+           "conversion_record", "refuse_mixed_units", "refuse_unaffordable", "session_timestamp"]
 
 _FORMAT = "privpub-session"
 _VERSION = 1
@@ -70,7 +70,10 @@ class SessionCharge:
     ``status`` is ``"reserved"`` (publishing, or interrupted: counted as spent), ``"spent"`` or
     ``"returned"`` (the publisher failed before drawing any noise; not counted). ``unit`` is the
     release's privacy unit as a record (:meth:`privpub.PrivacyUnit.as_dict`; ``None``: one record,
-    what every charge written before units existed protects).
+    what every charge written before units existed protects). ``converted_from`` is set on a
+    release that was made for another unit and converted explicitly
+    (:meth:`Session.convert_record_level`): ``{"unit": <record>, "epsilon": <its amount>}``, while
+    ``epsilon`` is what the session counts for ``unit``.
     """
 
     id: str
@@ -82,11 +85,22 @@ class SessionCharge:
     note: str = ""
     measure: str = PURE_DP
     unit: dict[str, Any] | None = None
+    converted_from: dict[str, Any] | None = None
 
     @property
     def privacy_unit(self) -> PrivacyUnit:
         """The release's :class:`~privpub.PrivacyUnit`."""
         return PrivacyUnit.from_dict(self.unit)
+
+    def describe(self) -> str:
+        """The charge's unit in words, with the conversion when there was one."""
+        words = str(self.privacy_unit)
+        if self.converted_from:
+            frm = PrivacyUnit.from_dict(self.converted_from.get("unit"))
+            amount = measure_unit(self.measure)
+            words += (f"; converted from {frm} at {amount}={float(self.converted_from['epsilon']):g} "
+                      f"(x {self.epsilon / float(self.converted_from['epsilon']):.6g})")
+        return words
 
     @property
     def counts(self) -> bool:
@@ -107,7 +121,7 @@ def refuse_mixed_units(charges: list[SessionCharge], unit: PrivacyUnit | None, m
 
     Epsilons for different units do not add up to anything a reader can interpret (a record-level
     epsilon and a person-level epsilon are guarantees about different neighbours): a release in
-    another unit must be converted explicitly first (:meth:`Session.reserve`'s ``convert_from``).
+    another unit must be converted explicitly first (:meth:`Session.convert_record_level`).
     """
     unit = check_privacy_unit(unit)
     for c in charges:
@@ -116,7 +130,8 @@ def refuse_mixed_units(charges: list[SessionCharge], unit: PrivacyUnit | None, m
                 f"{method} protects {unit}, but this session already composes releases that protect "
                 f"{c.privacy_unit} ({c.method}); epsilons for different privacy units do not add up. Convert "
                 "explicitly (a record-level release on data with at most k rows per person costs k x epsilon "
-                "per person: publish with privacy_unit=PrivacyUnit.person(column, k)), or use another session",
+                "per person: publish with privacy_unit=PrivacyUnit.person(column, k), or under "
+                "session.convert_record_level(k)), or use another session",
                 param="privacy_unit")
 
 
@@ -146,9 +161,11 @@ class SessionStore(ABC):
 
     @abstractmethod
     def reserve(self, epsilon: float, *, method: str, data: str,
-                unit: PrivacyUnit | None = None) -> SessionCharge:
+                unit: PrivacyUnit | None = None,
+                converted_from: dict[str, Any] | None = None) -> SessionCharge:
         """Append a ``"reserved"`` charge if the rest of the budget covers it and its privacy
-        ``unit`` composes with the others' (:func:`refuse_mixed_units`), else raise."""
+        ``unit`` composes with the others' (:func:`refuse_mixed_units`), else raise.
+        ``converted_from`` is stored on the charge as given (see :class:`SessionCharge`)."""
 
     @abstractmethod
     def settle(self, charge_id: str, *, status: str, note: str = "") -> None:
@@ -169,12 +186,13 @@ class MemorySessionStore(SessionStore):
         self._lock = threading.Lock()
 
     def reserve(self, epsilon: float, *, method: str, data: str,
-                unit: PrivacyUnit | None = None) -> SessionCharge:
+                unit: PrivacyUnit | None = None,
+                converted_from: dict[str, Any] | None = None) -> SessionCharge:
         with self._lock:
             refuse_mixed_units(self._charges, unit, method)
             refuse_unaffordable(self.total_epsilon, self._charges, epsilon, method, self.measure)
             c = SessionCharge(uuid.uuid4().hex, session_timestamp(), method, epsilon, data, "reserved",
-                              measure=self.measure, unit=_unit_record(unit))
+                              measure=self.measure, unit=_unit_record(unit), converted_from=converted_from)
             self._charges.append(c)
             return c
 
@@ -286,16 +304,19 @@ class FileSessionStore(SessionStore):
                 del c["measure"]
             if c.get("unit") is None:  # record-level charges stay byte-compatible with older privpub
                 c.pop("unit", None)
+            if c.get("converted_from") is None:
+                c.pop("converted_from", None)
         _atomic_write_json(self.path, out)
 
     def reserve(self, epsilon: float, *, method: str, data: str,
-                unit: PrivacyUnit | None = None) -> SessionCharge:
+                unit: PrivacyUnit | None = None,
+                converted_from: dict[str, Any] | None = None) -> SessionCharge:
         with _locked(self.path):
             payload = self._read()
             refuse_mixed_units(payload["charges"], unit, method)
             refuse_unaffordable(payload["total_epsilon"], payload["charges"], epsilon, method, payload["measure"])
             c = SessionCharge(uuid.uuid4().hex, session_timestamp(), method, epsilon, data, "reserved",
-                              measure=payload["measure"], unit=_unit_record(unit))
+                              measure=payload["measure"], unit=_unit_record(unit), converted_from=converted_from)
             payload["charges"].append(c)
             self._write(payload)
             return c
@@ -310,6 +331,12 @@ class FileSessionStore(SessionStore):
     def charges(self) -> list[SessionCharge]:
         with _locked(self.path):
             return list(self._read()["charges"])
+
+
+def conversion_record(unit: PrivacyUnit, epsilon: float) -> dict[str, Any]:
+    """The ``converted_from`` record of a charge made for ``unit`` at ``epsilon`` (see
+    :class:`SessionCharge`)."""
+    return {"unit": unit.as_dict(), "epsilon": float(epsilon)}
 
 
 def _unit_record(unit: PrivacyUnit | None) -> dict[str, Any] | None:
@@ -396,6 +423,7 @@ class Session:
             )
         self._store = store
         self.data_label = str(data_label)
+        self._convert_to: PrivacyUnit | None = None
 
     @classmethod
     def open(cls, path: str | os.PathLike[str], *, total_epsilon: float | None = None,
@@ -426,7 +454,60 @@ class Session:
 
     def on(self, data_label: str) -> Session:
         """The same session (same budget and record), labelling the data of the next releases."""
-        return Session(store=self._store, data_label=data_label)
+        view = Session(store=self._store, data_label=data_label)
+        view._convert_to = self._convert_to
+        return view
+
+    def convert_record_level(self, max_contributions: int, *, column: str | None = None) -> Session:
+        """The same session, converting record-level releases into person-level charges.
+
+        The explicit conversion of a person-level session (whose releases protect one person,
+        ``PrivacyUnit.person(column, k)``): a release published under the returned view that
+        protects one record, made on data where **each person holds at most**
+        ``max_contributions`` **rows** (the caller vouches for that bound), is charged
+        ``k x epsilon`` (``k^2 x rho`` under zCDP) for the person unit, by group privacy. Its
+        charge states both amounts (:attr:`SessionCharge.converted_from` and
+        :meth:`SessionCharge.describe`); the session's total counts the person-level one.
+        Releases that already state a unit pass through unchanged.
+
+        Parameters
+        ----------
+        max_contributions : int
+            The bound ``k`` on the rows of one person in the data of the converted releases.
+        column : str, optional
+            The privacy-id column of the person unit (default: the column of the session's
+            person-level releases; needed when there are none yet).
+
+        Examples
+        --------
+        >>> from privpub import PrivacyUnit, Session
+        >>> from privpub.histogram import LaplaceHistogram
+        >>> session = Session(total_epsilon=2.0)
+        >>> _ = LaplaceHistogram().publish([4, 1], epsilon=0.5, rng=0, session=session,
+        ...                                privacy_unit=PrivacyUnit.person("user", 3))
+        >>> _ = LaplaceHistogram().publish([9, 2], epsilon=0.25, rng=0, session=session.convert_record_level(3))
+        >>> round(session.spent, 6), session.charges[-1].describe()
+        (1.25, "one person (all rows with the same 'user', at most 3 rows each), added or removed; converted from one record (row), added or removed at epsilon=0.25 (x 3)")
+        """
+        from privpub.core._validation import check_positive_int
+
+        k = check_positive_int(max_contributions, "max_contributions")
+        if column is None:
+            columns = {c.privacy_unit.column for c in self._store.charges()
+                       if c.counts and c.privacy_unit.kind == "person"}
+            if len(columns) != 1:
+                raise ParameterError("convert_record_level needs column= (the privacy-id column of the person "
+                                     "unit): the session has no person-level release to take it from",
+                                     param="privacy_id")
+            column = str(columns.pop())
+        view = Session(store=self._store, data_label=self.data_label)
+        view._convert_to = PrivacyUnit.person(column, max_contributions=k)
+        return view
+
+    @property
+    def converts_to(self) -> PrivacyUnit | None:
+        """The unit record-level releases are converted to under this view (None: no conversion)."""
+        return self._convert_to
 
     # -- reading -------------------------------------------------------------------------------
     @property
@@ -490,6 +571,11 @@ class Session:
         eps = check_epsilon(epsilon, measure_unit(measure))
         unit = check_privacy_unit(unit)
         label = f"{self.data_label} ({data})" if self.data_label and data else (self.data_label or data)
+        if self._convert_to is not None and unit == RECORD:  # the explicit conversion (convert_record_level)
+            target = self._convert_to
+            return Reservation(self._store, self._store.reserve(
+                target.unit_amount(eps, measure), method=method, data=label, unit=target,
+                converted_from=conversion_record(unit, eps)))
         if unit == RECORD:  # stores written before units existed take no unit
             return Reservation(self._store, self._store.reserve(eps, method=method, data=label))
         return Reservation(self._store, self._store.reserve(eps, method=method, data=label, unit=unit))
@@ -520,5 +606,8 @@ class Session:
         lines = [f"session: total {unit}{kind} {self.total_epsilon:g}, spent {self.spent:.6g}, "
                  f"remaining {self.remaining:.6g}"]
         for c in self._store.charges():
-            lines.append(f"  {c.time}  {c.method:<16} {unit}={c.epsilon:<8g} {c.status:<8} {c.data}")
+            line = f"  {c.time}  {c.method:<16} {unit}={c.epsilon:<8g} {c.status:<8} {c.data}"
+            if c.unit is not None or c.converted_from is not None:
+                line += f"  [protects {c.describe()}]"
+            lines.append(line)
         return "\n".join(lines)

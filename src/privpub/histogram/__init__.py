@@ -17,6 +17,7 @@ Examples
 
 from __future__ import annotations
 
+from privpub.core import ContributionSuggestion, suggest_max_contributions
 from privpub.histogram._kernels import (
     ahp_clusters,
     dp_group,
@@ -37,6 +38,7 @@ from privpub.histogram._publishers import (
     HistogramRelease,
     LaplaceHistogram,
     OptimalGrouping,
+    UnitCounts,
     ahp_structure,
     counts_from_records,
     hphp_structure,
@@ -44,14 +46,17 @@ from privpub.histogram._publishers import (
     noise_vector,
     peak_bytes,
     rank_structure,
+    release_unit,
 )
 
 __all__ = [
     "AHP",
+    "ContributionSuggestion",
     "HPHP",
     "HistogramRelease",
     "LaplaceHistogram",
     "OptimalGrouping",
+    "UnitCounts",
     "PEAK_BYTES_PER_BIN",
     "PUBLISHERS",
     "ahp_clusters",
@@ -71,5 +76,7 @@ __all__ = [
     "peak_bytes",
     "publish_groups",
     "rank_structure",
+    "release_unit",
     "segment_cost",
+    "suggest_max_contributions",
 ]

@@ -21,15 +21,18 @@ from numpy.typing import ArrayLike, NDArray
 from privpub.core import (
     FLOAT_EXACT_LIMIT,
     BudgetLedger,
+    PrivacyUnit,
     Publisher,
     Release,
     RNGLike,
     Session,
     accounting,
     as_generator,
+    bound_contributions,
     check_array,
     check_counts,
     check_epsilon,
+    check_privacy_unit,
     check_probability,
     check_real,
     check_working_set,
@@ -53,6 +56,7 @@ __all__ = [
     "OptimalGrouping",
     "PEAK_BYTES_PER_BIN",
     "PUBLISHERS",
+    "UnitCounts",
     "ahp_structure",
     "counts_from_records",
     "hphp_structure",
@@ -60,6 +64,7 @@ __all__ = [
     "noise_vector",
     "peak_bytes",
     "rank_structure",
+    "release_unit",
 ]
 
 _NOISES = ("discrete", "laplace")
@@ -79,6 +84,92 @@ def _check_grouping(grouping: str) -> str:
 
 def _check_split(value: Any, name: str = "split") -> float:
     return check_probability(value, name, low=0.0, high=1.0, closed="neither")
+
+
+class UnitCounts(np.ndarray):
+    """Histogram counts that carry the privacy unit they were built for (``counts.privacy_unit``).
+
+    :func:`counts_from_records` returns them: with ``privacy_ids`` and ``max_contributions`` the
+    rows were bounded to at most ``k`` per person and the unit is
+    ``PrivacyUnit.person(column, k)``; without, one record. Every histogram publisher's
+    ``publish`` reads the unit and charges for it (an ndarray subclass, so everything else treats
+    them as the int64 counts they are; arithmetic on them keeps the unit).
+
+    Examples
+    --------
+    >>> from privpub import PrivacyUnit
+    >>> c = UnitCounts([3, 1], PrivacyUnit.person("user", 2))
+    >>> c.tolist(), c.privacy_unit.max_contributions
+    ([3, 1], 2)
+    """
+
+    privacy_unit: PrivacyUnit
+
+    def __new__(cls, counts: ArrayLike, privacy_unit: PrivacyUnit | None = None) -> UnitCounts:
+        obj = np.asarray(counts, dtype=np.int64).view(cls)
+        obj.privacy_unit = check_privacy_unit(privacy_unit)
+        return obj
+
+    def __array_finalize__(self, obj: Any) -> None:
+        self.privacy_unit = getattr(obj, "privacy_unit", PrivacyUnit.record())
+
+    def __array_wrap__(self, array: Any, context: Any = None, return_scalar: bool = False) -> Any:
+        if array.ndim == 0:  # reductions (sum, max) give plain numbers, as for an ndarray
+            return array[()]
+        return super().__array_wrap__(array, context, return_scalar)
+
+    def __reduce__(self) -> Any:  # pickling keeps the unit
+        reduced: Any = super().__reduce__()
+        return reduced[0], reduced[1], (reduced[2], self.privacy_unit.as_dict())
+
+    def __setstate__(self, state: Any) -> None:
+        if isinstance(state, tuple) and len(state) == 2 and isinstance(state[1], dict):
+            super().__setstate__(state[0])
+            self.privacy_unit = PrivacyUnit.from_dict(state[1])
+        else:  # pragma: no cover - plain ndarray state
+            super().__setstate__(state)
+
+
+#: the unit kinds a central histogram protects (add/remove neighbours; counts have L1 sensitivity 1
+#: per record, k per person bounded to k rows)
+_HISTOGRAM_KINDS = ("record", "person")
+
+
+def release_unit(data: Any, privacy_unit: Any, publisher: str) -> PrivacyUnit:
+    """The unit a histogram ``publish`` protects: ``privacy_unit`` if given, else the one ``data``
+    carries (:class:`UnitCounts`), else one record.
+
+    ``privacy_unit=PrivacyUnit.person(column, k)`` on counts that carry no person unit (a plain
+    array, or record-level counts) is the explicit conversion of the caller who knows the rows
+    hold at most ``k`` per person: the release spends ``epsilon / k`` at record level. On counts
+    bounded to ``k`` it must protect the same people with a bound of at least ``k``. Units a
+    histogram cannot state (streams, local DP, the replace relation) are refused with
+    :class:`~privpub.errors.ParameterError` (``param="privacy_unit"``), never ignored.
+    """
+    given = None if privacy_unit is None else check_privacy_unit(privacy_unit)
+    carried_raw = getattr(data, "privacy_unit", None)
+    carried = None if carried_raw is None else check_privacy_unit(carried_raw)
+    if given is None:
+        unit = carried if carried is not None else PrivacyUnit.record()
+    elif carried is None or carried.kind == "record":
+        unit = given
+    elif carried.same_protection(given) and given.factor >= carried.factor:
+        unit = given
+    else:
+        raise ParameterError(
+            f"{publisher}: the counts were built for {carried}, but privacy_unit={given} was given; a release "
+            "can only state the unit its data was bounded for (or a larger bound k for the same people)",
+            param="privacy_unit")
+    if unit.kind not in _HISTOGRAM_KINDS or unit.relation != "add_remove":
+        raise ParameterError(
+            f"{publisher} protects one record or one person's bounded rows, added or removed; it cannot state "
+            f"{unit} (the counts' sensitivity is derived for add/remove neighbours)", param="privacy_unit")
+    return unit
+
+
+def _unit_params(params: dict[str, Any], unit: PrivacyUnit) -> dict[str, Any]:
+    """A release's params, with the unit when it is not one record (older outputs unchanged)."""
+    return params if unit.kind == "record" else {**params, "privacy_unit": unit.as_dict()}
 
 
 def noise_variance(epsilon: float, noise: str = "discrete") -> float:
@@ -163,6 +254,8 @@ def _counts(data: ArrayLike, publisher: str, method: str, grouping: str = "fast"
     """``data`` as int64 counts, after checking the call's peak memory fits the budget (before any
     allocation when the size is known without converting ``data``)."""
     key = method if method in ("laplace", "ahp") else grouping
+    if isinstance(data, UnitCounts):  # the unit was read by the caller; compute on plain int64
+        data = data.view(np.ndarray)
     n = _n_bins(data)
     if n is not None:
         check_working_set(n, PEAK_BYTES_PER_BIN[key], f"{publisher}.publish", "the number of bins of data",
@@ -216,6 +309,12 @@ class HistogramRelease(Release):
     @property
     def n_bins(self) -> int:
         return int(self.counts.shape[0])
+
+    @property
+    def privacy_unit(self) -> PrivacyUnit:
+        """Whom the release protects (its ledger's unit: one record, or one person bounded to ``k``
+        rows)."""
+        return self.ledger.unit
 
     @property
     def order(self) -> NDArray[np.int64]:
@@ -507,23 +606,31 @@ class HPHP(Publisher):
         return self.variant != "paper"
 
     def publish(
-        self, data: ArrayLike, *, epsilon: float, rng: RNGLike = None, session: Session | None = None
+        self, data: ArrayLike, *, epsilon: float, rng: RNGLike = None, session: Session | None = None,
+        privacy_unit: PrivacyUnit | None = None,
     ) -> HistogramRelease:
         """Publish the histogram ``data`` (1-D non-negative integer counts) with budget ``epsilon``.
 
         Under a ``session``, ``epsilon`` is reserved there first (refused if the session cannot pay;
         the ``"paper"`` variant is not private and is refused under any session).
+
+        ``privacy_unit`` (default: the unit the counts carry, see :class:`UnitCounts`; else one
+        record): for ``PrivacyUnit.person(column, k)`` every mechanism draws at ``epsilon / k`` per
+        row and the ledger states the release per person (see :func:`release_unit`).
         """
         method = {"private": "hphp", "unattributed": "hphp_unattributed", "paper": "hphp_paper"}[self.variant]
+        unit = release_unit(data, privacy_unit, "HPHP")
         counts = _counts(data, "HPHP", method, self.grouping)
         eps = check_epsilon(epsilon)
         gen = as_generator(rng)
         _check_float_output(counts, method)
-        eps1, eps2 = split(eps, [self.rho, 1.0 - self.rho])
+        split(unit.record_amount(eps), [self.rho, 1.0 - self.rho])  # checked before anything is reserved
         n = counts.size
-        params = {**asdict(self), "rho": self.rho, "epsilon1": eps1, "epsilon2": eps2}
         with accounting(eps, method=method, session=session, data=describe_data(counts),
-                        private=self.private) as acc:
+                        private=self.private, unit=unit) as acc:
+            # every mechanism draws at record level from the unit's record budget (eps / k for a person)
+            eps1, eps2 = split(acc.record_budget, [self.rho, 1.0 - self.rho])
+            params = _unit_params({**asdict(self), "rho": self.rho, "epsilon1": eps1, "epsilon2": eps2}, unit)
             if self.variant == "private":
                 with acc.step("structure"):
                     y = _noisy(counts, eps1, self.noise, gen, note=f"the {n} counts (L1 sensitivity 1)")
@@ -605,16 +712,24 @@ class AHP(Publisher):
         _check_noise(self.noise)
 
     def publish(
-        self, data: ArrayLike, *, epsilon: float, rng: RNGLike = None, session: Session | None = None
+        self, data: ArrayLike, *, epsilon: float, rng: RNGLike = None, session: Session | None = None,
+        privacy_unit: PrivacyUnit | None = None,
     ) -> HistogramRelease:
-        """Publish the histogram ``data`` with budget ``epsilon`` (reserved in ``session`` first, if any)."""
+        """Publish the histogram ``data`` with budget ``epsilon`` (reserved in ``session`` first, if any).
+
+        ``privacy_unit`` (default: the unit the counts carry, see :class:`UnitCounts`; else one
+        record): for ``PrivacyUnit.person(column, k)`` every mechanism draws at ``epsilon / k`` per
+        row and the ledger states the release per person (see :func:`release_unit`).
+        """
+        unit = release_unit(data, privacy_unit, "AHP")
         counts = _counts(data, "AHP", "ahp")
         eps = check_epsilon(epsilon)
         gen = as_generator(rng)
         _check_float_output(counts, "ahp")
-        eps1, eps2 = split(eps, [self.ratio, 1.0 - self.ratio])
+        split(unit.record_amount(eps), [self.ratio, 1.0 - self.ratio])  # checked before anything is reserved
         n = counts.size
-        with accounting(eps, method="ahp", session=session, data=describe_data(counts)) as acc:
+        with accounting(eps, method="ahp", session=session, data=describe_data(counts), unit=unit) as acc:
+            eps1, eps2 = split(acc.record_budget, [self.ratio, 1.0 - self.ratio])
             with acc.step("structure"):
                 y = _noisy(counts, eps1, self.noise, gen, note=f"the {n} counts (L1 sensitivity 1)")
             order, bounds = ahp_structure(y, epsilon1=eps1, epsilon2=eps2, eta=self.eta, noise=self.noise)
@@ -623,7 +738,7 @@ class AHP(Publisher):
                 z = noise_vector(k, eps2, self.noise, gen,
                           note=f"one draw per cluster sum; {k} disjoint clusters (L1 sensitivity 1)")
             out = publish_groups(counts, order, bounds, z)
-            params = {**asdict(self), "epsilon1": eps1, "epsilon2": eps2}
+            params = _unit_params({**asdict(self), "epsilon1": eps1, "epsilon2": eps2}, unit)
             return _release(counts=out, order=order, boundaries=bounds, ledger=acc.seal(), epsilon=eps,
                             method="ahp", noise=self.noise, params=params)
 
@@ -661,23 +776,29 @@ class LaplaceHistogram(Publisher):
         _check_noise(self.noise)
 
     def publish(
-        self, data: ArrayLike, *, epsilon: float, rng: RNGLike = None, session: Session | None = None
+        self, data: ArrayLike, *, epsilon: float, rng: RNGLike = None, session: Session | None = None,
+        privacy_unit: PrivacyUnit | None = None,
     ) -> HistogramRelease:
         """Publish the histogram ``data`` with budget ``epsilon`` (reserved in ``session`` first, if any).
 
         With the default discrete noise the counts stay int64 end to end (exact up to 2**62).
+
+        ``privacy_unit`` (default: the unit the counts carry, see :class:`UnitCounts`; else one
+        record): for ``PrivacyUnit.person(column, k)`` every mechanism draws at ``epsilon / k`` per
+        row and the ledger states the release per person (see :func:`release_unit`).
         """
+        unit = release_unit(data, privacy_unit, "LaplaceHistogram")
         counts = _counts(data, "LaplaceHistogram", "laplace")
         eps = check_epsilon(epsilon)
         gen = as_generator(rng)
         n = counts.size
-        with accounting(eps, method="laplace", session=session, data=describe_data(counts)) as acc:
+        with accounting(eps, method="laplace", session=session, data=describe_data(counts), unit=unit) as acc:
             with acc.step("publish"):
-                out = _noisy(counts, eps, self.noise, gen, note=f"the {n} counts (L1 sensitivity 1)")
+                out = _noisy(counts, acc.record_budget, self.noise, gen, note=f"the {n} counts (L1 sensitivity 1)")
             if self.clamp:
                 np.maximum(out, 0, out=out)
             return _release(counts=out, order=None, boundaries=None, ledger=acc.seal(), epsilon=eps,
-                            method="laplace", noise=self.noise, params=asdict(self))
+                            method="laplace", noise=self.noise, params=_unit_params(asdict(self), unit))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -723,16 +844,24 @@ class OptimalGrouping(Publisher):
         _check_grouping(self.grouping)
 
     def publish(
-        self, data: ArrayLike, *, epsilon: float, rng: RNGLike = None, session: Session | None = None
+        self, data: ArrayLike, *, epsilon: float, rng: RNGLike = None, session: Session | None = None,
+        privacy_unit: PrivacyUnit | None = None,
     ) -> HistogramRelease:
-        """Publish the histogram ``data`` (non-private grouping); refused under any ``session``."""
+        """Publish the histogram ``data`` (non-private grouping); refused under any ``session``.
+
+        ``privacy_unit`` (default: the unit the counts carry, see :class:`UnitCounts`; else one
+        record): for ``PrivacyUnit.person(column, k)`` every mechanism draws at ``epsilon / k`` per
+        row and the ledger states the release per person (see :func:`release_unit`).
+        """
+        unit = release_unit(data, privacy_unit, "OptimalGrouping")
         counts = _counts(data, "OptimalGrouping", "optimal", self.grouping)
         eps = check_epsilon(epsilon)
         gen = as_generator(rng)
         _check_float_output(counts, "optimal")
-        eps1, eps2 = split(eps, [self.split, 1.0 - self.split])
+        split(unit.record_amount(eps), [self.split, 1.0 - self.split])  # checked before anything is reserved
         with accounting(eps, method="optimal", session=session, data=describe_data(counts),
-                        private=False) as acc:
+                        private=False, unit=unit) as acc:
+            eps1, eps2 = split(acc.record_budget, [self.split, 1.0 - self.split])
             acc.leak("structure", "exact sort and grouping of the TRUE counts: not differentially private")
             perm = np.argsort(counts, kind="stable").astype(np.int64)
             _, bounds = dp_group(counts[perm].astype(np.float64), noise_variance(eps2, self.noise), 0.0,
@@ -742,7 +871,7 @@ class OptimalGrouping(Publisher):
                 z = noise_vector(k, eps2, self.noise, gen,
                           note=f"one draw per group sum; {k} disjoint groups (L1 sensitivity 1)")
             out = publish_groups(counts, perm, bounds, z)
-            params = {**asdict(self), "epsilon1": eps1, "epsilon2": eps2}
+            params = _unit_params({**asdict(self), "epsilon1": eps1, "epsilon2": eps2}, unit)
             return _release(counts=out, order=perm, boundaries=bounds, ledger=acc.seal(), epsilon=eps,
                             method="optimal", noise=self.noise, params=params, private=False)
 
@@ -763,7 +892,12 @@ def counts_from_records(
     *,
     bins: ArrayLike | None = None,
     categories: ArrayLike | None = None,
-) -> NDArray[np.int64]:
+    privacy_ids: ArrayLike | None = None,
+    max_contributions: int | None = None,
+    privacy_id_column: str | None = None,
+    rng: RNGLike = None,
+    key: str | None = None,
+) -> UnitCounts:
     """Build a histogram from a column of raw records with declared (public) bins or categories.
 
     Exactly one of ``bins`` (increasing numeric edges; bin ``k`` is ``[edges[k], edges[k+1])``,
@@ -771,15 +905,67 @@ def counts_from_records(
     order) must be given. The domain must be declared, not read from the data: deriving it from
     the data would leak. Values outside the domain raise :class:`~privpub.errors.DomainError`.
 
+    **Protecting people, not rows.** When one person may hold many rows, give ``privacy_ids``
+    (one id per row) and ``max_contributions=k`` (a public bound, e.g. from
+    :func:`~privpub.core.suggest_max_contributions`): each person's rows are bounded to exactly
+    ``min(rows, k)`` by :func:`privpub.core.bound_contributions` (a keyed hash of the id and the
+    value, seeded by ``rng`` or ``key``; which rows of a person are kept never depends on other
+    people's data) and the counts carry ``PrivacyUnit.person(column, k)``. Every histogram
+    publisher then protects a whole person at the ``epsilon`` it is given (the mechanisms draw at
+    ``epsilon / k``). Without them the counts carry one record as their unit.
+
+    Parameters
+    ----------
+    values : array_like
+        One value per record.
+    bins, categories : array_like
+        The declared domain (exactly one).
+    privacy_ids : array_like, optional
+        One privacy id per record (missing ids are refused).
+    max_contributions : int, optional
+        The bound ``k`` on each person's rows (needed with ``privacy_ids``).
+    privacy_id_column : str, optional
+        The name of the id column stated in the unit (default: ``privacy_ids.name`` for a named
+        :class:`pandas.Series`, else ``"privacy_id"``).
+    rng : seed or Generator
+        Draws the bounding key when ``key`` is not given.
+    key : str, optional
+        A 16-character bounding key (:func:`privpub.core.contribution_key`): the same key keeps
+        the same rows (the Spark path agrees with this one for one key).
+
+    Returns
+    -------
+    UnitCounts
+        int64 counts (an ndarray) with ``.privacy_unit``.
+
     Examples
     --------
     >>> counts_from_records(["a", "c", "a"], categories=["a", "b", "c"]).tolist()
     [2, 0, 1]
     >>> counts_from_records([0.5, 1.5, 2.0], bins=[0, 1, 2]).tolist()
     [1, 2]
+    >>> c = counts_from_records(["a", "a", "a", "c"], categories=["a", "b", "c"],
+    ...                         privacy_ids=[7, 7, 7, 8], max_contributions=2, rng=0)
+    >>> c.tolist(), str(c.privacy_unit)
+    ([2, 0, 1], "one person (all rows with the same 'privacy_id', at most 2 rows each), added or removed")
     """
     if (bins is None) == (categories is None):
         raise ParameterError("give exactly one of bins (numeric edges) or categories (declared values)")
+    if (privacy_ids is None) != (max_contributions is None):
+        missing = "max_contributions" if max_contributions is None else "privacy_ids"
+        raise ParameterError("give privacy_ids and max_contributions together (the rows of one person are bounded "
+                             f"to max_contributions); {missing} is missing", param=missing)
+    unit = PrivacyUnit.record()
+    if privacy_ids is not None:
+        name = privacy_id_column
+        if name is None:
+            series_name = getattr(privacy_ids, "name", None)
+            name = series_name if isinstance(series_name, str) and series_name else "privacy_id"
+        unit = PrivacyUnit.person(name, max_contributions=max_contributions)  # type: ignore[arg-type]
+        n_ids, n_values = len(privacy_ids), len(values)  # type: ignore[arg-type]
+        if n_ids != n_values:
+            raise ParameterError(f"privacy_ids must hold one id per record ({n_values}), got {n_ids}",
+                                 param="privacy_ids")
     if categories is not None:
         cats = pd.Index(np.asarray(categories, dtype=object))
         if cats.size == 0 or cats.has_duplicates:
@@ -791,14 +977,21 @@ def counts_from_records(
         if np.any(codes < 0):
             bad = vals.to_numpy()[codes < 0][0]
             raise DomainError(f"values must lie in the declared categories, got {bad!r}", param="values")
-        return np.bincount(codes, minlength=cats.size).astype(np.int64)
-    edges = check_array(bins, "bins", ndim=1).astype(np.float64)
-    if edges.size < 2 or np.any(np.diff(edges) <= 0):
-        raise ParameterError("bins must be at least two strictly increasing edges", param="bins")
-    vals_f = np.asarray(pd.to_numeric(pd.Series(np.asarray(values)), errors="coerce"), dtype=np.float64)
-    if np.any(np.isnan(vals_f)):
-        raise DomainError("values must be numeric and not NaN", param="values")
-    if np.any(vals_f < edges[0]) or np.any(vals_f > edges[-1]):
-        raise DomainError(f"values must lie in the declared range [{edges[0]}, {edges[-1]}]", param="values")
-    idx = np.clip(np.searchsorted(edges, vals_f, side="right") - 1, 0, edges.size - 2)
-    return np.bincount(idx, minlength=edges.size - 1).astype(np.int64)
+        size = cats.size
+    else:
+        edges = check_array(bins, "bins", ndim=1).astype(np.float64)  # type: ignore[arg-type]
+        if edges.size < 2 or np.any(np.diff(edges) <= 0):
+            raise ParameterError("bins must be at least two strictly increasing edges", param="bins")
+        vals_f = np.asarray(pd.to_numeric(pd.Series(np.asarray(values)), errors="coerce"), dtype=np.float64)
+        if np.any(np.isnan(vals_f)):
+            raise DomainError("values must be numeric and not NaN", param="values")
+        if np.any(vals_f < edges[0]) or np.any(vals_f > edges[-1]):
+            raise DomainError(f"values must lie in the declared range [{edges[0]}, {edges[-1]}]", param="values")
+        codes = np.clip(np.searchsorted(edges, vals_f, side="right") - 1, 0, edges.size - 2)
+        size = edges.size - 1
+    if privacy_ids is not None:
+        # a row's hash reads its id and its value only: which rows of a person are kept is a function
+        # of that person's rows and the key (the Spark path hashes the same id and value strings)
+        keep = bound_contributions(privacy_ids, unit.factor, rng=rng, key=key, content=np.asarray(values))
+        codes = codes[keep]
+    return UnitCounts(np.bincount(codes, minlength=size).astype(np.int64), unit)

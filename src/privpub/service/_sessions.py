@@ -4,20 +4,28 @@
 ``privpub.core.Session.open("sqlite:///budget.db", total_epsilon=3)`` calls it. Reserving is atomic
 across processes: on PostgreSQL the session's row is locked (``SELECT ... FOR UPDATE``) while the
 spent total is summed and the new charge appended; on SQLite the whole check-and-append runs in a
-``BEGIN IMMEDIATE`` transaction, which holds the database's write lock.
+``BEGIN IMMEDIATE`` transaction, which holds the database's write lock. The same transaction refuses a
+release whose privacy unit does not compose with the session's (:func:`privpub.core.refuse_mixed_units`);
+each charge stores its unit and, for an explicitly converted release, the unit and amount it was
+converted from (columns ``unit`` and ``converted_from``, JSON; migration 0006).
 """
 
 from __future__ import annotations
 
+import json
 import math
 import uuid
+from typing import Any
 
 import sqlalchemy as sa
 
 from privpub.core import (
+    PrivacyUnit,
     SessionCharge,
     SessionStore,
     check_epsilon,
+    check_privacy_unit,
+    refuse_mixed_units,
     refuse_unaffordable,
     register_session_store,
     session_timestamp,
@@ -65,21 +73,31 @@ class DatabaseSessionStore(SessionStore):
 
     def _charges(self, conn: sa.Connection) -> list[SessionCharge]:
         c = budget_charges.c
-        rows = conn.execute(sa.select(c.id, c.time, c.method, c.epsilon, c.data, c.status, c.note)
+        rows = conn.execute(sa.select(c.id, c.time, c.method, c.epsilon, c.data, c.status, c.note, c.unit,
+                                      c.converted_from)
                             .where(c.session_name == self.name).order_by(c.seq)).all()
-        return [SessionCharge(r.id, r.time, r.method, float(r.epsilon), r.data, r.status, r.note) for r in rows]
+        return [SessionCharge(r.id, r.time, r.method, float(r.epsilon), r.data, r.status, r.note,
+                              unit=_json(r.unit), converted_from=_json(r.converted_from)) for r in rows]
 
-    def reserve(self, epsilon: float, *, method: str, data: str) -> SessionCharge:
+    def reserve(self, epsilon: float, *, method: str, data: str, unit: PrivacyUnit | None = None,
+                converted_from: dict[str, Any] | None = None) -> SessionCharge:
         eps = check_epsilon(epsilon)
+        unit = check_privacy_unit(unit)
+        unit_record = None if unit == PrivacyUnit.record() else unit.as_dict()
         with write_tx(self._engine) as conn:
             # the row lock (PostgreSQL) / the write lock (SQLite BEGIN IMMEDIATE) serialises reservers
             conn.execute(sa.select(budget_sessions.c.name).where(budget_sessions.c.name == self.name)
                          .with_for_update()).one()
-            refuse_unaffordable(self.total_epsilon, self._charges(conn), eps, method)
-            charge = SessionCharge(uuid.uuid4().hex, session_timestamp(), str(method), eps, str(data), "reserved")
+            charges = self._charges(conn)
+            refuse_mixed_units(charges, unit, method)
+            refuse_unaffordable(self.total_epsilon, charges, eps, method)
+            charge = SessionCharge(uuid.uuid4().hex, session_timestamp(), str(method), eps, str(data), "reserved",
+                                   unit=unit_record, converted_from=converted_from)
             conn.execute(sa.insert(budget_charges).values(
                 id=charge.id, session_name=self.name, time=charge.time, method=charge.method,
-                epsilon=charge.epsilon, data=charge.data, status=charge.status, note=""))
+                epsilon=charge.epsilon, data=charge.data, status=charge.status, note="",
+                unit=None if unit_record is None else json.dumps(unit_record, sort_keys=True),
+                converted_from=None if converted_from is None else json.dumps(converted_from, sort_keys=True)))
             return charge
 
     def settle(self, charge_id: str, *, status: str, note: str = "") -> None:
@@ -97,6 +115,10 @@ class DatabaseSessionStore(SessionStore):
     def close(self) -> None:
         """Release the database connections."""
         self._engine.dispose()
+
+
+def _json(text: str | None) -> dict[str, Any] | None:
+    return None if text is None else dict(json.loads(text))
 
 
 def database_session_store(url: str, total_epsilon: float | None = None, *, name: str = "default") -> SessionStore:

@@ -148,6 +148,10 @@ budget_charges = sa.Table(
     sa.Column("data", sa.Text, nullable=False),
     sa.Column("status", sa.String(16), nullable=False),
     sa.Column("note", sa.Text, nullable=False),
+    # the charge's privacy unit as JSON (PrivacyUnit.as_dict; NULL: one record), and the unit and amount of
+    # a release converted explicitly (Session.convert_record_level; NULL: none) -- migration 0006
+    sa.Column("unit", sa.Text, nullable=True),
+    sa.Column("converted_from", sa.Text, nullable=True),
 )
 
 # real-time streams (issue 16): one row per stream; ``state`` is the publisher's state (see
