@@ -94,9 +94,10 @@ def test_neighbours_differ_by_one_in_one_bin(spark) -> None:  # type: ignore[no-
 # person level: counts(df, column, bins, privacy_id=, max_contributions=) bounds inside Spark
 # ---------------------------------------------------------------------------------------------
 def _split(result):  # type: ignore[no-untyped-def]
-    """``(counts, unit)`` from spark.counts' person-level result (a tuple, or counts carrying the unit)."""
-    if isinstance(result, tuple):
-        return result
+    """``(counts, unit)`` from spark.counts' person-level result: counts carrying their unit."""
+    from privpub.histogram import UnitCounts
+
+    assert isinstance(result, UnitCounts)
     return result, result.privacy_unit
 
 

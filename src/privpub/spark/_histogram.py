@@ -10,6 +10,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from privpub.core import PrivacyUnit, RNGLike, check_array, contribution_key
 from privpub.errors import DomainError, ParameterError
+from privpub.histogram import UnitCounts
 from privpub.spark._bound import bound_frame, check_id_column
 from privpub.spark._frame import (
     category_code,
@@ -87,8 +88,8 @@ def counts(
     -------
     numpy.ndarray of int64, shape (n_bins,)
         Feed it to any histogram publisher: ``HPHP().publish(counts(df, "age", edges), epsilon=1.0)``.
-        With ``privacy_id``: the tuple ``(counts, unit)``, ``unit`` the
-        :class:`~privpub.PrivacyUnit` the counts protect (publish them with ``privacy_unit=unit``).
+        With ``privacy_id``: :class:`privpub.histogram.UnitCounts` whose ``privacy_unit`` is the
+        person unit; every histogram publisher charges for it.
 
     Examples
     --------
@@ -122,14 +123,10 @@ def counts(
     return with_unit(_counts(bounded, column, bins, categories), unit)
 
 
-def with_unit(values: NDArray[np.int64], unit: PrivacyUnit) -> Any:
-    """Counts and the unit they protect.
-
-    TODO(lead, issue 25): once privpub.histogram.UnitCounts (h25a) is on main, return
-    ``UnitCounts(values, unit)`` here (counts that carry ``.privacy_unit``, as
-    counts_from_records returns) instead of the tuple, and update the docstring of :func:`counts`.
-    """
-    return values, unit
+def with_unit(values: NDArray[np.int64], unit: PrivacyUnit) -> UnitCounts:
+    """Counts that carry the unit they protect (:class:`privpub.histogram.UnitCounts`, as
+    :func:`privpub.histogram.counts_from_records` returns them)."""
+    return UnitCounts(values, unit)
 
 
 def _value_content(column: str) -> Any:
