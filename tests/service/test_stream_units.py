@@ -146,3 +146,22 @@ def test_the_open_steps_bound_survives_a_sigkill(db_url: str, tmp_path: Path) ->
             assert adm.get(f"/streams/{sid}").json()["privacy_unit"]["kind"] == "person_per_step"
     finally:
         srv.stop()
+
+
+def test_a_person_per_step_stream_charges_its_session_for_its_unit(srv: Server, adm: httpx.Client) -> None:
+    # the database session records the unit; a record-level stream cannot then draw on the same session
+    from privpub import ParameterError, Session
+    from privpub.service import database_session_store
+
+    name = "units-" + uuid.uuid4().hex[:8]
+    session = Session(store=database_session_store(srv.db, total_epsilon=2.0, name=name))
+    s = adm.post("/streams", json={"name": "p", "publisher": "rtp", "epsilon": 0.5, "window": 8, "session": name,
+                                   "privacy_unit": UNIT})
+    assert s.status_code == 201, s.text
+    (charge,) = session.charges
+    assert charge.privacy_unit == PrivacyUnit.person_per_step("user", K) and session.spent == 0.5
+    other = adm.post("/streams", json={"name": "e", "publisher": "rtp", "epsilon": 0.5, "window": 8, "session": name})
+    assert other.status_code in (409, 422) and "privacy" in other.text, other.text
+    assert session.spent == 0.5
+    with pytest.raises(ParameterError):
+        session.reserve(0.1, method="a record-level release")

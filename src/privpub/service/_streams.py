@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import inspect
 import io
 import json
 import logging
@@ -427,11 +426,6 @@ class StreamStore:
         session = None
         if body.get("session") is not None:
             from privpub.service._sessions import DatabaseSessionStore
-
-            if unit is not None and "unit" not in inspect.signature(DatabaseSessionStore.reserve).parameters:
-                # until the database session store records privacy units (issue 25, sessions)
-                raise StreamError(422, "a person-per-step stream cannot draw on a budget session of this "
-                                       "service yet (its session store does not record privacy units)", "session")
 
             try:
                 session = Session(store=DatabaseSessionStore(self.url, name=body["session"], migrate=False))
