@@ -36,6 +36,7 @@ import pandas as pd
 from numpy.typing import NDArray
 
 from privpub.core import (
+    PrivacyUnit,
     Publisher,
     Release,
     RNGLike,
@@ -376,7 +377,8 @@ class CALM(Publisher):
                                      "(over 2**24); use a smaller marginal_size", param="marginal_size")
         tables: list[NDArray[np.float64]] = []
         cell_var: list[float] = []
-        with accounting(eps, method="calm", session=session, data=describe_data(data)) as acc:
+        with accounting(eps, method="calm", session=session, data=describe_data(data),
+                        unit=PrivacyUnit.participant()) as acc:
             groups, oracles, reports = calm_reports(codes, sizes, marginals, epsilon=eps, rng=gen)
             for m, users, oracle, rep in zip(marginals, groups, oracles, reports):
                 est = oracle.estimate(rep, epsilon=eps) / users.size

@@ -14,6 +14,7 @@ from numpy.typing import ArrayLike, NDArray
 from privpub.core import (
     Accountant,
     BudgetLedger,
+    PrivacyUnit,
     Publisher,
     Release,
     RNGLike,
@@ -251,7 +252,8 @@ class LDPBayesSynthesizer(Publisher):
         check_working_set(len(data), 2.5 * sum(schema.sizes), "LDPBayesSynthesizer.publish (the users' reports)",
                           "the rows of data or the schema's domain sizes", unit="users")
         gen = as_generator(rng)
-        with accounting(eps, method="ldp_bayes", session=session, data=describe_data(data)) as acc:
+        with accounting(eps, method="ldp_bayes", session=session, data=describe_data(data),
+                        unit=PrivacyUnit.participant()) as acc:
             with acc.step("local perturbation"):
                 reports = simulate_clients(data, schema, flip_prob=f, rng=gen)
             ledger = acc.seal()
@@ -351,7 +353,7 @@ def report_ledger(flip_prob: float, d: int) -> BudgetLedger:
     afterwards is post-processing and spends nothing.
     """
     eps = epsilon_from_f(flip_prob, d)
-    acc = Accountant(eps, label="ldp_bayes (reports collected on the clients)")
+    acc = Accountant(eps, label="ldp_bayes (reports collected on the clients)", unit=PrivacyUnit.submission())
     with acc.step("local perturbation"):
         for j in range(d):
             acc.charge("SUE", epsilon_from_f(flip_prob, 1),

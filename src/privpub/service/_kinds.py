@@ -22,7 +22,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from privpub._io import neutralise_cell
-from privpub.core import Accountant, BudgetLedger, Schema
+from privpub.core import Accountant, BudgetLedger, PrivacyUnit, Schema
 from privpub.errors import PrivpubError
 from privpub.ldp import GRR, MAX_LOCAL_EPSILON, OLH, OUE, SizeBins, defend_bins, norm_sub, size_bins
 from privpub.ldp.wire import decode_payloads, frequency_oracle, payload_width
@@ -144,6 +144,13 @@ def reports_each(spec: dict[str, Any]) -> str:
     """The ledger's words for how many reports a participant sends: "one report each" only when
     enrollment (one one-time token per participant) enforces it."""
     return "one epsilon-LDP report each" if spec.get("enrollment") else "one epsilon-LDP report per submission"
+
+
+def campaign_unit(spec: dict[str, Any]) -> PrivacyUnit:
+    """Whom a campaign's release protects: one enrolled participant's report (replace-one), which
+    holds only with enrollment; without it, one submission (a person who submits many reports is
+    protected once per submission: see docs/privacy.md)."""
+    return PrivacyUnit.participant() if spec.get("enrollment") else PrivacyUnit.submission()
 
 
 def participants_words(spec: dict[str, Any]) -> str:
@@ -285,7 +292,7 @@ class FrequencyKind(Kind):
                                    "hash family; enrollment is the defense"))}
         normalised = norm_sub(est, n_est)
         se = math.sqrt(self.oracle.variance(max(1, round(n_est)), epsilon=self.epsilon))
-        acc = Accountant(self.epsilon, label=f"campaign {data.campaign_id}")
+        acc = Accountant(self.epsilon, label=f"campaign {data.campaign_id}", unit=campaign_unit(self.spec))
         with acc.step("local perturbation"):
             acc.charge(self.spec["oracle"], self.epsilon,
                        note=f"{n} reports, {reports_each(self.spec)}, randomised on participants' devices "

@@ -35,7 +35,15 @@ import numpy as np
 from privpub.core import Accountant, BudgetLedger, check_bounds_2d
 from privpub.errors import PrivpubError
 from privpub.ldp import OUE, norm_sub
-from privpub.service._kinds import Group, Kind, ReleaseInput, SpecError, participants_words, reports_each
+from privpub.service._kinds import (
+    Group,
+    Kind,
+    ReleaseInput,
+    SpecError,
+    campaign_unit,
+    participants_words,
+    reports_each,
+)
 from privpub.spatial import kdg_intervals, ug_granularity
 from privpub.spatial.protocol import (
     ci_combine,
@@ -187,7 +195,7 @@ class SpatialKind(Kind):
     def release(self, data: ReleaseInput) -> tuple[dict[str, Any], dict[str, Any], BudgetLedger]:
         n_total = sum(data.n.values())
         by_id = {g.group_id: g for g in data.groups}
-        acc = Accountant(self.epsilon, label=f"campaign {data.campaign_id}")
+        acc = Accountant(self.epsilon, label=f"campaign {data.campaign_id}", unit=campaign_unit(self.spec))
         with acc.step("local perturbation"), acc.parallel("disjoint groups of participants") as block:
             for g in data.groups:
                 if data.n.get(g.group_id, 0) > 0:

@@ -10,6 +10,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from privpub.core import (
+    PrivacyUnit,
     Publisher,
     RNGLike,
     Session,
@@ -131,7 +132,8 @@ class AHEAD(Publisher):
         leaf = 2 * (px >= mx).astype(np.int64) + (py >= my)
         th = float(self.theta) if self.theta is not None else ahead_threshold(n_users, eps, layers)
         v1 = oue_v1(eps)
-        with accounting(eps, method="ahead", session=session, data=describe_data(pts)) as acc:
+        with accounting(eps, method="ahead", session=session, data=describe_data(pts),
+                        unit=PrivacyUnit.participant()) as acc:
             with user_groups(acc, mode, noise_gen) as coll:
                 tree = grow_tree(coll, quads, px, py, leaf, sizes, n_total=n_users, epsilon=eps, v1=v1,
                                  theta=lambda _lev: th, width=width, height=height, role_gen=role_gen,

@@ -10,6 +10,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from privpub.core import (
+    PrivacyUnit,
     Publisher,
     RNGLike,
     Session,
@@ -156,7 +157,8 @@ class _FlatGrid(Publisher):
         _, noise_gen = as_generator(rng).spawn(2)
         ix, iy = grid_cells(pts, box, g)
         cells = ix * g + iy
-        with accounting(eps, method=self._method, session=session, data=describe_data(pts)) as acc:
+        with accounting(eps, method=self._method, session=session, data=describe_data(pts),
+                        unit=PrivacyUnit.participant()) as acc:
             with user_groups(acc, mode, noise_gen) as coll:
                 (est,) = coll.round("U", cells=[cells], counts=[np.bincount(cells, minlength=g * g)],
                                     domains=[g * g], epsilon=eps, mechanism=self._mechanism)
@@ -352,7 +354,8 @@ class GTR(Publisher):
         else:
             groups = split_counts(np.bincount(ix * g_leaf + iy, minlength=g_leaf * g_leaf), sizes, role_gen)
         v1 = oue_v1(eps)
-        with accounting(eps, method="gtr", session=session, data=describe_data(pts)) as acc:
+        with accounting(eps, method="gtr", session=session, data=describe_data(pts),
+                        unit=PrivacyUnit.participant()) as acc:
             ys: list[NDArray[np.float64]] = []
             parents: list[NDArray[np.int64]] = []
             levels: list[TreeLevel] = []

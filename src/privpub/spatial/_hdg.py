@@ -10,6 +10,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from privpub.core import (
+    PrivacyUnit,
     Publisher,
     RNGLike,
     Session,
@@ -182,7 +183,8 @@ class HDG(Publisher):
         sizes = [len(a) for a in np.array_split(np.arange(n_users), 3)]
         ix, iy = grid_cells(pts, box, big)
         a, b = big // g1, big // g2
-        with accounting(eps, method="hdg", session=session, data=describe_data(pts)) as acc:
+        with accounting(eps, method="hdg", session=session, data=describe_data(pts),
+                        unit=PrivacyUnit.participant()) as acc:
             with user_groups(acc, mode, noise_gen) as coll:
                 if mode == "per_user":
                     order = role_gen.permutation(n_users)

@@ -10,6 +10,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from privpub.core import (
+    PrivacyUnit,
     Publisher,
     RNGLike,
     Session,
@@ -256,7 +257,8 @@ class KDGHT(Publisher):
             raise ParameterError(f"points must hold at least 2 users, got {n_users}", param="points")
         gen = as_generator(rng)
         role_gen, noise_gen = gen.spawn(2)
-        with accounting(eps, method="kdght", session=session, data=describe_data(pts)) as acc:
+        with accounting(eps, method="kdght", session=session, data=describe_data(pts),
+                        unit=PrivacyUnit.participant()) as acc:
             with user_groups(acc, mode, noise_gen) as coll:
                 fields = _run_kdght(self, pts, box, eps, coll, role_gen)
             return SpatialRelease(ledger=acc.seal(), epsilon=eps, method="kdght", bounds=box,
