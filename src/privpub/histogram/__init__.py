@@ -34,6 +34,7 @@ from privpub.histogram._publishers import (
     HPHP,
     PEAK_BYTES_PER_BIN,
     PUBLISHERS,
+    HistogramPublisher,
     HistogramRelease,
     LaplaceHistogram,
     OptimalGrouping,
@@ -49,6 +50,7 @@ from privpub.histogram._publishers import (
 __all__ = [
     "AHP",
     "HPHP",
+    "HistogramPublisher",
     "HistogramRelease",
     "LaplaceHistogram",
     "OptimalGrouping",
