@@ -204,7 +204,7 @@ class LDPBayesSynthesizer(Publisher):
                 f"got {self.degree}"
             )
 
-    def publish(  # type: ignore[override]
+    def publish(
         self,
         data: pd.DataFrame,
         *,
