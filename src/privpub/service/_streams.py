@@ -26,6 +26,7 @@ Several workers may serve one stream: writers serialise on the stream's row (Pos
 
 from __future__ import annotations
 
+import builtins
 import hashlib
 import hmac
 import io
@@ -126,7 +127,9 @@ def pack_state(state: dict[str, Any]) -> bytes:
 
     doc = json.dumps(walk(state)).encode("utf-8")
     buf = io.BytesIO()
-    np.savez(buf, __json__=np.frombuffer(doc, dtype=np.uint8), **arrays)
+    # Any: numpy's stub lets ``**`` reach ``allow_pickle=``, a keyword that numpy < 2.1 does not have
+    members: dict[str, Any] = {"__json__": np.frombuffer(doc, dtype=np.uint8), **arrays}
+    np.savez(buf, **members)
     return buf.getvalue()
 
 
@@ -425,17 +428,19 @@ class StreamStore:
         sid = secrets.token_hex(8)
         token = secrets.token_urlsafe(24)
         reader = secrets.token_urlsafe(24)
-        if step is not None and origin is None:
-            origin = math.floor(now / step) * step  # steps aligned on the clock
+        open_since: float = now
+        if step is not None:
+            if origin is None:
+                origin = math.floor(now / step) * step  # steps aligned on the clock
+            open_since = origin
         stored = {k: v for k, v in params.items() if k != "history"}
         if adaptive:
             stored["history_length"] = len(params.get("history", ()))
-        info = StreamInfo(id=sid, name=body["name"], method=key, params=stored, epsilon=float(pub.epsilon),
+        info = StreamInfo(id=sid, name=body["name"], method=key, params=stored, epsilon=pub.budget,  # epsilon= (pure DP)
                           step_seconds=step, origin=origin, late=body.get("late", "reject"),
                           horizon=body.get("horizon"), session=body.get("session"), created_at=int(now),
                           token_hash=_hash(token), reader_hash=_hash(reader), queries_from=queries_from,
                           log_per_client=log_per_client)
-        open_since = origin if step is not None else now
         head, part = split_state(pub.state(checkpoint=False))
         with write_tx(self.engine) as conn:
             conn.execute(sa.insert(streams).values(
@@ -614,7 +619,7 @@ class StreamStore:
         self._close_steps(conn, live, counts, 0, info.origin + (live.t + n) * info.step_seconds, 0)
         return n
 
-    def add_counts(self, sid: str, counts: list[int | float] | NDArray[Any], batch_id: str) -> dict[str, Any]:
+    def add_counts(self, sid: str, counts: builtins.list[int | float] | NDArray[Any], batch_id: str) -> dict[str, Any]:
         """Append per-step counts (streams without ``step_seconds``): JSON integers stay exact
         (never through a float), counts the stream cannot hold exactly are refused."""
         info = self.info(sid)
@@ -748,7 +753,7 @@ class StreamStore:
         return out  # type: ignore[no-any-return]
 
     # -- query log ------------------------------------------------------------------------------
-    def _flush_pending(self, conn: Connection, live: Live) -> list[tuple[float, int, int, int]]:
+    def _flush_pending(self, conn: Connection, live: Live) -> builtins.list[tuple[float, int, int, int]]:
         """Write the worker's buffered query log in ``conn``'s transaction; returns what it took."""
         with live.plock:
             pending, live.pending = live.pending, []
@@ -800,7 +805,7 @@ class StreamStore:
                         f"(window={W})"), "start"
         return StreamError(422, why, field or fld)
 
-    def _log(self, live: Live, t: int, lo: list[int], hi: list[int], who: Asker | None) -> int:
+    def _log(self, live: Live, t: int, lo: builtins.list[int], hi: builtins.list[int], who: Asker | None) -> int:
         """Buffer the ranges for the query log as the stream's ``queries_from`` allows (readers only,
         anyone, or none) and at most ``log_per_client`` per client and hour; returns how many."""
         policy = live.info.queries_from
@@ -835,14 +840,14 @@ class StreamStore:
             if not (1 <= lo <= hi <= t and lo > pub.t - W):
                 raise self._range_error(lo, hi, t, W, None)
             est = pub._answer_at(np.array([lo]), np.array([hi]), np.array([t]))[0].item()
-            std = float(pub.answer_variance(lo, hi)) ** 0.5  # type: ignore[attr-defined]
+            std = float(pub.answer_variance(lo, hi)) ** 0.5
         finally:
             live.lock.release()
         self._log(live, t, [lo], [hi], who)
         return {"estimate": est, "start": lo, "end": hi, "t": t, "std": std}
 
     def answer(self, sid: str, lo: NDArray[np.int64], hi: NDArray[np.int64], *, record: bool = True,
-               variance: bool = False, who: Asker | None = None) -> tuple[NDArray[Any], int, list[float] | None]:
+               variance: bool = False, who: Asker | None = None) -> tuple[NDArray[Any], int, builtins.list[float] | None]:
         """Noisy answers to ranges ``[lo, hi]`` from released nodes; logged (as the stream's query-log
         policy allows ``who``) unless ``record=False``."""
         live = self.live(sid)
@@ -859,7 +864,7 @@ class StreamStore:
             out = pub._answer_at(lo, hi, np.full(lo.shape, t, dtype=np.int64))
             var = None
             if variance:
-                var = [float(pub.answer_variance(int(a), int(b))) for a, b in zip(lo.tolist(), hi.tolist())]  # type: ignore[attr-defined]
+                var = [float(pub.answer_variance(int(a), int(b))) for a, b in zip(lo.tolist(), hi.tolist())]
         if record:
             self._log(live, t, lo.tolist(), hi.tolist(), who)
         return out, t, var

@@ -253,14 +253,14 @@ class MFSqrt(StreamPublisher):
         return self._w[u : u + m]
 
     def _make_noise(self, rng: RNGLike) -> Any:
-        return _BlockNoise(self._acc, rng, self.rho, self._node_sens,  # type: ignore[arg-type]
+        return _BlockNoise(self._acc, rng, self.budget, self._node_sens,  # budget: rho (zCDP only)
                            f"z of one block of {self.horizon} items: L2 sensitivity Δ sqrt(sum c_k^2) "
                            f"= {self._node_sens:.6g}")
 
     @property
     def sigma2(self) -> float:
         """The variance parameter of ``z``: ``Δ² sum_{k<T} c_k^2 / (2ρ)`` (rounded up)."""
-        return discrete_gaussian_sigma2(rho=self.rho, sensitivity=self._node_sens)  # type: ignore[arg-type]
+        return discrete_gaussian_sigma2(rho=self.budget, sensitivity=self._node_sens)  # budget: rho (zCDP only)
 
     def max_variance(self) -> float:
         """Largest variance of a prefix answer inside one block (at its last item), exactly.
@@ -294,6 +294,14 @@ class MFSqrt(StreamPublisher):
             used = self._t - keep + 1
             new[:used] = self._NP[keep - self._base : keep - self._base + used]
             self._NP, self._base = new, keep
+
+    @property
+    def trees(self) -> list[tuple[int, int]]:
+        """``(start, 0)`` of the blocks of ``horizon`` items that meet the window, oldest first
+        (a block is one flat draw of ``z``, not a tree: height 0)."""
+        lo = max(1, self._t - self.window + 1)
+        first = ((lo - 1) // self.horizon) * self.horizon + 1
+        return [(s, 0) for s in range(first, self._t + 1, self.horizon)]
 
     def _push(self, x: Any) -> None:
         self._ingest(np.array([x], dtype=np.int64))
