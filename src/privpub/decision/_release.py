@@ -83,9 +83,9 @@ class DecisionRelease(Release):
         """One row per released cell (count >= 1): generalised values, class and ``count``."""
         data: dict[str, Any] = {}
         for j, c in enumerate(self.final_cuts):
-            data[c.attr.name] = pd.Categorical.from_codes(self.cell_digit(j), categories=c.labels())
+            data[c.attr.name] = pd.Categorical.from_codes(self.cell_digit(j), categories=pd.Index(c.labels()))
         data[str(self.schema.class_name)] = pd.Categorical.from_codes(
-            self.cell_digit(len(self.final_cuts)), categories=list(self.schema.classes or ()))
+            self.cell_digit(len(self.final_cuts)), categories=pd.Index(list(self.schema.classes or ())))
         data["count"] = self.counts
         return pd.DataFrame(data)
 
