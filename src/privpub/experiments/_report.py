@@ -462,7 +462,7 @@ def heights_of(entries: Sequence[LedgerEntry]) -> str:
 def _ledgers(frame: pd.DataFrame) -> list[dict[str, Any]]:
     out = []
     for release, group in frame.groupby("release", sort=False):
-        records = group.to_dict("records")
+        records: list[dict[str, Any]] = [{str(k): v for k, v in rec.items()} for rec in group.to_dict("records")]
         if "block" not in group.columns:
             # a ledgers.csv of an older privpub: a run of parallel entries of one step is one block
             # whose rows ran on disjoint parts (the only way the parts wrote parallel entries then)
