@@ -324,7 +324,7 @@ def ldp_synth_cases() -> list[AuditCase]:
     def exact(eps_total: float) -> Callable[[], float]:
         def compute() -> float:
             f = f_from_epsilon(eps_total, len(sizes))
-            blocks = [output_probabilities(SUE(domain_size=s, f=f), None) for s in sizes]  # type: ignore[arg-type]
+            blocks = [output_probabilities(SUE(domain_size=s, f=f), None) for s in sizes]
             joint = np.kron(blocks[0], blocks[1])  # rows: records (a, b); columns: bit vectors
             return exact_epsilon(joint)
         return compute

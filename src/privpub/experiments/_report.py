@@ -205,7 +205,7 @@ def _figure(path: Path, caption: str, report_dir: Path | None, images: list[Path
 
 def _markdown(base: Path | None, shift: int, report_dir: Path | None, images: list[Path]) -> MarkdownIt:
     md = MarkdownIt("commonmark", {"html": False, "linkify": False, "typographer": False}).enable("table")
-    md.validateLink = safe_link  # type: ignore[method-assign]
+    md.validateLink = safe_link  # type: ignore[method-assign]  # markdown-it-py's documented hook: replace the method
 
     def heading_open(self: Any, tokens: Any, idx: int, options: Any, env: Any) -> str:
         tokens[idx].tag = f"h{min(6, int(tokens[idx].tag[1]) + shift)}"

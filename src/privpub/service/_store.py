@@ -375,7 +375,8 @@ class Store:
             return set()
         if conn.dialect.name == "postgresql":
             raw = conn.connection.driver_connection
-            with raw.cursor() as cur:  # type: ignore[union-attr]
+            assert raw is not None  # an open connection's psycopg connection
+            with raw.cursor() as cur:
                 # one temporary table per connection (created in a transaction: a rollback drops it too)
                 cur.execute("CREATE TEMP TABLE IF NOT EXISTS privpub_incoming (report_id bytea, group_id int4, "
                             "payload bytea) ON COMMIT DELETE ROWS")

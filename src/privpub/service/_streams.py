@@ -27,6 +27,7 @@ Several workers may serve one stream: writers serialise on the stream's row (Pos
 from __future__ import annotations
 
 import builtins
+import functools
 import hashlib
 import hmac
 import io
@@ -37,8 +38,9 @@ import os
 import secrets
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import sqlalchemy as sa
@@ -56,6 +58,7 @@ __all__ = ["Asker", "StreamError", "StreamInfo", "StreamStore", "exact_counts", 
            "unpack_state"]
 
 log = logging.getLogger("privpub.service")
+_T = TypeVar("_T")
 
 #: largest window a service stream may declare
 MAX_WINDOW = 1 << 20
@@ -148,7 +151,8 @@ def unpack_state(blob: bytes) -> dict[str, Any]:
             return [walk(x) for x in v]
         return v
 
-    return walk(doc)  # type: ignore[no-any-return]
+    state: dict[str, Any] = walk(doc)
+    return state
 
 
 def exact_counts(values: list[int | float] | NDArray[Any], *, real: bool) -> NDArray[Any]:
@@ -335,7 +339,7 @@ class StreamStore:
                                                f"step_seconds {float(r.step_seconds):g}), more than {CLOCK_GIVE_UP}: "
                                                "left as it is (close it with DELETE /streams/{id})")
                     if due > t_db:
-                        self._write(r.id, lambda conn, live, now=now: self._advance(conn, live, now))
+                        self._write(r.id, functools.partial(self._advance, now=now))
                         self.clock_errors.pop(r.id, None)
                         continue
                 live = self._live.get(r.id)
@@ -516,7 +520,7 @@ class StreamStore:
                  "t": int(r._mapping["t"]), "closed_at": r.closed_at} for r in rows]
 
     # -- writing --------------------------------------------------------------------------------
-    def _write(self, sid: str, fn: Any, *, closing: bool = False) -> Any:
+    def _write(self, sid: str, fn: Callable[[Connection, Live], _T], *, closing: bool = False) -> _T:
         """Run ``fn(conn, live)`` in a write transaction holding the stream's row.
 
         Writers serialise on the row (``FOR UPDATE`` / ``BEGIN IMMEDIATE``). Steps closed in the
@@ -646,7 +650,7 @@ class StreamStore:
             self._mark(conn, sid, batch_id, int(items.shape[0]))
             return {"batch_id": batch_id, "duplicate": False, "t": live.t}
 
-        return self._write(sid, apply)  # type: ignore[no-any-return]
+        return self._write(sid, apply)
 
     def add_events(self, sid: str, times: NDArray[np.float64], batch_id: str) -> dict[str, Any]:
         """Count timed events in their steps (see the late-event policy)."""
@@ -707,7 +711,7 @@ class StreamStore:
             self._mark(conn, sid, batch_id, n)
             return {"batch_id": batch_id, "duplicate": False, "t": live.t, "accepted": n}
 
-        return self._write(sid, apply)  # type: ignore[no-any-return]
+        return self._write(sid, apply)
 
     def close_step(self, sid: str, step: int) -> dict[str, Any]:
         """Close step ``step``, the open one (streams without ``step_seconds``); idempotent.
@@ -731,7 +735,7 @@ class StreamStore:
             self._close_steps(conn, live, np.array([live.open_count], dtype=np.int64), 0, time.time(), 0)
             return {"t": live.t, "step": step, "duplicate": False}
 
-        return self._write(sid, apply)  # type: ignore[no-any-return]
+        return self._write(sid, apply)
 
     def delete(self, sid: str) -> dict[str, Any]:
         """Close and archive a stream (admin): ingest stops for good, the clock leaves it, the
@@ -750,7 +754,7 @@ class StreamStore:
 
         out = self._write(sid, apply, closing=True)
         log.info("stream %s closed", sid)
-        return out  # type: ignore[no-any-return]
+        return out
 
     # -- query log ------------------------------------------------------------------------------
     def _flush_pending(self, conn: Connection, live: Live) -> builtins.list[tuple[float, int, int, int]]:
