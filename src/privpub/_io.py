@@ -342,7 +342,8 @@ def _write_npy(data: pd.DataFrame | Columns, tmp: Path, progress: Progress) -> N
     fields = []
     for name, values in cols.items():
         dtype = values.dtype if isinstance(values, pd.Series) else np.asarray(_slice(values, 0, 1)).dtype
-        if not (np.issubdtype(dtype, np.number) or np.issubdtype(dtype, np.bool_)):
+        # a pandas extension dtype (str, nullable Int64, category ...) is no numpy dtype: refused too
+        if not isinstance(dtype, np.dtype) or not (np.issubdtype(dtype, np.number) or np.issubdtype(dtype, np.bool_)):
             raise ParameterError(f"a .npy output holds numbers only, but column {name!r} holds {dtype}; "
                                  "write .csv, .json or .parquet instead")
         fields.append((str(name), dtype))

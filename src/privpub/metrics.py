@@ -292,7 +292,7 @@ def lnmse(true: ArrayLike, estimates: ArrayLike, range_length: int | Sequence[in
     scalar = isinstance(range_length, int | np.integer)
     if not scalar and (isinstance(range_length, str | bytes) or not hasattr(range_length, "__iter__")):
         raise ParameterError(f"range_length must be a positive int or a sequence of them, got {range_length!r}", param="range_length")
-    lengths: list[Any] = [range_length] if scalar else list(range_length)
+    lengths: list[Any] = [range_length] if isinstance(range_length, int | np.integer) else list(range_length)
     if not lengths:
         raise ParameterError("range_length must not be empty", param="range_length")
     n = t.shape[0]

@@ -160,3 +160,15 @@ def test_csv_formula_cells_are_neutralised(tmp_path: Path, command: str) -> None
     if command == "histogram":
         frame = pd.read_csv(out)
         assert pd.api.types.is_integer_dtype(frame["count"])   # noisy counts (may be negative) stay numbers
+
+
+@pytest.mark.parametrize("column", [["x", "y"], pd.array([1, None], dtype="Int64"), pd.Categorical(["a", "b"])])
+def test_npy_output_refuses_pandas_extension_columns(tmp_path: Path, column) -> None:
+    """A text, nullable-integer or categorical column (pandas extension dtypes, not numpy dtypes)
+    gets the .npy writer's clear error, not numpy's TypeError."""
+    from privpub._io import write_table
+    from privpub.errors import ParameterError
+
+    with pytest.raises(ParameterError, match="holds numbers only"):
+        write_table(pd.DataFrame({"a": column, "b": [1, 2]}), tmp_path / "out.npy")
+    assert not (tmp_path / "out.npy").exists()

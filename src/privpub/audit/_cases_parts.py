@@ -289,6 +289,7 @@ def decision_cases() -> list[AuditCase]:
     import pandas as pd
 
     from privpub.core import (
+        DENSE_CELL_LIMIT,
         CategoricalAttribute,
         NumericAttribute,
         Schema,
@@ -325,14 +326,14 @@ def decision_cases() -> list[AuditCase]:
         """``n`` independent copies of a 3-cell table in one call to the leaf mechanism (copy ``i``
         owns cells 3i..3i+2; every cell gets independent noise), so each row is one release of the
         3 cells. ``dense_limit=0`` forces the sparse path (empty cells drawn through the tail)."""
-        extra = {} if dense_limit is None else {"dense_limit": dense_limit}
+        limit = DENSE_CELL_LIMIT if dense_limit is None else dense_limit
 
         def mech(ids: Any, rng: np.random.Generator, n: int) -> Any:
             base = np.asarray(ids, dtype=np.int64)
             tiled = (base[None, :] + 3 * np.arange(n)[:, None]).reshape(-1)
             cells, counts = np.unique(tiled, return_counts=True)
             cid, cnt = sparse_noisy_counts(cells, counts, n_cells=3 * n, epsilon=eps, noise=noise, rng=rng,
-                                           max_released=float(3 * n), **extra)
+                                           max_released=float(3 * n), dense_limit=limit)
             out = np.zeros(3 * n)
             out[cid] = cnt
             return out.reshape(n, 3)
@@ -458,7 +459,7 @@ def ldp_synth_cases() -> list[AuditCase]:
     def exact(eps_total: float) -> Callable[[], float]:
         def compute() -> float:
             f = f_from_epsilon(eps_total, len(sizes))
-            blocks = [output_probabilities(SUE(domain_size=s, f=f), None) for s in sizes]  # type: ignore[arg-type]
+            blocks = [output_probabilities(SUE(domain_size=s, f=f), None) for s in sizes]
             joint = np.kron(blocks[0], blocks[1])  # rows: records (a, b); columns: bit vectors
             return exact_epsilon(joint)
         return compute

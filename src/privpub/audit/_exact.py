@@ -58,7 +58,7 @@ def exact_epsilon(probabilities: ArrayLike) -> float:
 
 
 def output_probabilities(
-    oracle: FrequencyOracle, epsilon: float, *, hash_seed: int = 0, n_hashes: int = 64
+    oracle: FrequencyOracle, epsilon: float | None, *, hash_seed: int = 0, n_hashes: int = 64
 ) -> NDArray[np.float64]:
     """Enumerate ``P[report | value]`` of a frequency oracle's client randomiser.
 
@@ -66,8 +66,9 @@ def output_probabilities(
     ----------
     oracle : GRR, SUE, OUE or OLH
         The oracle (its effective, quantised probabilities are used).
-    epsilon : float
-        The epsilon passed to ``perturb``.
+    epsilon : float or None
+        The epsilon passed to ``perturb`` (None for an oracle whose probabilities are fixed, e.g.
+        ``SUE(f=...)``).
     hash_seed, n_hashes : int
         OLH only: the report ``(a, b, y)`` has a public hash independent of the value, so the
         randomiser's epsilon is the largest epsilon of its bucket randomiser over hash functions.

@@ -25,7 +25,7 @@ def register(app: typer.Typer, reproduce_app: typer.Typer) -> None:
     app.add_typer(audit_app, name="audit")
 
 
-def _fmt(v: float) -> str:
+def _fmt(v: object) -> str:
     return "" if isinstance(v, float) and math.isnan(v) else f"{v:.3f}"
 
 

@@ -364,9 +364,12 @@ def read_table(path: Path | str, *, usecols: list[str] | None = None, names: lis
             return pd.DataFrame({n: arr[n] for n in arr.dtype.names})
         if suffix == ".json":
             return pd.DataFrame(read_json(p, "input"))
+        frame: pd.DataFrame  # read_csv is overloaded on chunksize/iterator; csv_options (a format's) never hold them
         if names is not None:
-            return pd.read_csv(p, usecols=usecols, header=None, names=names, **(csv_options or {}))
-        return pd.read_csv(p, usecols=usecols, **(csv_options or {}))
+            frame = pd.read_csv(p, usecols=usecols, header=None, names=names, **(csv_options or {}))
+        else:
+            frame = pd.read_csv(p, usecols=usecols, **(csv_options or {}))
+        return frame
     except PrivpubError:
         raise
     except (pd.errors.ParserError, UnicodeDecodeError, pd.errors.EmptyDataError, ValueError, OSError,

@@ -10,9 +10,10 @@ import importlib
 import inspect
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import pandas as pd
 import typer
@@ -38,7 +39,7 @@ class DemoRun:
     missing: list[str] = field(default_factory=list)
 
 
-def _demo_function(part: str):  # type: ignore[no-untyped-def]
+def _demo_function(part: str) -> Callable[..., Any] | None:
     try:
         module = importlib.import_module(f"privpub.experiments.{part}")
     except ModuleNotFoundError as exc:

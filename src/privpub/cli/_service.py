@@ -159,7 +159,7 @@ def _serve(db: str, host: str, port: int, workers: int, upgrade: bool, log_level
         uvicorn.run("privpub.service._app:create_app_from_env", factory=True, host=host, port=port,
                     workers=workers, access_log=False, log_level=log_level.lower(), server_header=False,
                     http="privpub.service._transport:HeaderTimeoutProtocol",
-                    timeout_keep_alive=timeout_keep_alive)  # type: ignore[arg-type]
+                    timeout_keep_alive=timeout_keep_alive)  # type: ignore[arg-type]  # uvicorn annotates int; it is a delay (float s)
     except (KeyboardInterrupt, Terminated):
         # uvicorn shut down cleanly, then re-raised the signal that stopped it: a normal stop, not a
         # command interrupted half-way (nothing is left unwritten)

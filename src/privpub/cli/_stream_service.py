@@ -241,6 +241,7 @@ def register_service_commands(stream_app: typer.Typer) -> None:
         from privpub.client import StreamProducer
 
         _, base = connect(url, connect_timeout)
+        assert tok  # checks.done() refused a missing token
         producer = StreamProducer(base, stream_id, token=tok)
         try:
             typer.echo(f"t = {producer.close_step(step)}")

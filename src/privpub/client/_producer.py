@@ -83,11 +83,13 @@ class StreamProducer:
 
     def _post(self, what: str, body: dict[str, Any]) -> dict[str, Any]:
         resp = self._http.request("POST", f"/streams/{self.stream_id}/{what}", json_body=body)
-        return resp.json()  # type: ignore[no-any-return]
+        out: dict[str, Any] = resp.json()  # the service answers a JSON object
+        return out
 
     def status(self) -> dict[str, Any]:
         """The stream's public status (``GET /streams/{id}``)."""
-        return self._http.request("GET", f"/streams/{self.stream_id}").json()  # type: ignore[no-any-return]
+        status: dict[str, Any] = self._http.request("GET", f"/streams/{self.stream_id}").json()
+        return status
 
     def send_counts(self, counts: ArrayLike, *, rate: float | None = None) -> ProduceResult:
         """Append per-step counts (streams without ``step_seconds``), ``batch_size`` per request.

@@ -51,7 +51,7 @@ from privpub.core._plugins import (
     require_operation,
     session_store_factory,
 )
-from privpub.core._publisher import Publisher, Release, describe_data, readonly
+from privpub.core._publisher import DataPublisher, Publisher, Release, describe_data, readonly
 from privpub.core._ranges import exponential_mechanism_ranges
 from privpub.core._rng import RNGLike, as_generator, secure_generator, spawn
 from privpub.core._session import (
@@ -97,6 +97,7 @@ __all__ = [
     "Charge",
     "ContributionSuggestion",
     "DENSE_CELL_LIMIT",
+    "DataPublisher",
     "FLOAT_EXACT_LIMIT",
     "FileSessionStore",
     "FrameBackend",

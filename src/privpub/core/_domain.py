@@ -65,7 +65,7 @@ class CategoricalAttribute:
         if ser.isna().any():
             raise DomainError(f"column {self.name!r} has {int(ser.isna().sum())} missing values; "
                               "drop or impute them before publishing")
-        codes = np.asarray(pd.Index(self.categories).get_indexer(ser.astype(str)), dtype=np.int64)
+        codes = np.asarray(pd.Index(self.categories).get_indexer(pd.Index(ser.astype(str))), dtype=np.int64)
         if np.any(codes < 0):
             bad = sorted(set(ser.astype(str)[codes < 0]))[:5]
             raise DomainError(

@@ -62,7 +62,7 @@ def prepare() -> Path | None:
     if target is not None:
         from numba.core import config
 
-        config.CACHE_DIR = str(target)  # type: ignore[attr-defined]
+        config.CACHE_DIR = str(target)  # type: ignore[attr-defined]  # numba's config sets its names at runtime
     return target
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import functools
 import math
 from fractions import Fraction
-from typing import Any, overload
+from typing import TYPE_CHECKING, Any, overload
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -28,6 +28,9 @@ from privpub.core._memory import check_allocation
 from privpub.core._rng import RNGLike, as_generator
 from privpub.core._validation import INT_LIMIT, check_array, check_epsilon, check_int_values, check_real
 from privpub.errors import DomainError, ParameterError
+
+if TYPE_CHECKING:
+    from privpub.core._dgauss import GaussianScale
 
 __all__ = [
     "FLOAT_EXACT_LIMIT",
@@ -357,13 +360,13 @@ def add_int_noise(values: NDArray[np.int64], noise: NDArray[np.int64]) -> NDArra
 # ---------------------------------------------------------------------------------------------
 # Discrete Gaussian (rho-zCDP), sampled exactly
 # ---------------------------------------------------------------------------------------------
-def _gaussian_scale(rho: float, sensitivity: float) -> Any:
+def _gaussian_scale(rho: float, sensitivity: float) -> GaussianScale:
     """The sampler's rational variance for ``sensitivity^2 / (2 rho)`` (never below it)."""
     return _gaussian_scale_checked(check_epsilon(rho, "rho"), _check_sensitivity(sensitivity))
 
 
 @functools.lru_cache(maxsize=256)
-def _gaussian_scale_checked(r: float, sens: float) -> Any:
+def _gaussian_scale_checked(r: float, sens: float) -> GaussianScale:
     from privpub.core._dgauss import MAX_SIGMA2, rational_sigma2
 
     target = Fraction(sens) ** 2 / (2 * Fraction(r))

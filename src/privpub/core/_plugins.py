@@ -144,7 +144,7 @@ def frame_backend(data: Any) -> FrameBackend | None:
 
 def require_operation(backend: FrameBackend, operation: str) -> Callable[..., Any]:
     """The backend's ``operation``, or a ParameterError naming what it cannot do."""
-    fn = getattr(backend, operation, None)
+    fn: Callable[..., Any] | None = getattr(backend, operation, None)
     if fn is None:
         raise ParameterError(f"the {backend.name} backend cannot compute {operation}", param="data")
-    return fn  # type: ignore[no-any-return]
+    return fn

@@ -6,6 +6,13 @@ the constructor stores and validates model parameters only (a frozen dataclass, 
 ``epsilon`` in the ``session``, if any, before anything is drawn), lets the mechanisms charge
 the accountant as they draw, and returns an immutable :class:`Release` that carries the result
 and the sealed ledger: the record of what its mechanisms actually spent.
+
+The parts differ in what ``publish`` needs besides the data (a spatial domain's ``bounds``, a
+table's ``schema``), so each family declares its own abstract ``publish`` on a base of its own
+(:class:`DataPublisher` for ``publish(data, *, epsilon, rng, session)``; ``SpatialPublisher`` in
+:mod:`privpub.spatial`, ``TablePublisher`` in :mod:`privpub.decision`); :class:`Publisher` is
+their common root. The stream publishers are stateful (``extend``/``answer``) and have a base
+of their own, :class:`privpub.stream.StreamPublisher`.
 """
 
 from __future__ import annotations
@@ -13,7 +20,7 @@ from __future__ import annotations
 import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, fields
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import numpy as np
 from numpy.typing import NDArray
@@ -25,7 +32,7 @@ from privpub.errors import PrivpubError
 if TYPE_CHECKING:
     from privpub.core._session import Session
 
-__all__ = ["Publisher", "Release", "describe_data", "readonly"]
+__all__ = ["DataPublisher", "Publisher", "Release", "describe_data", "readonly"]
 
 
 def describe_data(data: Any) -> str:
@@ -40,12 +47,12 @@ def describe_data(data: Any) -> str:
         return kind
 
 
-def readonly(arr: Any) -> Any:
+def readonly(arr: Any) -> NDArray[Any]:
     """Return ``arr`` as a numpy array whose write flag is off (releases are immutable).
 
     A copy is made, so the caller's array is untouched.
     """
-    out = np.array(arr, copy=True)
+    out: NDArray[Any] = np.array(arr, copy=True)
     out.flags.writeable = False
     return out
 
@@ -102,11 +109,27 @@ class Release:
                 object.__setattr__(self, f.name, _seal_array(value))
 
 
-class Publisher(ABC):
-    """Abstract publisher: subclasses are frozen keyword-only dataclasses of model parameters."""
+class Publisher:
+    """Root of the batch publishers: subclasses are frozen keyword-only dataclasses of model parameters.
+
+    Each family declares ``publish`` on its own base (its inputs differ: see the module doc), so
+    that every concrete ``publish`` is a true override of its family's signature.
+    """
+
+
+#: the data a :class:`DataPublisher` takes (an array, a DataFrame, ...)
+DataT = TypeVar("DataT", contravariant=True)
+#: the release a publisher returns
+ReleaseT = TypeVar("ReleaseT", bound=Release, covariant=True)
+
+
+class DataPublisher(Publisher, ABC, Generic[DataT, ReleaseT]):
+    """A publisher whose ``publish`` needs the data and the budget only (``publish(data, *, epsilon, rng,
+    session) -> release``), e.g. the histogram publishers (``DataPublisher[ArrayLike, HistogramRelease]``)."""
 
     @abstractmethod
-    def publish(self, data: Any, *, epsilon: float, rng: RNGLike = None, session: Session | None = None) -> Release:
+    def publish(self, data: DataT, *, epsilon: float, rng: RNGLike = None,
+                session: Session | None = None) -> ReleaseT:
         """Run the mechanism on ``data`` with total budget ``epsilon`` and return a release.
 
         Under a ``session``, the session must be able to pay ``epsilon`` or nothing is published

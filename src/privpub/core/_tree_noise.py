@@ -69,12 +69,16 @@ SCALE_BITS = 7
 _TOTAL_RTOL = 1e-12
 
 
-def _sample_discrete(size: int, t: Any, s: int, gen: np.random.Generator) -> NDArray[np.int64]:
+def _sample_discrete(size: int, t: int | GaussianScale, s: int, gen: np.random.Generator) -> NDArray[np.int64]:
     """``size`` exact discrete Laplace draws of scale ``t / s`` (the core sampler, uncharged), or
     exact discrete Gaussian draws when ``t`` is a :class:`~privpub.core._dgauss.GaussianScale`."""
     if isinstance(t, GaussianScale):
         return discrete_gaussian_exact(size, t, gen)
     return _discrete_laplace_exact(size, t, s, gen)
+
+
+#: a pool's scale: ``(t, s, max_chunk)``, ``t / s`` a discrete Laplace scale, or ``(GaussianScale, 0, max_chunk)``
+_ScaleKey = tuple[int | GaussianScale, int, int]
 
 
 class _Pool:
@@ -88,7 +92,7 @@ class _Pool:
 
     __slots__ = ("buf", "chunk", "gen", "max_chunk", "pos", "s", "t")
 
-    def __init__(self, t: int, s: int, gen: np.random.Generator, first: int, max_chunk: int) -> None:
+    def __init__(self, t: int | GaussianScale, s: int, gen: np.random.Generator, first: int, max_chunk: int) -> None:
         self.t, self.s, self.gen, self.max_chunk = t, s, gen, max_chunk
         self.buf: NDArray[np.int64] = np.zeros(0, dtype=np.int64)
         self.pos = 0
@@ -172,7 +176,7 @@ class TreePlan:
     totals: NDArray[np.float64]
     _kinds: list[int]
     _pools: NDArray[np.int32] | None  # scale ids per node (discrete, non-uniform)
-    _t: tuple[int, int, int] | None  # the one scale key of a uniform discrete plan
+    _t: _ScaleKey | None  # the one scale key of a uniform discrete plan
     _sid: int  # its pool id (-1: none)
     _groups: dict[int, list[tuple[int, NDArray[np.int64]]]] | None  # per row: (scale id, node positions)
 
@@ -342,8 +346,8 @@ class TreeNoise:
         self._capacity = 0  # nodes of opened trees
         self._drawn = 0  # nodes drawn
         # exact noise: distinct (t, s, max_chunk) -> id; pools by id, created on first use
-        self._scale_ids: dict[tuple[int, int, int], int] = {}
-        self._scale_list: list[tuple[int, int, int]] = []
+        self._scale_ids: dict[_ScaleKey, int] = {}
+        self._scale_list: list[_ScaleKey] = []
         self._pools: list[_Pool | None] = []
         self._uniform_plans: dict[int, TreePlan] = {}
         # continuous noise: buffered standard Laplace draws
@@ -385,8 +389,8 @@ class TreeNoise:
         if self.noise == "gaussian":  # per-node rho / k: sigma^2 = k Δ^2 / (2 rho)
             g = _gaussian_scale(budget, self.sensitivity)
             scale, var = math.sqrt(g.sigma2), discrete_gaussian_variance(g.sigma2)
-            plan._t = (g, 0, _MAX_CHUNK)  # type: ignore[assignment]
-            self._scale_id(g, 0, _MAX_CHUNK)  # type: ignore[arg-type]
+            plan._t = (g, 0, _MAX_CHUNK)
+            self._scale_id(g, 0, _MAX_CHUNK)
         elif self.noise == "discrete":
             t, s = rational_scale(self.epsilon, k * self.sensitivity)
             scale, var = t / s, float(_discrete_variance(float(t), float(s)))
@@ -513,7 +517,7 @@ class TreeNoise:
             self._kind_index[key] = idx
         return idx
 
-    def _scale_id(self, t: int, s: int, max_chunk: int) -> int:
+    def _scale_id(self, t: int | GaussianScale, s: int, max_chunk: int) -> int:
         key = (t, s, max_chunk)
         sid = self._scale_ids.get(key)
         if sid is None:
@@ -720,7 +724,9 @@ class TreeNoise:
             first_use = int(order[bounds[i]])
             self._pool(i, plan, 0 if rows is None else int(rows[first_use]))
         for i in present.tolist():
-            out[order[bounds[i] : bounds[i + 1]]] = self._pools[i].take(int(counts[i]))  # type: ignore[union-attr]
+            pool = self._pools[i]
+            assert pool is not None  # created above
+            out[order[bounds[i] : bounds[i + 1]]] = pool.take(int(counts[i]))
         return out
 
     # -- persistence -------------------------------------------------------------------------------

@@ -11,6 +11,7 @@ import numbers
 import os
 import sys
 import warnings
+from types import FrameType
 from typing import Any
 
 import numpy as np
@@ -78,11 +79,11 @@ def check_epsilon(epsilon: Any, name: str = "epsilon") -> float:
 def _outside_stacklevel() -> int:
     """The ``stacklevel`` (for a ``warnings.warn`` in the caller of this function) of the first
     frame outside privpub and contextlib: the user's line, however deep the publisher's call."""
-    frame = sys._getframe(1)
+    frame: FrameType | None = sys._getframe(1)
     level = 1
     while frame is not None and (frame.f_code.co_filename.startswith(_PACKAGE_DIR)
                                  or frame.f_code.co_filename == contextlib.__file__):
-        frame = frame.f_back  # type: ignore[assignment]
+        frame = frame.f_back
         level += 1
     return level
 

@@ -17,7 +17,7 @@ from privpub.core import CategoricalAttribute, NumericAttribute, Schema
 from privpub.decision._diffgen import DiffGen
 from privpub.decision._maxgddp import MAXGDDP
 from privpub.decision._model import Specialization
-from privpub.decision._release import DecisionRelease
+from privpub.decision._release import DecisionRelease, TablePublisher
 from privpub.decision._taxonomy import Taxonomy, load_taxonomies
 
 #: publishers by CLI name
@@ -32,6 +32,7 @@ __all__ = [
     "PUBLISHERS",
     "Schema",
     "Specialization",
+    "TablePublisher",
     "Taxonomy",
     "load_taxonomies",
 ]

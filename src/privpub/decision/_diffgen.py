@@ -16,7 +16,6 @@ import numpy as np
 from numpy.typing import NDArray
 
 from privpub.core import (
-    Publisher,
     RNGLike,
     Schema,
     Session,
@@ -44,7 +43,7 @@ from privpub.decision._model import (
     n_cells_of,
     n_specializations,
 )
-from privpub.decision._release import DecisionRelease, build_release, check_cells, leaf_cells
+from privpub.decision._release import DecisionRelease, TablePublisher, build_release, check_cells, leaf_cells
 from privpub.decision._unit import resolve_unit
 from privpub.decision._validation import check_common
 from privpub.errors import ParameterError
@@ -107,7 +106,7 @@ def segment_scores_from_counts(
 
 
 @dataclass(frozen=True, kw_only=True)
-class DiffGen(Publisher):
+class DiffGen(TablePublisher):
     """DiffGen, the differentially private generalisation baseline (Mohammed et al. 2011).
 
     Parameters
@@ -187,7 +186,7 @@ class DiffGen(Publisher):
         n_num = sum(a.kind == "ticks" for a in self.compile(schema))
         return check_epsilon(epsilon) / (2 * (n_num + 2 * self.levels))
 
-    def publish(  # type: ignore[override]
+    def publish(
         self, data: Any, *, schema: Schema, epsilon: float, rng: RNGLike = None, session: Session | None = None,
         privacy_id: str | None = None, max_contributions: int | None = None, privacy_unit: Any = None,
     ) -> DecisionRelease:

@@ -16,7 +16,6 @@ import numpy as np
 from numpy.typing import NDArray
 
 from privpub.core import (
-    Publisher,
     RNGLike,
     Schema,
     Session,
@@ -37,7 +36,7 @@ from privpub.decision._model import (
     n_cells_of,
     n_specializations,
 )
-from privpub.decision._release import DecisionRelease, build_release, check_cells, leaf_cells
+from privpub.decision._release import DecisionRelease, TablePublisher, build_release, check_cells, leaf_cells
 from privpub.decision._unit import resolve_unit
 from privpub.decision._validation import check_common
 from privpub.errors import ParameterError
@@ -133,7 +132,7 @@ def apply(cuts: list[Cut], cand: Candidate) -> Specialization:
 
 
 @dataclass(frozen=True, kw_only=True)
-class MAXGDDP(Publisher):
+class MAXGDDP(TablePublisher):
     """MAXGDDP decision-data release (Fu, Zhang, Ding 2018).
 
     Starting from the fully generalised table, each of ``levels`` rounds scores every
@@ -255,7 +254,7 @@ class MAXGDDP(Publisher):
         return compile_schema(schema, self.taxonomies, fanout=self.fanout,
                               grid_size=self.max_split_candidates, tick_mode=False)
 
-    def publish(  # type: ignore[override]
+    def publish(
         self, data: Any, *, schema: Schema, epsilon: float, rng: RNGLike = None, session: Session | None = None,
         privacy_id: str | None = None, max_contributions: int | None = None, privacy_unit: Any = None,
     ) -> DecisionRelease:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -10,13 +11,22 @@ import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
 
-from privpub.core import BudgetLedger, Release, RNGLike, Schema, as_generator, sparse_noisy_counts
+from privpub.core import (
+    BudgetLedger,
+    Publisher,
+    Release,
+    RNGLike,
+    Schema,
+    Session,
+    as_generator,
+    sparse_noisy_counts,
+)
 from privpub.decision._aggregate import DecisionCounts
 from privpub.decision._kernels import expected_noise_rows
 from privpub.decision._model import Attr, Cut, Specialization, encode_frame
 from privpub.errors import ParameterError
 
-__all__ = ["DecisionRelease"]
+__all__ = ["DecisionRelease", "TablePublisher"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -73,9 +83,9 @@ class DecisionRelease(Release):
         """One row per released cell (count >= 1): generalised values, class and ``count``."""
         data: dict[str, Any] = {}
         for j, c in enumerate(self.final_cuts):
-            data[c.attr.name] = pd.Categorical.from_codes(self.cell_digit(j), categories=c.labels())
+            data[c.attr.name] = pd.Categorical.from_codes(self.cell_digit(j), categories=pd.Index(c.labels()))
         data[str(self.schema.class_name)] = pd.Categorical.from_codes(
-            self.cell_digit(len(self.final_cuts)), categories=list(self.schema.classes or ()))
+            self.cell_digit(len(self.final_cuts)), categories=pd.Index(list(self.schema.classes or ())))
         data["count"] = self.counts
         return pd.DataFrame(data)
 
@@ -255,3 +265,18 @@ def build_release(
         cell_ids=out_ids, counts=counts, n_cells=n_cells,
         final_cuts=tuple(c.copy() for c in cuts),
     )
+
+
+class TablePublisher(Publisher, ABC):
+    """Base of the decision-data publishers (:class:`~privpub.decision.MAXGDDP`, :class:`~privpub.decision.DiffGen`).
+
+    ``publish(data, *, schema, epsilon, rng=None, session=None)`` releases the table ``data`` (a
+    DataFrame, or a Spark DataFrame, with the ``schema``'s columns and target) as a
+    :class:`DecisionRelease`.
+    """
+
+    @abstractmethod
+    def publish(
+        self, data: Any, *, schema: Schema, epsilon: float, rng: RNGLike = None, session: Session | None = None
+    ) -> DecisionRelease:
+        """Release ``data`` under ``epsilon``-DP (reserved in ``session`` first, if any)."""

@@ -205,7 +205,7 @@ def _figure(path: Path, caption: str, report_dir: Path | None, images: list[Path
 
 def _markdown(base: Path | None, shift: int, report_dir: Path | None, images: list[Path]) -> MarkdownIt:
     md = MarkdownIt("commonmark", {"html": False, "linkify": False, "typographer": False}).enable("table")
-    md.validateLink = safe_link  # type: ignore[method-assign]
+    md.validateLink = safe_link  # type: ignore[method-assign]  # markdown-it-py's documented hook: replace the method
 
     def heading_open(self: Any, tokens: Any, idx: int, options: Any, env: Any) -> str:
         tokens[idx].tag = f"h{min(6, int(tokens[idx].tag[1]) + shift)}"
@@ -462,7 +462,7 @@ def heights_of(entries: Sequence[LedgerEntry]) -> str:
 def _ledgers(frame: pd.DataFrame) -> list[dict[str, Any]]:
     out = []
     for release, group in frame.groupby("release", sort=False):
-        records = group.to_dict("records")
+        records: list[dict[str, Any]] = [{str(k): v for k, v in rec.items()} for rec in group.to_dict("records")]
         if "block" not in group.columns:
             # a ledgers.csv of an older privpub: a run of parallel entries of one step is one block
             # whose rows ran on disjoint parts (the only way the parts wrote parallel entries then)

@@ -14,7 +14,8 @@ __all__ = ["demo"]
 
 def _zipf_counts(n_bins: int = 256, total: int = 100_000) -> NDArray[np.int64]:
     weights = 1.0 / np.arange(1, n_bins + 1)
-    return np.floor(total * weights / weights.sum()).astype(np.int64)
+    counts: NDArray[np.int64] = np.floor(total * weights / weights.sum()).astype(np.int64)
+    return counts
 
 
 def demo(rng: RNGLike = 0) -> list[DemoRow]:

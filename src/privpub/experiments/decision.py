@@ -440,7 +440,9 @@ def demo(rng: int = 0) -> list[DemoRow]:
                      CategoricalAttribute("job", cats), CategoricalAttribute("noise", ["a", "b", "c"])],
                     class_name="y", classes=["no", "yes"])
     train, test = df.iloc[: n // 2], df.iloc[n // 2:]
-    y_test = schema.class_attribute.encode(test["y"].to_numpy())  # type: ignore[union-attr]
+    target = schema.class_attribute
+    assert target is not None  # class_name="y" above
+    y_test = target.encode(test["y"].to_numpy())
     rows = []
     for pub in (MAXGDDP(levels=6), DiffGen(levels=6)):
         for eps in (0.5, 1.0):

@@ -18,7 +18,7 @@ import warnings
 import zlib
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
@@ -182,9 +182,14 @@ def evaluate(
 
 
 def _load(data_dir: Path | None, names: Iterable[str]) -> dict[str, np.ndarray]:
-    from privpub.datasets import load
+    from privpub.datasets import CountsDataset, load
 
-    return {name: np.asarray(load(name, data_dir=data_dir).counts) for name in names}
+    out: dict[str, np.ndarray] = {}
+    for name in names:
+        ds = load(name, data_dir=data_dir)
+        assert isinstance(ds, CountsDataset), name  # the histogram datasets
+        out[name] = np.asarray(ds.counts)
+    return out
 
 
 def _summaries(trials: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -256,7 +261,7 @@ def _plots(kld_sum: pd.DataFrame, lnmse_sum: pd.DataFrame, out: Path) -> list[Pa
     return paths
 
 
-def _fmt(v: float) -> str:
+def _fmt(v: Any) -> str:
     return f"{v:.3g}" if np.isfinite(v) else str(v)
 
 
@@ -281,15 +286,17 @@ def _markdown(kld_sum: pd.DataFrame, lnmse_sum: pd.DataFrame, *, trials: int, co
         "| dataset | ε | " + " | ".join(PAPER_LABEL[m] for m in methods) + " |",
         "|---|---|" + "---|" * len(methods),
     ]
-    for (dataset, eps), row in piv.iterrows():
-        cells = [f"{_fmt(row[m])} ± {_fmt(sd.loc[(dataset, eps), m])}" for m in methods]
+    for key, row in piv.iterrows():
+        dataset, eps = cast("tuple[str, float]", key)  # the pivot's index: (dataset, epsilon)
+        cells = [f"{_fmt(row[m])} ± {_fmt(sd.at[key, m])}" for m in methods]
         lines.append(f"| {DATASETS.get(dataset, dataset)} | {eps:g} | " + " | ".join(cells) + " |")
     lines += ["", "## The paper's claims against our numbers", "", claims_markdown(_claims(kld_sum, lnmse_sum))]
     # LNMSE table at the smallest and largest range for each eps
     lines += ["", "## Fig. 3: LNMSE (range size 50 / 250 / 450)", "",
               "| dataset | ε | " + " | ".join(PAPER_LABEL[m] for m in methods) + " |",
               "|---|---|" + "---|" * len(methods)]
-    for (dataset, eps), g in lnmse_sum.groupby(["dataset", "epsilon"], sort=False):
+    for key, g in lnmse_sum.groupby(["dataset", "epsilon"], sort=False):
+        dataset, eps = cast("tuple[str, float]", key)
         cells = []
         for m in methods:
             s = g[g["method"] == m].set_index("range_length")["lnmse"]
@@ -330,7 +337,7 @@ def _claims(kld_sum: pd.DataFrame, lnmse_sum: pd.DataFrame) -> list[Claim]:
             note="Optimal and the paper's HPHP read the true order; the private HPHP cannot" if r > 2 else ""))
     if {"hphp", "laplace"} <= have:
         beats = piv["hphp"] < piv["laplace"]
-        fails = [f"{d} ε={e:g}" for (d, e), b in beats.items() if not b]
+        fails = [f"{d} ε={e:g}" for (d, e), b in cast("Iterable[tuple[tuple[str, float], bool]]", beats.items()) if not b]
         claims.append(Claim.test(
             "HPHP's KLD is below DP's (Laplace) (Fig. 2)", "every setting",
             f"{int(beats.sum())} of {beats.size} cells", float(beats.mean()), ">= 0.9",

@@ -112,10 +112,12 @@ def load_adult_codes(data_dir: str | os.PathLike[str] | None = None) -> TabularC
     The binning is the public encoding of :func:`privpub.datasets.table_format` ``("adult")``
     (``synth_schema``), the one ``privpub synth --dataset-schema adult`` uses.
     """
-    from privpub.datasets import load, table_format
+    from privpub.datasets import TableDataset, load, table_format
 
     fmt = table_format("adult")
-    frame = load("adult", data_dir=_data_dir(data_dir)).frame  # type: ignore[attr-defined]
+    ds = load("adult", data_dir=_data_dir(data_dir))
+    assert isinstance(ds, TableDataset)  # adult is a table
+    frame = ds.frame
     codes = fmt.synth_schema.encode(fmt.to_synth(frame))
     return TabularCodes("adult", codes, fmt.synth_schema, (ADULT_COLUMNS.index("sex"), ADULT_COLUMNS.index("income")))
 
@@ -300,8 +302,9 @@ def _plot(frame: pd.DataFrame, est: pd.DataFrame, out: Path) -> list[str]:
         if not k2.empty:
             fig, ax = plt.subplots(figsize=(5, 4))
             for meth, gm in k2.groupby("method"):
-                m = gm.groupby("f")["isum_syn"]
-                ax.errorbar(m.mean().index, m.mean(), m.std().fillna(0), label=meth, marker="o", capsize=2)
+                by_flip = gm.groupby("f")["isum_syn"]
+                ax.errorbar(by_flip.mean().index, by_flip.mean(), by_flip.std().fillna(0), label=meth, marker="o",
+                            capsize=2)
             ax.set(xlabel="flip probability f", ylabel="I_sum of X* (nats)", title=f"{ds}: Fig. 6 start rule, k=2")
             name = f"fig6_{ds}.png"
             save_figure(fig, out / name, dpi=100)
@@ -443,8 +446,8 @@ def _fig9(ds: Any, g: pd.DataFrame, main2: pd.DataFrame, npbn: pd.DataFrame) -> 
     lines = ["", "### Fig. 9: AVD and KL of a-way marginals, k = 2 (mean over repetitions)", "",
              "| f | epsilon | AVD2 | AVD3 | AVD4 | AVD5 | KL2 | KL3 | KL4 | KL5 | AVD2 independent |",
              "|---|---|---|---|---|---|---|---|---|---|---|"]
-    m9 = main2.groupby(["f", "epsilon"])[[f"avd{a}" for a in range(2, 6)] + [f"kl{a}" for a in range(2, 6)]]
-    m9 = m9.mean().reset_index()
+    m9 = main2.groupby(["f", "epsilon"])[[f"avd{a}" for a in range(2, 6)] + [f"kl{a}" for a in range(2, 6)]] \
+        .mean().reset_index()
     ind = g[g["method"] == "independent"].groupby("f")["avd2"].mean()
     for r in m9.itertuples():
         vals = " | ".join(f"{getattr(r, f'avd{a}'):.4f}" for a in range(2, 6))
@@ -528,8 +531,8 @@ def _estimators_table(e: pd.DataFrame) -> list[str]:
     lines = ["", "### Estimators at k = 2 (network build time incl. all joint estimates; same reports)", "",
              "| f | estimator | time (s) | edge accuracy | AVD2 | AVD3 |", "|---|---|---|---|---|---|"]
     me = e.groupby(["f", "estimator"])[["time_s", "edge_acc", "avd2", "avd3"]].mean()
-    lines += [f"| {f:.1f} | {m} | {r.time_s:.2f} | {r.edge_acc:.3f} | {r.avd2:.4f} | {r.avd3:.4f} |"
-              for (f, m), r in me.iterrows()]
+    lines += [f"| {r.f:.1f} | {r.estimator} | {r.time_s:.2f} | {r.edge_acc:.3f} | {r.avd2:.4f} | {r.avd3:.4f} |"
+              for r in me.reset_index().itertuples()]
     return lines
 
 

@@ -13,7 +13,7 @@ import math
 import os
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
@@ -516,7 +516,8 @@ def _state_of_the_art_md(sota: pd.DataFrame) -> str:
     cols = [m for m in SOTA_METHODS if m in piv.columns]
     lines += ["| dataset | rho | " + " | ".join(SOTA_LABELS[m] for m in cols) + " |",
               "|---|---|" + "---|" * len(cols)]
-    for (d, rho), r in piv.iterrows():
+    for key, r in piv.iterrows():
+        d, rho = cast("tuple[str, float]", key)
         lines.append(f"| {d} | {rho:g} | " + " | ".join(f"{r[m]:.4g}" for m in cols) + " |")
     best_mf = piv[["mf_sqrt", "blt"]].min(axis=1)
     wins = int((piv["rtp"] < best_mf).sum())

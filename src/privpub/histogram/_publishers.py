@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from abc import abstractmethod
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -21,8 +22,8 @@ from numpy.typing import ArrayLike, NDArray
 from privpub.core import (
     FLOAT_EXACT_LIMIT,
     BudgetLedger,
+    DataPublisher,
     PrivacyUnit,
-    Publisher,
     Release,
     RNGLike,
     Session,
@@ -51,6 +52,7 @@ from privpub.histogram._kernels import ahp_clusters, dp_group, publish_groups, s
 __all__ = [
     "AHP",
     "HPHP",
+    "HistogramPublisher",
     "HistogramRelease",
     "LaplaceHistogram",
     "OptimalGrouping",
@@ -512,8 +514,19 @@ def ahp_structure(
     return order, ahp_clusters(y[order], noise_variance(eps2, _check_noise(noise)))
 
 
+class HistogramPublisher(DataPublisher[ArrayLike, HistogramRelease]):
+    """Base of the histogram publishers: ``publish(counts, *, epsilon, rng=None, session=None)``
+    takes the 1-D non-negative integer counts (the bins in their public order) and returns a
+    :class:`HistogramRelease`."""
+
+    @abstractmethod
+    def publish(self, data: ArrayLike, *, epsilon: float, rng: RNGLike = None,
+                session: Session | None = None) -> HistogramRelease:
+        """Publish the histogram ``data`` with budget ``epsilon`` (reserved in ``session`` first, if any)."""
+
+
 @dataclass(frozen=True, kw_only=True)
-class HPHP(Publisher):
+class HPHP(HistogramPublisher):
     """High-precision histogram publishing (HPHP): noisy sort, exact optimal grouping, group means.
 
     Parameters
@@ -670,7 +683,7 @@ class HPHP(Publisher):
 
 
 @dataclass(frozen=True, kw_only=True)
-class AHP(Publisher):
+class AHP(HistogramPublisher):
     """AHP (Zhang et al., SDM 2014): noisy threshold, sort, greedy clustering, noisy group means.
 
     Parameters
@@ -744,7 +757,7 @@ class AHP(Publisher):
 
 
 @dataclass(frozen=True, kw_only=True)
-class LaplaceHistogram(Publisher):
+class LaplaceHistogram(HistogramPublisher):
     """The Laplace (identity) baseline: independent noise on every bin, clamped at 0.
 
     The paper's "DP" baseline (Dwork et al. 2006).
@@ -802,7 +815,7 @@ class LaplaceHistogram(Publisher):
 
 
 @dataclass(frozen=True, kw_only=True)
-class OptimalGrouping(Publisher):
+class OptimalGrouping(HistogramPublisher):
     """The paper's "Optimal" reference (Algorithm 3): exact grouping of the TRUE sorted counts.
 
     **Not differentially private**: the groups are computed from the exact counts. Only the
@@ -979,7 +992,8 @@ def counts_from_records(
             raise DomainError(f"values must lie in the declared categories, got {bad!r}", param="values")
         size = cats.size
     else:
-        edges = check_array(bins, "bins", ndim=1).astype(np.float64)  # type: ignore[arg-type]
+        assert bins is not None  # exactly one of bins and categories (checked above)
+        edges = check_array(bins, "bins", ndim=1).astype(np.float64)
         if edges.size < 2 or np.any(np.diff(edges) <= 0):
             raise ParameterError("bins must be at least two strictly increasing edges", param="bins")
         vals_f = np.asarray(pd.to_numeric(pd.Series(np.asarray(values)), errors="coerce"), dtype=np.float64)

@@ -189,7 +189,7 @@ def bernoulli_exact(threshold: Dyadic, size: int, gen: np.random.Generator) -> N
     """
     words = threshold.words()
     u = gen.bit_generator.random_raw(size)
-    out = u < words[0]
+    out: NDArray[np.bool_] = u < words[0]
     tied = np.flatnonzero(u == words[0])
     for w in words[1:]:
         if tied.size == 0:

@@ -47,7 +47,7 @@ _MASK16 = np.uint64(0xFFFF)
 
 @njit(cache=True, nogil=True)
 def _refine(
-    a: int,
+    a: int | np.int64,
     amb_off: NDArray[np.int64],
     amb_bounds: NDArray[np.uint64],
     fallback: NDArray[np.uint64],

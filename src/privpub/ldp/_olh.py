@@ -35,7 +35,7 @@ _ENUMERATE_COST = 4
 _INVERSE_COST = 256
 
 
-def _hash(a: NDArray[np.int64], b: NDArray[np.int64], x: NDArray[np.int64], g: int) -> NDArray[np.int64]:
+def _hash(a: NDArray[np.int64], b: NDArray[np.int64], x: NDArray[np.int64] | np.int64, g: int) -> NDArray[np.int64]:
     return ((a * x + b) % _PRIME) % g
 
 
@@ -200,7 +200,8 @@ class OLH(FrequencyOracle):
             kernel(a[s:e], b[s:e], y[s:e], g, d, partial[k])
 
         run_chunks(count, bounds.size - 1)
-        return partial.sum(axis=0)
+        out: NDArray[np.int64] = partial.sum(axis=0)
+        return out
 
     def n_reports(self, reports: ArrayLike) -> int:
         backend = frame_backend(reports)

@@ -215,7 +215,8 @@ def support_sizes(oracle: FrequencyOracle, reports: ArrayLike, *, epsilon: float
     if r.ndim == 2 and r.dtype == np.uint8 and r.shape[1] == (d + 7) // 8 and r.shape[1] != d:
         return _packed_ones(r, d)
     if r.ndim == 2 and r.shape[1] == d:
-        return np.asarray(r, dtype=bool).sum(axis=1, dtype=np.int64)
+        ones: NDArray[np.int64] = np.asarray(r, dtype=bool).sum(axis=1, dtype=np.int64)
+        return ones
     raise ParameterError(f"reports must have shape (n, {d}) (bool) or (n, {(d + 7) // 8}) (packed uint8), "
                          f"got {r.shape}", param="reports")
 
@@ -225,7 +226,7 @@ _POPCOUNT = np.array([bin(i).count("1") for i in range(256)], dtype=np.int64)
 
 def _packed_ones(r: NDArray[np.uint8], d: int) -> NDArray[np.int64]:
     """Ones per packed little-endian row of ``d`` bits (padding bits ignored)."""
-    ones = _POPCOUNT[r].sum(axis=1)
+    ones: NDArray[np.int64] = _POPCOUNT[r].sum(axis=1)
     if d % 8:  # padding bits do not count
         ones -= _POPCOUNT[r[:, -1] & np.uint8(0xFF ^ ((1 << (d % 8)) - 1))]
     return ones
@@ -371,7 +372,8 @@ def _fit_bins(h: NDArray[np.float64], m: NDArray[np.float64], a: NDArray[np.floa
         return np.zeros(d)
     det = s11 * s22 - s12 * s12
     if det <= 1e-12 * max(s11 * s22, 1e-300):
-        return np.clip(r1 / s11, 0.0, 1.0)
+        only_f: NDArray[np.float64] = np.clip(r1 / s11, 0.0, 1.0)
+        return only_f
     f = (s22 * r1 - s12 * r2) / det
     t = (s11 * r2 - s12 * r1) / det
     # box constraints: where one coordinate leaves [0, 1], fix it at the bound and refit the other
@@ -383,7 +385,8 @@ def _fit_bins(h: NDArray[np.float64], m: NDArray[np.float64], a: NDArray[np.floa
     if out_f.any() and s22 > 0:
         t2 = np.clip((r2 - s12 * f_fixed) / s22, 0.0, 1.0)
         f = np.where(out_f, np.clip((r1 - s12 * t2) / s11, 0.0, 1.0), f)
-    return np.clip(f, 0.0, 1.0)
+    fitted: NDArray[np.float64] = np.clip(f, 0.0, 1.0)
+    return fitted
 
 
 def defend(oracle: FrequencyOracle, reports: ArrayLike, *, epsilon: float | None = None,
@@ -579,6 +582,6 @@ def fake_reports(oracle: FrequencyOracle, target: int, n: int, *, attack: str = 
     order = np.argsort(keys, axis=1)  # a random permutation of the other values per report
     take = np.arange(d - 1)[None, :] < (ones - 1)[:, None]
     chosen = others[order]
-    rows = np.repeat(np.arange(n), d - 1).reshape(n, d - 1)
-    bits[rows[take], chosen[take]] = True
+    report = np.repeat(np.arange(n), d - 1).reshape(n, d - 1)
+    bits[report[take], chosen[take]] = True
     return np.packbits(bits, axis=1, bitorder="little")

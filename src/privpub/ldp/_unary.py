@@ -309,7 +309,8 @@ class UnaryEncoding(FrequencyOracle):
             _kernels.column_counts(flat[starts[k] * width : (starts[k] + rows) * width], width, partial[k])
 
         run_chunks(count, len(starts))
-        return partial.sum(axis=0)[: self.domain_size]
+        out: NDArray[np.int64] = partial.sum(axis=0)[: self.domain_size]
+        return out
 
     def n_reports(self, reports: ArrayLike) -> int:
         backend = frame_backend(reports)

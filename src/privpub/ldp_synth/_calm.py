@@ -329,7 +329,7 @@ class CALM(Publisher):
         check_positive_int(self.marginal_size, "marginal_size", minimum=2)
         check_positive_int(self.rounds, "rounds")
 
-    def publish(  # type: ignore[override]
+    def publish(
         self,
         data: pd.DataFrame,
         *,

@@ -205,7 +205,7 @@ class LDPBayesSynthesizer(Publisher):
                 f"got {self.degree}"
             , param="degree")
 
-    def publish(  # type: ignore[override]
+    def publish(
         self,
         data: pd.DataFrame,
         *,

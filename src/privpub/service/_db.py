@@ -13,11 +13,15 @@ import os
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
 from privpub.errors import ParameterError
+
+if TYPE_CHECKING:
+    from alembic.config import Config
 
 __all__ = ["database_url", "make_engine", "upgrade", "write_tx"]
 
@@ -75,7 +79,7 @@ def make_engine(url: str, *, pool_size: int = 16) -> Engine:
                                   poolclass=sa.pool.QueuePool, hide_parameters=True)
 
         @sa.event.listens_for(engine, "connect")
-        def _connect(dbapi_conn, _record):  # type: ignore[no-untyped-def]
+        def _connect(dbapi_conn: Any, _record: Any) -> None:  # a sqlite3.Connection (the DBAPI's)
             dbapi_conn.isolation_level = None  # transactions are begun explicitly below
             cur = dbapi_conn.cursor()
             cur.execute("PRAGMA journal_mode=WAL")
@@ -85,7 +89,7 @@ def make_engine(url: str, *, pool_size: int = 16) -> Engine:
             cur.close()
 
         @sa.event.listens_for(engine, "begin")
-        def _begin(conn):  # type: ignore[no-untyped-def]
+        def _begin(conn: Connection) -> None:
             conn.exec_driver_sql("BEGIN IMMEDIATE" if conn.get_execution_options().get("privpub_write") else "BEGIN")
 
         return engine
@@ -102,7 +106,7 @@ def write_tx(engine: Engine) -> Iterator[Connection]:
             yield conn
 
 
-def alembic_config(url: str):  # type: ignore[no-untyped-def]
+def alembic_config(url: str) -> Config:
     from alembic.config import Config
 
     cfg = Config()

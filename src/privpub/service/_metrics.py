@@ -146,7 +146,7 @@ def render(engine: Any) -> bytes:
     if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         from prometheus_client import multiprocess
 
-        multiprocess.MultiProcessCollector(reg)  # type: ignore[no-untyped-call]
+        multiprocess.MultiProcessCollector(reg)  # type: ignore[no-untyped-call]  # prometheus_client leaves it unannotated
     else:  # one process: this module's metrics only (not the interpreter's own collectors)
         for collector in (m.reports, m.auth_failures, m.stream_requests, m.requests):
             reg.register(collector)

@@ -267,7 +267,8 @@ class Store:
         return self.status(cid)
 
     def archived_at(self, conn: Connection, cid: str) -> int | None:
-        return conn.execute(sa.select(campaigns.c.archived_at).where(campaigns.c.id == cid)).scalar_one()
+        at: int | None = conn.execute(sa.select(campaigns.c.archived_at).where(campaigns.c.id == cid)).scalar_one()
+        return at
 
     def check_not_archived(self, cid: str) -> None:
         with self.engine.connect() as conn:
@@ -374,7 +375,8 @@ class Store:
             return set()
         if conn.dialect.name == "postgresql":
             raw = conn.connection.driver_connection
-            with raw.cursor() as cur:  # type: ignore[union-attr]
+            assert raw is not None  # an open connection's psycopg connection
+            with raw.cursor() as cur:
                 # one temporary table per connection (created in a transaction: a rollback drops it too)
                 cur.execute("CREATE TEMP TABLE IF NOT EXISTS privpub_incoming (report_id bytea, group_id int4, "
                             "payload bytea) ON COMMIT DELETE ROWS")
@@ -494,7 +496,7 @@ class Store:
             bound: list[bytes] = []
             if tokens:
                 bound = [token_hash(tok) for tok in tokens]
-                valid = set()
+                valid: set[bytes] = set()
                 for s in range(0, len(bound), _CHUNK):
                     valid.update(bytes(r[0]) for r in conn.execute(sa.select(enrollment_tokens.c.token_hash).where(
                         enrollment_tokens.c.campaign_id == cid, enrollment_tokens.c.token_hash.in_(

@@ -26,6 +26,8 @@ Several workers may serve one stream: writers serialise on the stream's row (Pos
 
 from __future__ import annotations
 
+import builtins
+import functools
 import hashlib
 import hmac
 import io
@@ -36,9 +38,9 @@ import os
 import secrets
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import sqlalchemy as sa
@@ -57,6 +59,7 @@ __all__ = ["Asker", "StreamError", "StreamInfo", "StreamStore", "exact_counts", 
            "unpack_state"]
 
 log = logging.getLogger("privpub.service")
+_T = TypeVar("_T")
 
 #: largest window a service stream may declare
 MAX_WINDOW = 1 << 20
@@ -128,7 +131,9 @@ def pack_state(state: dict[str, Any]) -> bytes:
 
     doc = json.dumps(walk(state)).encode("utf-8")
     buf = io.BytesIO()
-    np.savez(buf, __json__=np.frombuffer(doc, dtype=np.uint8), **arrays)
+    # Any: numpy's stub lets ``**`` reach ``allow_pickle=``, a keyword that numpy < 2.1 does not have
+    members: dict[str, Any] = {"__json__": np.frombuffer(doc, dtype=np.uint8), **arrays}
+    np.savez(buf, **members)
     return buf.getvalue()
 
 
@@ -147,7 +152,8 @@ def unpack_state(blob: bytes) -> dict[str, Any]:
             return [walk(x) for x in v]
         return v
 
-    return walk(doc)  # type: ignore[no-any-return]
+    state: dict[str, Any] = walk(doc)
+    return state
 
 
 def exact_counts(values: list[int | float] | NDArray[Any], *, real: bool) -> NDArray[Any]:
@@ -350,7 +356,7 @@ class StreamStore:
                                                f"step_seconds {float(r.step_seconds):g}), more than {CLOCK_GIVE_UP}: "
                                                "left as it is (close it with DELETE /streams/{id})")
                     if due > t_db:
-                        self._write(r.id, lambda conn, live, now=now: self._advance(conn, live, now))
+                        self._write(r.id, functools.partial(self._advance, now=now))
                         self.clock_errors.pop(r.id, None)
                         continue
                 live = self._live.get(r.id)
@@ -447,19 +453,21 @@ class StreamStore:
         sid = secrets.token_hex(8)
         token = secrets.token_urlsafe(24)
         reader = secrets.token_urlsafe(24)
-        if step is not None and origin is None:
-            origin = math.floor(now / step) * step  # steps aligned on the clock
+        open_since: float = now
+        if step is not None:
+            if origin is None:
+                origin = math.floor(now / step) * step  # steps aligned on the clock
+            open_since = origin
         stored = {k: v for k, v in params.items() if k not in ("history", "privacy_unit")}
         if unit is not None:
             stored["privacy_unit"] = unit.as_dict()
         if adaptive:
             stored["history_length"] = len(params.get("history", ()))
-        info = StreamInfo(id=sid, name=body["name"], method=key, params=stored, epsilon=float(pub.epsilon),
+        info = StreamInfo(id=sid, name=body["name"], method=key, params=stored, epsilon=pub.budget,  # epsilon= (pure DP)
                           step_seconds=step, origin=origin, late=body.get("late", "reject"),
                           horizon=body.get("horizon"), session=body.get("session"), created_at=int(now),
                           token_hash=_hash(token), reader_hash=_hash(reader), queries_from=queries_from,
                           log_per_client=log_per_client)
-        open_since = origin if step is not None else now
         head, part = split_state(pub.state(checkpoint=False))
         with write_tx(self.engine) as conn:
             conn.execute(sa.insert(streams).values(
@@ -535,7 +543,7 @@ class StreamStore:
                  "t": int(r._mapping["t"]), "closed_at": r.closed_at} for r in rows]
 
     # -- writing --------------------------------------------------------------------------------
-    def _write(self, sid: str, fn: Any, *, closing: bool = False) -> Any:
+    def _write(self, sid: str, fn: Callable[[Connection, Live], _T], *, closing: bool = False) -> _T:
         """Run ``fn(conn, live)`` in a write transaction holding the stream's row.
 
         Writers serialise on the row (``FOR UPDATE`` / ``BEGIN IMMEDIATE``). Steps closed in the
@@ -646,7 +654,7 @@ class StreamStore:
         self._close_steps(conn, live, counts, 0, info.origin + (live.t + n) * info.step_seconds, 0)
         return n
 
-    def add_counts(self, sid: str, counts: list[int | float] | NDArray[Any], batch_id: str) -> dict[str, Any]:
+    def add_counts(self, sid: str, counts: builtins.list[int | float] | NDArray[Any], batch_id: str) -> dict[str, Any]:
         """Append per-step counts (streams without ``step_seconds``): JSON integers stay exact
         (never through a float), counts the stream cannot hold exactly are refused."""
         info = self.info(sid)
@@ -677,7 +685,7 @@ class StreamStore:
             self._mark(conn, sid, batch_id, int(items.shape[0]))
             return {"batch_id": batch_id, "duplicate": False, "t": live.t}
 
-        return self._write(sid, apply)  # type: ignore[no-any-return]
+        return self._write(sid, apply)
 
     def _person_counts(self, conn: Connection, live: Live, steps: NDArray[np.int64],
                        ids: Sequence[Any]) -> tuple[NDArray[np.int64], dict[str, Any], dict[str, Any]]:
@@ -804,7 +812,7 @@ class StreamStore:
             out = {"batch_id": batch_id, "duplicate": False, "t": live.t, "accepted": n}
             return {**out, "counted": counted} if per_person else out
 
-        return self._write(sid, apply)  # type: ignore[no-any-return]
+        return self._write(sid, apply)
 
     def close_step(self, sid: str, step: int) -> dict[str, Any]:
         """Close step ``step``, the open one (streams without ``step_seconds``); idempotent.
@@ -828,7 +836,7 @@ class StreamStore:
             self._close_steps(conn, live, np.array([live.open_count], dtype=np.int64), 0, time.time(), 0)
             return {"t": live.t, "step": step, "duplicate": False}
 
-        return self._write(sid, apply)  # type: ignore[no-any-return]
+        return self._write(sid, apply)
 
     def delete(self, sid: str) -> dict[str, Any]:
         """Close and archive a stream (admin): ingest stops for good, the clock leaves it, the
@@ -847,10 +855,10 @@ class StreamStore:
 
         out = self._write(sid, apply, closing=True)
         log.info("stream %s closed", sid)
-        return out  # type: ignore[no-any-return]
+        return out
 
     # -- query log ------------------------------------------------------------------------------
-    def _flush_pending(self, conn: Connection, live: Live) -> list[tuple[float, int, int, int]]:
+    def _flush_pending(self, conn: Connection, live: Live) -> builtins.list[tuple[float, int, int, int]]:
         """Write the worker's buffered query log in ``conn``'s transaction; returns what it took."""
         with live.plock:
             pending, live.pending = live.pending, []
@@ -902,7 +910,7 @@ class StreamStore:
                         f"(window={W})"), "start"
         return StreamError(422, why, field or fld)
 
-    def _log(self, live: Live, t: int, lo: list[int], hi: list[int], who: Asker | None) -> int:
+    def _log(self, live: Live, t: int, lo: builtins.list[int], hi: builtins.list[int], who: Asker | None) -> int:
         """Buffer the ranges for the query log as the stream's ``queries_from`` allows (readers only,
         anyone, or none) and at most ``log_per_client`` per client and hour; returns how many."""
         policy = live.info.queries_from
@@ -937,14 +945,14 @@ class StreamStore:
             if not (1 <= lo <= hi <= t and lo > pub.t - W):
                 raise self._range_error(lo, hi, t, W, None)
             est = pub._answer_at(np.array([lo]), np.array([hi]), np.array([t]))[0].item()
-            std = float(pub.answer_variance(lo, hi)) ** 0.5  # type: ignore[attr-defined]
+            std = float(pub.answer_variance(lo, hi)) ** 0.5
         finally:
             live.lock.release()
         self._log(live, t, [lo], [hi], who)
         return {"estimate": est, "start": lo, "end": hi, "t": t, "std": std}
 
     def answer(self, sid: str, lo: NDArray[np.int64], hi: NDArray[np.int64], *, record: bool = True,
-               variance: bool = False, who: Asker | None = None) -> tuple[NDArray[Any], int, list[float] | None]:
+               variance: bool = False, who: Asker | None = None) -> tuple[NDArray[Any], int, builtins.list[float] | None]:
         """Noisy answers to ranges ``[lo, hi]`` from released nodes; logged (as the stream's query-log
         policy allows ``who``) unless ``record=False``."""
         live = self.live(sid)
@@ -961,7 +969,7 @@ class StreamStore:
             out = pub._answer_at(lo, hi, np.full(lo.shape, t, dtype=np.int64))
             var = None
             if variance:
-                var = [float(pub.answer_variance(int(a), int(b))) for a, b in zip(lo.tolist(), hi.tolist())]  # type: ignore[attr-defined]
+                var = [float(pub.answer_variance(int(a), int(b))) for a, b in zip(lo.tolist(), hi.tolist())]
         if record:
             self._log(live, t, lo.tolist(), hi.tolist(), who)
         return out, t, var

@@ -380,6 +380,7 @@ class HeaderTimeoutProtocol(HttpToolsProtocol):
     :data:`MAX_HEADER_BYTES` get 431.
     """
 
+    # uvicorn's HttpToolsProtocol takes an asyncio.Transport where asyncio's protocol takes a BaseTransport
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         # read per connection: ``privpub serve`` sets it after this module may have been imported
         self.header_timeout = float(os.environ.get("PRIVPUB_TIMEOUT_HEADERS", "10"))

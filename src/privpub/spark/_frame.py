@@ -45,7 +45,8 @@ def check_frame(df: Any, name: str = "df") -> DataFrame:
     """``df`` if it is a ``pyspark.sql.DataFrame``, else a ParameterError naming the argument."""
     if not is_spark_frame(df):
         raise ParameterError(f"{name} must be a pyspark.sql.DataFrame, got {type(df).__name__}", param=name)
-    return df  # type: ignore[no-any-return]
+    frame: DataFrame = df  # a pyspark.sql.DataFrame (checked above)
+    return frame
 
 
 def check_columns(df: DataFrame, columns: Sequence[str], what: str = "data") -> None:

@@ -44,7 +44,7 @@ from privpub.spatial._data import (
 )
 from privpub.spatial._hdg import HDG, hdg_granularities
 from privpub.spatial._kdght import KDGHT, kdg_intervals
-from privpub.spatial._release import SpatialRelease, TreeLevel
+from privpub.spatial._release import SpatialPublisher, SpatialRelease, TreeLevel
 
 #: the spatial publishers by CLI name
 PUBLISHERS = {"kdght": KDGHT, "ug": UniformGrid, "gtr": GTR, "rappor": RapporGrid, "hdg": HDG, "ahead": AHEAD}
@@ -59,6 +59,7 @@ __all__ = [
     "RapporGrid",
     "Role",
     "SIZE_CLASSES",
+    "SpatialPublisher",
     "SpatialRelease",
     "TreeLevel",
     "UniformGrid",

@@ -11,7 +11,6 @@ from numpy.typing import ArrayLike
 
 from privpub.core import (
     PrivacyUnit,
-    Publisher,
     RNGLike,
     Session,
     accounting,
@@ -25,7 +24,7 @@ from privpub.ldp import norm_sub
 from privpub.spatial._baselines import prepare
 from privpub.spatial._collect import check_grid_height, user_groups
 from privpub.spatial._kernels import ci_combine, oue_v1
-from privpub.spatial._release import SpatialRelease
+from privpub.spatial._release import SpatialPublisher, SpatialRelease
 from privpub.spatial._tree import grow_tree
 
 __all__ = ["AHEAD", "ahead_threshold"]
@@ -52,7 +51,7 @@ def ahead_threshold(n_users: int, epsilon: float, height: int) -> float:
 
 
 @dataclass(frozen=True, kw_only=True)
-class AHEAD(Publisher):
+class AHEAD(SpatialPublisher):
     """AHEAD: top-down adaptive quadtree with one user group per layer (Du et al., CCS 2021).
 
     The domain is decomposed down to a ``2**height x 2**height`` grid at most. The users are
@@ -109,7 +108,7 @@ class AHEAD(Publisher):
         if self.postprocess not in ("normsub", "none"):
             raise ParameterError(f"postprocess must be 'normsub' or 'none', got {self.postprocess!r}", param="postprocess")
 
-    def publish(  # type: ignore[override]
+    def publish(
         self, points: ArrayLike, *, bounds: Any, epsilon: float, rng: RNGLike = None, mode: str = "simulate",
         session: Session | None = None,
     ) -> SpatialRelease:

@@ -11,7 +11,6 @@ from numpy.typing import ArrayLike, NDArray
 
 from privpub.core import (
     PrivacyUnit,
-    Publisher,
     RNGLike,
     Session,
     accounting,
@@ -33,7 +32,7 @@ from privpub.spatial._collect import (
     user_groups,
 )
 from privpub.spatial._kernels import ci_combine, grid_edges, oue_v1, round_half_up, uniform_interval_index
-from privpub.spatial._release import SpatialRelease, TreeLevel
+from privpub.spatial._release import SpatialPublisher, SpatialRelease, TreeLevel
 
 __all__ = [
     "GTR",
@@ -119,7 +118,7 @@ def grid_rects(box: Bounds, g: int) -> tuple[NDArray[np.float64], ...]:
 
 
 @dataclass(frozen=True, kw_only=True)
-class _FlatGrid(Publisher):
+class _FlatGrid(SpatialPublisher):
     """A ``g × g`` uniform grid; every user sends one unary-encoded report of its cell."""
 
     g: int | None = None
@@ -142,7 +141,7 @@ class _FlatGrid(Publisher):
     def granularity(self, n_users: int, epsilon: float) -> int:
         raise NotImplementedError
 
-    def publish(  # type: ignore[override]
+    def publish(
         self, points: ArrayLike, *, bounds: Any, epsilon: float, rng: RNGLike = None, mode: str = "simulate",
         session: Session | None = None,
     ) -> SpatialRelease:
@@ -278,7 +277,7 @@ def block_sums(counts: NDArray[np.int64], g: int, f: int) -> NDArray[np.int64]:
 
 
 @dataclass(frozen=True, kw_only=True)
-class GTR(Publisher):
+class GTR(SpatialPublisher):
     """GT-R: quadtree levels over a uniform grid, one random user group per level (Zhang et al. 2020).
 
     Level ``l = 1..H`` is the ``2^l × 2^l`` grid; the users are split at random into ``H``
@@ -329,7 +328,7 @@ class GTR(Publisher):
         if self.postprocess not in ("normsub", "none"):
             raise ParameterError(f"postprocess must be 'normsub' or 'none', got {self.postprocess!r}", param="postprocess")
 
-    def publish(  # type: ignore[override]
+    def publish(
         self, points: ArrayLike, *, bounds: Any, epsilon: float, rng: RNGLike = None, mode: str = "simulate",
         session: Session | None = None,
     ) -> SpatialRelease:

@@ -11,7 +11,6 @@ from numpy.typing import ArrayLike, NDArray
 
 from privpub.core import (
     PrivacyUnit,
-    Publisher,
     RNGLike,
     Session,
     accounting,
@@ -23,7 +22,7 @@ from privpub.errors import ParameterError
 from privpub.ldp import norm_sub
 from privpub.spatial._baselines import block_sums, grid_cells, grid_rects, prepare
 from privpub.spatial._collect import check_cells, split_counts, user_groups
-from privpub.spatial._release import SpatialRelease
+from privpub.spatial._release import SpatialPublisher, SpatialRelease
 
 __all__ = ["HDG", "hdg_granularities"]
 
@@ -107,7 +106,7 @@ def _weighted_update(gx: F64, gy: F64, g2d: F64, g1: int, g2: int, total: float,
 
 
 @dataclass(frozen=True, kw_only=True)
-class HDG(Publisher):
+class HDG(SpatialPublisher):
     """HDG: hybrid-dimensional grids for 2-D range queries under LDP (Yang et al., VLDB 2021).
 
     The users are split at random into three equal groups: one reports (OUE) its x cell on a
@@ -164,7 +163,7 @@ class HDG(Publisher):
         check_cells(self.cap * self.cap, "HDG's largest default grid cap x cap", "cap")
         check_positive_int(self.iterations, "iterations")
 
-    def publish(  # type: ignore[override]
+    def publish(
         self, points: ArrayLike, *, bounds: Any, epsilon: float, rng: RNGLike = None, mode: str = "simulate",
         session: Session | None = None,
     ) -> SpatialRelease:

@@ -11,7 +11,6 @@ from numpy.typing import ArrayLike, NDArray
 
 from privpub.core import (
     PrivacyUnit,
-    Publisher,
     RNGLike,
     Session,
     accounting,
@@ -44,7 +43,7 @@ from privpub.spatial._kernels import (
     merge_sparse,
     oue_v1,
 )
-from privpub.spatial._release import SpatialRelease
+from privpub.spatial._release import SpatialPublisher, SpatialRelease
 from privpub.spatial._tree import grow_tree
 
 __all__ = ["KDGHT", "assign_roles", "kdg_intervals"]
@@ -99,7 +98,7 @@ def kdg_intervals(n_axis: int, epsilon: float, *, kdg_split: str = "users", rule
 
 
 @dataclass(frozen=True, kw_only=True)
-class KDGHT(Publisher):
+class KDGHT(SpatialPublisher):
     """KDG-HT: local-DP adaptive KD/quadtree partition of 2-D points for range-count queries.
 
     A random 5% of the users (``eta``) reports one coordinate interval each (OUE); the server
@@ -219,7 +218,7 @@ class KDGHT(Publisher):
         if self.postprocess not in ("normsub", "none"):
             raise ParameterError(f"postprocess must be 'normsub' or 'none', got {self.postprocess!r}", param="postprocess")
 
-    def publish(  # type: ignore[override]
+    def publish(
         self, points: ArrayLike, *, bounds: Any, epsilon: float, rng: RNGLike = None, mode: str = "simulate",
         session: Session | None = None,
     ) -> SpatialRelease:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -10,12 +11,12 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from privpub.core import BudgetLedger, Release, check_array
+from privpub.core import BudgetLedger, Publisher, Release, RNGLike, Session, check_array
 from privpub.errors import DataNotFoundError, ParameterError
 from privpub.spatial._collect import Bounds, Role, check_bounds, check_points, check_rects
 from privpub.spatial._kernels import grid_answer, leaf_lookup, locate_in_leaves, overlap_answer
 
-__all__ = ["SpatialRelease", "TreeLevel"]
+__all__ = ["SpatialPublisher", "SpatialRelease", "TreeLevel"]
 
 FORMAT = "privpub.spatial/1"
 
@@ -252,3 +253,21 @@ class SpatialRelease(Release):
             if fig is not None:
                 plt.close(fig)
         return ax
+
+
+class SpatialPublisher(Publisher, ABC):
+    """Base of the local-DP spatial publishers (:class:`~privpub.spatial.KDGHT` and its baselines).
+
+    ``publish(points, *, bounds, epsilon, rng=None, mode="simulate", session=None)`` collects
+    one report per user over the public domain ``bounds`` and returns a :class:`SpatialRelease`.
+    """
+
+    @abstractmethod
+    def publish(
+        self, points: ArrayLike, *, bounds: Any, epsilon: float, rng: RNGLike = None, mode: str = "simulate",
+        session: Session | None = None,
+    ) -> SpatialRelease:
+        """Collect one report per user (``points``, shape (N, 2), inside ``bounds``) and return the release.
+
+        Under a ``session``, ``epsilon`` is reserved there first; nothing is drawn if it cannot pay.
+        """

@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 import numbers
 import os
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 import numpy as np
@@ -257,8 +258,15 @@ class StreamPublisher:
     #: whether a zCDP stream may be real-valued (its answers are real anyway)
     _real_with_rho: ClassVar[bool] = False
     measure: str = PURE_DP
+    #: the event-level epsilon (pure DP; None under zCDP)
+    epsilon: float | None = None
+    #: the event-level rho (zCDP; None under pure DP)
     rho: float | None = None
+    #: the budget in the publisher's measure: ``epsilon`` (pure DP) or ``rho`` (zCDP)
     budget: float
+    #: validate the parameters and set the publisher up (``restoring=True``: no session, no charge);
+    #: each subclass takes its own keyword parameters (those of its constructor)
+    _init: Callable[..., None]
     #: every concrete publisher by its ``method`` (filled as subclasses are defined; :meth:`from_state`)
     _by_method: ClassVar[dict[str, type[StreamPublisher]]] = {}
 
@@ -269,6 +277,11 @@ class StreamPublisher:
             StreamPublisher._by_method.setdefault(name, cls)
     _T = 0  # items per tree of the open tree
     _u = 0  # items received by the open tree
+
+    def __init__(self, **params: Any) -> None:
+        """The concrete publishers (:data:`PUBLISHERS`) take keyword parameters; this base is abstract."""
+        raise TypeError(f"{type(self).__name__} is abstract: use one of the stream publishers "
+                        "(privpub.stream.PUBLISHERS)")
 
     # -- construction ---------------------------------------------------------------------------
     def _check_common(
@@ -312,7 +325,7 @@ class StreamPublisher:
             per = f" / max_contributions={k}" if k != 1 else ""
             raise ParameterError(
                 f"sensitivity / epsilon must be a noise scale in (0, 2**52] with a finite inverse, got "
-                f"sensitivity={sens:g}, epsilon={self.epsilon:g}{per}"
+                f"sensitivity={sens:g}, epsilon={self.budget:g}{per}"
             )
         self.sensitivity = sens
         if not isinstance(real, bool):
@@ -359,7 +372,7 @@ class StreamPublisher:
         if rho is None:
             raise ParameterError("epsilon= (or rho= for zCDP) is required", param="epsilon")
         self.measure = ZCDP
-        self.epsilon = None  # type: ignore[assignment]
+        self.epsilon = None
         self.rho = self.budget = check_epsilon(rho, "rho")
         # a usable variance (raises) at the per-event rho (rho / k^2 for k events per person and step)
         discrete_gaussian_sigma2(rho=self.privacy_unit.record_amount(self.rho, ZCDP), sensitivity=sens)
@@ -411,7 +424,7 @@ class StreamPublisher:
                 res.settle(spent=True, note=f"stream publisher: {measure_unit(self.measure)} for the stream's whole "
                                             f"life; unit: {unit}")
             if active_accountant() is None and self.measure == PURE_DP:
-                warn_meaningless_epsilon(self.epsilon, f"the {self.method} stream")
+                warn_meaningless_epsilon(self.budget, f"the {self.method} stream")
             charge(self.method, self.budget, note="a whole stream publisher used as one step", measure=self.measure)
         self._contribution_key: str | None = None
         if per_person:
@@ -455,6 +468,20 @@ class StreamPublisher:
     def t(self) -> int:
         """Number of items received so far (the current time)."""
         return self._t
+
+    @property
+    def trees(self) -> list[tuple[int, int]]:
+        """``(start, height)`` of the stored trees (or blocks) that meet the window, oldest first.
+
+        ``height`` is the number of levels of the tree; the matrix-factorisation publishers
+        (:class:`MFSqrt`, :class:`BLT`) have no tree and list their blocks of ``horizon`` items
+        with height 0.
+        """
+        raise NotImplementedError  # pragma: no cover - every publisher defines it
+
+    def answer_variance(self, l: int, r: int) -> float:
+        """Exact variance of the noisy answer to the range ``[l, r]`` (inside the window)."""
+        raise NotImplementedError  # pragma: no cover - every publisher defines it
 
     def __repr__(self) -> str:
         budget = f"rho={self.rho}" if self.measure == ZCDP else f"epsilon={self.epsilon}"
@@ -851,7 +878,7 @@ class StreamPublisher:
     def _restoring(cls, params: dict[str, Any], rng: RNGLike, state: dict[str, Any]) -> StreamPublisher:
         """A publisher built from its saved parameters without drawing or charging (``from_state``)."""
         pub = cls.__new__(cls)
-        pub._init(rng=rng, session=None, restoring=True, **params)  # type: ignore[attr-defined]
+        pub._init(rng=rng, session=None, restoring=True, **params)
         return pub
 
     # -- hooks ----------------------------------------------------------------------------------

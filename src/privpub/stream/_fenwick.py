@@ -664,25 +664,27 @@ class _FenwickPublisher(StreamPublisher):
             a = max(lo, since + 1)
             i0 = max(i0, int(np.searchsorted(self._trees.starts[: self._trees.n], since, side="right")))
         cfgs = [self._trees.table[int(c)] for c in self._trees.cfg_ids[i0 : self._trees.n]]
-        out = {
+        open_tree: dict[str, Any] | None = {
+            "start": self._s, "items": self._u, "local_sum": self._p, "anchors": list(self._anchors),
+            "local_prefix": list(self._open_lp[: self._u + 1]), "noisy_total_before": self._rc,
+        } if self._cfg is not None else None
+        out: dict[str, Any] = {
             "store_from": lo,
             "Y": st.Y[a - st.base : t - st.base + 1].copy(),
             "NP": st.NP[a - st.base : t - st.base + 1].copy(),
             "trees": {"start": self._trees.starts[i0 : self._trees.n].tolist(),
                       "height": [c.k for c in cfgs], "length": [float(c.length) for c in cfgs]},
-            "open_tree": {"start": self._s, "items": self._u, "local_sum": self._p,
-                          "anchors": list(self._anchors), "local_prefix": list(self._open_lp[: self._u + 1]),
-                          "noisy_total_before": self._rc} if self._cfg is not None else None,
+            "open_tree": open_tree,
             "predictor": None if self.predictor is None else self.predictor.get_state(),
         }
         if since is not None:
             out["arrays_from"], out["trees_from"] = a, trees_from
             # the open tree's local noisy prefixes as a time-indexed array (times before it: 0)
-            LP = np.zeros(t - a + 1, dtype=self._dtype)
-            if self._cfg is not None:
+            LP: NDArray[Any] = np.zeros(t - a + 1, dtype=self._dtype)
+            if open_tree is not None:
                 first = max(a, self._s)
                 LP[first - a :] = self._open_lp[first - self._s + 1 : self._u + 1]
-                out["open_tree"]["local_prefix"] = None
+                open_tree["local_prefix"] = None
             out["LP"] = LP
         return out
 

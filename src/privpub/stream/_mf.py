@@ -256,7 +256,7 @@ class MFSqrt(StreamPublisher):
         return self._w[u : u + m]
 
     def _make_noise(self, rng: RNGLike) -> Any:
-        return _BlockNoise(self._acc, rng, self._node_budget, self._node_sens,
+        return _BlockNoise(self._acc, rng, self._node_budget, self._node_sens,  # budget: rho (zCDP only), per event
                            f"z of one block of {self.horizon} items: L2 sensitivity Δ sqrt(sum c_k^2) "
                            f"= {self._node_sens:.6g}")
 
@@ -298,6 +298,14 @@ class MFSqrt(StreamPublisher):
             used = self._t - keep + 1
             new[:used] = self._NP[keep - self._base : keep - self._base + used]
             self._NP, self._base = new, keep
+
+    @property
+    def trees(self) -> list[tuple[int, int]]:
+        """``(start, 0)`` of the blocks of ``horizon`` items that meet the window, oldest first
+        (a block is one flat draw of ``z``, not a tree: height 0)."""
+        lo = max(1, self._t - self.window + 1)
+        first = ((lo - 1) // self.horizon) * self.horizon + 1
+        return [(s, 0) for s in range(first, self._t + 1, self.horizon)]
 
     def _push(self, x: Any) -> None:
         self._ingest(np.array([x], dtype=np.int64))
