@@ -84,3 +84,15 @@ def test_missing_ids_and_bad_steps_are_refused(tmp_path: Path) -> None:
     pd.DataFrame({"step": [1, 2, 2], "user": ["a", None, "c"]}).to_csv(bad, index=False)
     res = runner.invoke(app, _args(bad, tmp_path / "o.csv", "--privacy-id", "user", "--max-contributions", "2"))
     assert res.exit_code == 2 and "missing in row 2" in res.output
+
+
+def test_a_series_without_ids_says_the_per_person_check_is_not_run(tmp_path: Path) -> None:
+    series = tmp_path / "s.csv"
+    pd.DataFrame({"count": [3, 0, 5, 2]}).to_csv(series, index=False)
+    res = runner.invoke(app, ["stream", "publish", str(series), "-e", "1", "-w", "4", "-m", "rtp", "--column", "count",
+                              "-o", str(tmp_path / "o.csv"), "--seed", "1"])
+    assert res.exit_code == 0, res.output
+    assert "this release protects one event" in res.stderr and "is not checked" in res.stderr
+    quiet = runner.invoke(app, ["stream", "publish", str(series), "-e", "1", "-w", "4", "-m", "rtp", "--column",
+                                "count", "-o", str(tmp_path / "q.csv"), "--seed", "1", "--quiet"])
+    assert quiet.exit_code == 0 and "not checked" not in quiet.stderr

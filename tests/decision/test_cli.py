@@ -214,3 +214,20 @@ def test_cli_person_level_missing_id_column(people_files) -> None:
                               "--max-contributions", "2"])
     assert res.exit_code == 2, res.output
     assert "who" in res.output and "Traceback" not in res.output
+
+
+def test_cli_says_what_the_release_protects_without_a_privacy_id(files) -> None:
+    # issue 25: only the public schema is read; it does not say whether ids repeat, so the check is not run
+    tmp, data, schema = files
+    res = runner.invoke(app, ["decision", str(data), "--target", "y", "--epsilon", "1", "--levels", "2",
+                              "--schema", str(schema), "--seed", "3", "-o", str(tmp / "c.csv")])
+    assert res.exit_code == 0, res.output
+    assert "this release protects one row" in res.stderr and "is not checked" in res.stderr
+    # a schema that states the bound gets a warning naming it, and what it costs a person
+    stated = json.loads(schema.read_text())
+    stated.update(privacy_id="user", max_contributions=40)
+    (tmp / "stated.json").write_text(json.dumps(stated))
+    res = runner.invoke(app, ["decision", str(data), "--target", "y", "--epsilon", "1", "--levels", "2",
+                              "--schema", str(tmp / "stated.json"), "--seed", "3", "-o", str(tmp / "d.csv")])
+    assert res.exit_code == 0, res.output
+    assert "WARNING" in res.stderr and "up to 40 rows" in res.stderr and "40 x epsilon = 40" in res.stderr

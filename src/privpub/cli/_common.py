@@ -51,9 +51,8 @@ __all__ = [
     "Terminated",
     "check_out_dir",
     "check_output",
-    "echo_session",
     "command_flags",
-    "render_error",
+    "echo_session",
     "handle_errors",
     "install_sigterm_handler",
     "open_session",
@@ -62,6 +61,8 @@ __all__ = [
     "publish_kwargs",
     "read_json",
     "read_table",
+    "render_error",
+    "unit_notice",
     "write_table",
 ]
 
@@ -496,3 +497,29 @@ def progress_bar(total: int, desc: str, unit: str, quiet: bool = False) -> Any:
     from tqdm import tqdm
 
     return tqdm(total=total, desc=desc, unit=unit, leave=False)
+
+
+def unit_notice(table: Any, privacy_id: str | None, epsilon: float, *, unit: str = "row") -> str | None:
+    """What to tell a curator who publishes raw records without ``--privacy-id``.
+
+    Only the public schema is read (a schema file's ``privacy_id`` / ``max_contributions``): the
+    largest contribution is named when the schema states it, and otherwise the message says that the
+    check is not run, since counting rows per id in the data would read private data for free.
+    ``table`` is the command's :class:`TableInput` (or None); ``unit`` names what the release
+    protects without an id ("row"; "event" for streams).
+    """
+    if privacy_id is not None:
+        return None
+    pid = table.privacy_id if table is not None else None
+    bound = table.max_contributions if table is not None else None
+    if pid is not None and bound is not None:
+        return (f"WARNING: the schema says one {pid!r} can hold up to {bound} {unit}s; this release protects one {unit}, "
+                f"so such a person only at {bound} x epsilon = {bound * epsilon:g}. Pass --privacy-id {pid} "
+                "--max-contributions K to protect each person at epsilon")
+    if pid is not None:
+        return (f"WARNING: the schema says {unit}s repeat per {pid!r}, but not how many one {pid!r} can hold; that "
+                f"check is not run (it would read the private data). This release protects one {unit}; pass "
+                f"--privacy-id {pid} --max-contributions K to protect each person")
+    return (f"note: this release protects one {unit}; whether one person holds several {unit}s is not checked (the "
+            "schema does not say, and counting it would read the private data). If so, pass --privacy-id COLUMN "
+            "--max-contributions K")

@@ -24,6 +24,7 @@ from privpub.cli._common import (
     open_session,
     publish_kwargs,
     read_spark_table,
+    unit_notice,
     write_table,
 )
 from privpub.cli._tables import (
@@ -198,6 +199,9 @@ def register(app: typer.Typer, reproduce_app: typer.Typer) -> None:
             frame = read_records(input, table, header=header, needed=needed, echo=lambda m: typer.echo(m, err=True))
         if privacy_id is not None:
             extra.update(privacy_id=privacy_id, max_contributions=max_contributions)
+        notice = unit_notice(table, privacy_id, epsilon)  # the public schema only, never the data
+        if notice is not None:
+            typer.echo(notice, err=True)
         release = publisher.publish(frame, schema=sch, epsilon=epsilon, rng=seed, **extra)
         table = release.synthetic() if synthetic else release.cells
         write_table(table, output, force=force, formats=FORMATS)

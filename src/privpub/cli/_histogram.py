@@ -28,6 +28,7 @@ from privpub.cli._common import (
     open_session,
     publish_kwargs,
     read_spark_table,
+    unit_notice,
     write_table,
 )
 from privpub.cli._tables import (
@@ -193,30 +194,6 @@ def _check_privacy_id(privacy_id: str | None, max_contributions: int | None, *, 
         if "privacy_id" not in signature(counts).parameters:
             raise ParameterError("--privacy-id is not supported with --engine spark by this privpub; use the pandas "
                                  "engine", param="privacy_id")
-
-
-def _unit_notice(table: TableInput | None, privacy_id: str | None, epsilon: float) -> str | None:
-    """What to tell a curator who publishes raw records without ``--privacy-id``.
-
-    Only the public schema is read (a schema file's ``privacy_id`` / ``max_contributions``): the
-    largest contribution is named when the schema states it, and otherwise the message says that the
-    check is not run, since counting rows per id in the data would read private data for free.
-    """
-    if privacy_id is not None:
-        return None
-    pid = table.privacy_id if table is not None else None
-    bound = table.max_contributions if table is not None else None
-    if pid is not None and bound is not None:
-        return (f"WARNING: the schema says one {pid!r} can hold up to {bound} rows; this release protects one row, "
-                f"so such a person only at {bound} x epsilon = {bound * epsilon:g}. Pass --privacy-id {pid} "
-                "--max-contributions K to protect each person at epsilon")
-    if pid is not None:
-        return (f"WARNING: the schema says rows repeat per {pid!r}, but not how many one {pid!r} can hold; that "
-                "check is not run (it would read the private data). This release protects one row; pass "
-                f"--privacy-id {pid} --max-contributions K to protect each person")
-    return ("note: this release protects one row; whether one person holds several rows is not checked (the "
-            "schema does not say, and counting it would read the private data). If so, pass --privacy-id COLUMN "
-            "--max-contributions K")
 
 
 def _bound_frame(frame: pd.DataFrame, *, column: str, privacy_id: str, max_contributions: int,
@@ -423,7 +400,7 @@ def register(app: typer.Typer, reproduce_app: typer.Typer) -> None:
                 data = _bound_frame(data, column=str(column), privacy_id=str(privacy_id),
                                     max_contributions=unit.factor, gen=gen)
         if column is not None and not plain_npy:
-            notice = _unit_notice(table, privacy_id, epsilon)
+            notice = unit_notice(table, privacy_id, epsilon)
             if notice is not None and (notice.startswith("WARNING") or not quiet):
                 typer.echo(notice, err=True)
         if isinstance(data, tuple):

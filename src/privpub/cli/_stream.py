@@ -28,6 +28,7 @@ from privpub.cli._common import (
     progress_bar,
     publish_kwargs,
     read_table,
+    unit_notice,
     write_table,
 )
 from privpub.cli._series import read_series
@@ -210,6 +211,9 @@ def register(app: typer.Typer, reproduce_app: typer.Typer) -> None:
             data = pub.bound_events(steps - 1, ids)
         else:
             data = read_series(input, column)
+            notice = unit_notice(None, privacy_id, epsilon, unit="event")  # a series has no public id statement
+            if notice is not None and not quiet:
+                typer.echo(notice, err=True)
         check_stream_sizes(method, window, height, len(data))
         if q is not None:
             n = len(data)
