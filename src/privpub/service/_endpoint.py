@@ -27,12 +27,12 @@ import re
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import parse_qsl
 
 import anyio
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ValidationError
-from starlette.datastructures import QueryParams
 from starlette.requests import Request
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -119,7 +119,9 @@ class Endpoint:
         try:
             call = Call(app, params, scope)
             if self.query is not None:
-                query = self.query.model_validate(dict(QueryParams(scope.get("query_string", b""))))
+                # repeated names: the last value, as the framework's QueryParams
+                pairs = parse_qsl(scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True)
+                query = self.query.model_validate(dict(pairs))
                 return self._json(await self._handle(call, query))
             raw = await read_body(receive, self.limit)
             if raw is None:
@@ -193,14 +195,16 @@ class FastPath:
         self.app = app
         self.fastapi_app = fastapi_app
         self.endpoints = tuple(endpoints)
+        self._by_method: dict[str, tuple[Endpoint, ...]] = {}
+        for ep in self.endpoints:
+            self._by_method[ep.method] = (*self._by_method.get(ep.method, ()), ep)
 
     def match(self, method: str, path: str) -> tuple[Endpoint, dict[str, str]] | None:
         """The endpoint serving ``method path`` and its path parameters, or None."""
-        for ep in self.endpoints:
-            if ep.method == method:
-                m = ep.regex.match(path)
-                if m is not None:
-                    return ep, m.groupdict()
+        for ep in self._by_method.get(method, ()):
+            m = ep.regex.match(path)
+            if m is not None:
+                return ep, m.groupdict()
         return None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:

@@ -60,7 +60,7 @@ class BodyLimit:
         self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
+        if scope["type"] != "http" or scope["method"] in ("GET", "HEAD"):  # bodies are never read
             await self.app(scope, receive, send)
             return
         limit = MAX_BATCH_BODY if _is_batch_path(scope["path"]) else MAX_BODY
