@@ -59,6 +59,8 @@ def test_token_comparison_is_constant_time(monkeypatch) -> None:
     monkeypatch.setattr(_app.hmac, "compare_digest", spy)
 
     class _Req:
+        scope: dict[str, str] = {}  # not marked by the transport guard: the dependency checks
+
         class app:
             class state:
                 admin_token = "right"
