@@ -14,26 +14,24 @@ import csv
 import io
 import logging
 import os
-import re
 import sys
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from typing import Any
 
 import numpy as np
 from fastapi import APIRouter, Depends, FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
-from pydantic import ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
-from starlette.types import ASGIApp, Receive, Scope, Send
 
 import privpub
 from privpub.ldp.wire import b64decode
 from privpub.service._db import make_engine, upgrade
+from privpub.service._endpoint import Call, Endpoint, FastPath
 from privpub.service._http import (
     MAX_BATCH_BODY,
     MAX_BATCH_REPORTS,
-    MAX_BODY,
     STORE_TIMEOUT,
     ApiError,
     BodyLimit,
@@ -41,7 +39,6 @@ from privpub.service._http import (
     ReleaseId,
     _error,
     _validation_error,
-    read_body,
     require_admin,
 )
 from privpub.service._kinds import ReportError, SpecError
@@ -328,63 +325,32 @@ async def handle_batch(app: Any, campaign_id: str, body: BatchIn) -> tuple[int, 
                  "received": iso(int(out.received.max()))}
 
 
-@reports_router.post("/{campaign_id}/reports", status_code=201,
+async def _report(call: Call, body: ReportIn) -> tuple[int, dict[str, Any]]:
+    return await handle_report(call.app, call.params["campaign_id"], body)
+
+
+async def _report_batch(call: Call, body: BatchIn) -> tuple[int, dict[str, Any]]:
+    return await handle_batch(call.app, call.params["campaign_id"], body)
+
+
+#: the report endpoints: served by their routes below and by the fast path (:class:`FastPath`)
+REPORT = Endpoint("POST", "/campaigns/{campaign_id}/reports", _report, body=ReportIn, status=201)
+REPORT_BATCH = Endpoint("POST", "/campaigns/{campaign_id}/reports/batch", _report_batch, body=BatchIn,
+                        limit=MAX_BATCH_BODY)
+
+
+@reports_router.post("/{campaign_id}/reports", status_code=201, openapi_extra=REPORT.openapi(),
                      responses={200: {"description": "already stored: the original receipt"}})
-async def submit_report(request: Request, body: ReportIn, campaign_id: str = CampaignId) -> Any:
-    """Store one participant's report; a resend with the same ``report_id`` returns the same receipt.
-
-    (Served by :class:`ReportFastPath`; this route documents it in the OpenAPI schema.)
-    """
-    status, receipt = await handle_report(request.app, campaign_id, body)
-    return JSONResponse(receipt, status_code=status)
+async def submit_report(request: Request, campaign_id: str = CampaignId) -> Response:
+    """Store one participant's report (:class:`ReportIn`); a resend with the same ``report_id``
+    returns the same receipt."""
+    return await REPORT.route(request, campaign_id=campaign_id)
 
 
-@reports_router.post("/{campaign_id}/reports/batch")
-async def submit_batch(request: Request, body: BatchIn, campaign_id: str = CampaignId) -> dict[str, Any]:
-    """Store many participants' reports relayed by a gateway (column-wise, see the docs)."""
-    return (await handle_batch(request.app, campaign_id, body))[1]
-
-
-_REPORT_PATH = re.compile(r"^/campaigns/([0-9a-f]{16})/reports(/batch)?$")
-
-
-class ReportFastPath:
-    """Serve ``POST /campaigns/{id}/reports[/batch]`` without the framework's routing and dependency
-    machinery (the hot path of the service). Same models, same handlers, same error bodies as the
-    documented routes; everything else goes to the application."""
-
-    def __init__(self, app: ASGIApp, fastapi_app: FastAPI) -> None:
-        self.app = app
-        self.fastapi_app = fastapi_app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        match = _REPORT_PATH.match(scope.get("path", "")) if scope["type"] == "http" else None
-        if match is None or scope["method"] != "POST":
-            await self.app(scope, receive, send)
-            return
-        batch = match.group(2) is not None
-        try:
-            raw = await read_body(receive, MAX_BATCH_BODY if batch else MAX_BODY)
-        except ApiError as exc:
-            await _error(exc.status, exc.message, headers=exc.headers)(scope, receive, send)
-            return
-        if raw is None:
-            return
-        try:
-            model = (BatchIn if batch else ReportIn).model_validate_json(raw)
-            handler = handle_batch if batch else handle_report
-            status, body = await handler(self.fastapi_app, match.group(1), model)  # type: ignore[arg-type]
-            response: Response = JSONResponse(body, status_code=status)
-        except ValidationError as exc:
-            response = _validation_error(exc.errors(include_input=False))
-        except ApiError as exc:
-            response = _error(exc.status, exc.message, exc.field, exc.headers)
-        except NotFound as exc:
-            response = _error(404, str(exc))
-        except Exception as exc:
-            log.error("internal error on a report request: %s", type(exc).__name__)
-            response = _error(500, "internal error")
-        await response(scope, receive, send)
+@reports_router.post("/{campaign_id}/reports/batch", openapi_extra=REPORT_BATCH.openapi())
+async def submit_batch(request: Request, campaign_id: str = CampaignId) -> Response:
+    """Store many participants' reports relayed by a gateway (:class:`BatchIn`: column-wise, see the docs)."""
+    return await REPORT_BATCH.route(request, campaign_id=campaign_id)
 
 
 @releases_router.post("/{campaign_id}/releases", status_code=201, dependencies=[Depends(require_admin)])
@@ -452,7 +418,7 @@ ROUTERS: list[Callable[[], APIRouter]] = [
 
 
 def create_app(db: str, *, admin_token: str | None = None, migrate: bool = True,
-               transport: TransportConfig | None = None) -> FastAPI:
+               transport: TransportConfig | None = None, fast_paths: bool = True) -> FastAPI:
     """The service's ASGI application over the database ``db`` (URL or SQLite path).
 
     Parameters
@@ -466,11 +432,27 @@ def create_app(db: str, *, admin_token: str | None = None, migrate: bool = True,
     transport : TransportConfig, optional
         Body deadline and failed-authentication rate limit of the :class:`~privpub.service._transport.Guard`
         (default: ``TransportConfig()``).
+    fast_paths : bool
+        Serve the report and stream ingest endpoints through :class:`~privpub.service._endpoint.FastPath`
+        (the same code as their routes, without the framework's routing; default). False: every
+        request goes through the framework (``PRIVPUB_FAST_PATHS=0``; the tests compare the two).
     """
     if migrate:
         upgrade(db)
     engine = make_engine(db)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        app.state.streams.start()
+        try:
+            yield
+        finally:
+            app.state.streams.stop()
+            app.state.ingestor.stop()
+            engine.dispose()
+
     app = FastAPI(title="privpub collection service", version=privpub.__version__, docs_url=None, redoc_url=None,
+                  lifespan=lifespan,
                   description="Local-DP collection: devices perturb, an untrusted server collects, aggregates "
                               "and publishes; and real-time count streams published under event-level DP "
                               "(/streams). See docs/service.md.")
@@ -480,16 +462,6 @@ def create_app(db: str, *, admin_token: str | None = None, migrate: bool = True,
     app.state.streams = StreamStore(engine, db)
     for make in ROUTERS:
         app.include_router(make())
-
-    @app.on_event("startup")
-    def _startup() -> None:
-        app.state.streams.start()
-
-    @app.on_event("shutdown")
-    def _shutdown() -> None:
-        app.state.streams.stop()
-        app.state.ingestor.stop()
-        engine.dispose()
 
     @app.exception_handler(ApiError)
     async def _api_error(_: Request, exc: ApiError) -> JSONResponse:
@@ -545,11 +517,12 @@ def create_app(db: str, *, admin_token: str | None = None, migrate: bool = True,
         log.error("unhandled error method=%s status=500 error=%s", request.method, type(exc).__name__)
         return _error(500, "internal error")
 
-    app.add_middleware(BodyLimit)
-    app.add_middleware(ReportFastPath, fastapi_app=app)
-    from privpub.service._stream_api import StreamFastPath
+    if fast_paths:
+        from privpub.service._stream_api import ENDPOINTS as STREAM_ENDPOINTS
 
-    app.add_middleware(StreamFastPath, fastapi_app=app)
+        app.add_middleware(FastPath, fastapi_app=app, endpoints=[REPORT, REPORT_BATCH, *STREAM_ENDPOINTS])
+    # 413 for bodies above the endpoint's limit (outside the fast path: it applies to both entries)
+    app.add_middleware(BodyLimit)
     # JSON only, auth before the body, failed-auth limit, body deadline, no tracebacks
     app.add_middleware(Guard, fastapi_app=app, config=transport or TransportConfig())
     # outermost: CORS preflights and headers for a campaign's allowed origins, before the guard and
@@ -570,6 +543,7 @@ def create_app_from_env() -> FastAPI:
     # hand the interpreter lock over sooner (default 5 ms): a range query answered on the event
     # loop then waits less behind a thread parsing a large batch
     sys.setswitchinterval(0.0005)
-    return create_app(db, migrate=False, transport=TransportConfig.from_env())
+    return create_app(db, migrate=False, transport=TransportConfig.from_env(),
+                      fast_paths=os.environ.get("PRIVPUB_FAST_PATHS", "1") != "0")
 
 

@@ -26,6 +26,11 @@ MAX_BATCH_REPORTS = 50_000
 #: how long a report request waits for its transaction
 STORE_TIMEOUT = 120.0
 
+#: the scope key where the transport guard records the authentication it checked ("admin" or
+#: "producer"): the routes' own checks (``require_admin``, ``require_producer``) then do not
+#: check the same token again, so a route and its fast path authenticate by the same code
+AUTHENTICATED = "privpub.authenticated"
+
 CampaignId = Path(pattern=r"^[0-9a-f]{16}$", description="the campaign's id")
 ReleaseId = Path(pattern=r"^[0-9a-f]{16}$", description="the release's id")
 
@@ -104,7 +109,7 @@ class BodyLimit:
         self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
+        if scope["type"] != "http" or scope["method"] in ("GET", "HEAD"):  # bodies are never read
             await self.app(scope, receive, send)
             return
         limit = MAX_BATCH_BODY if _is_batch_path(scope["path"]) else MAX_BODY
@@ -133,7 +138,10 @@ _BEARER = Depends(_bearer)
 
 
 def require_admin(request: Request, cred: HTTPAuthorizationCredentials | None = _BEARER) -> None:
-    """Admin endpoints: ``Authorization: Bearer <PRIVPUB_ADMIN_TOKEN>``, compared in constant time."""
+    """Admin endpoints: ``Authorization: Bearer <PRIVPUB_ADMIN_TOKEN>``, compared in constant time
+    (by the transport guard, before the body is read; here only if it did not)."""
+    if request.scope.get(AUTHENTICATED) == "admin":
+        return
     expected: str | None = request.app.state.admin_token
     if not expected:
         raise ApiError(403, "no admin token is configured on this server (set PRIVPUB_ADMIN_TOKEN)")

@@ -11,18 +11,17 @@ import hashlib
 import hmac
 import logging
 import math
-import re
 from typing import Annotated, Any, Literal
-from urllib.parse import parse_qs
 
 import anyio
 import numpy as np
 from fastapi import APIRouter, Depends, Path, Query, Request
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
-from pydantic import BaseModel, ConfigDict, Field, PlainValidator, ValidationError, WithJsonSchema
-from starlette.types import ASGIApp, Receive, Scope, Send
+from pydantic import BaseModel, ConfigDict, Field, PlainValidator, WithJsonSchema
 
+from privpub.service._endpoint import Call, Endpoint
+from privpub.service._http import AUTHENTICATED, MAX_BATCH_BODY
 from privpub.service._streams import (
     LOG_PER_CLIENT,
     MAX_WINDOW,
@@ -32,7 +31,7 @@ from privpub.service._streams import (
     StreamStore,
 )
 
-__all__ = ["CloseStepIn", "CountsIn", "EventsIn", "RangesIn", "StreamFastPath", "StreamIn", "router"]
+__all__ = ["CloseStepIn", "CountsIn", "EventsIn", "RangesIn", "ENDPOINTS", "RangeQuery", "StreamIn", "router"]
 
 log = logging.getLogger("privpub.service")
 
@@ -210,7 +209,10 @@ def check_producer(app: Any, stream_id: str, token: str | None) -> None:
 
 def require_producer(request: Request, stream_id: str = StreamId,
                      cred: HTTPAuthorizationCredentials | None = _BEARER) -> None:
-    """Ingestion: the stream's producer token or the admin token (constant-time comparisons)."""
+    """Ingestion: the stream's producer token or the admin token (constant-time comparisons; by the
+    transport guard, before the body is read; here only if it did not)."""
+    if request.scope.get(AUTHENTICATED) == "producer":
+        return
     ok = cred is not None and cred.scheme.lower() == "bearer"
     check_producer(request.app, stream_id, cred.credentials if ok and cred is not None else None)
 
@@ -259,22 +261,31 @@ def do_events(store: StreamStore, stream_id: str, body: EventsIn) -> dict[str, A
     return store.add_events(stream_id, times, body.batch_id, privacy_ids=ids)
 
 
-@router.post("/{stream_id}/counts", dependencies=_PRODUCER)
-def post_counts(request: Request, body: CountsIn, stream_id: str = StreamId) -> dict[str, Any]:
-    """Append per-step counts (streams without ``step_seconds``); a resent ``batch_id`` is not counted again.
-
-    (Served by :class:`StreamFastPath`; this route documents it in the OpenAPI schema.)
-    """
-    return do_counts(_streams(request), stream_id, body)
+def _counts(call: Call, body: CountsIn) -> tuple[int, dict[str, Any]]:
+    return 200, do_counts(call.app.state.streams, call.params["stream_id"], body)
 
 
-@router.post("/{stream_id}/events", dependencies=_PRODUCER)
-def post_events(request: Request, body: EventsIn, stream_id: str = StreamId) -> dict[str, Any]:
-    """Count timed events (one or a batch) in their steps; late events follow the stream's ``late`` policy.
+def _events(call: Call, body: EventsIn) -> tuple[int, dict[str, Any]]:
+    return 200, do_events(call.app.state.streams, call.params["stream_id"], body)
 
-    (Served by :class:`StreamFastPath`; this route documents it in the OpenAPI schema.)
-    """
-    return do_events(_streams(request), stream_id, body)
+
+#: parsed and stored in the thread pool (plain functions): large batches do not hold the event loop
+COUNTS = Endpoint("POST", "/streams/{stream_id}/counts", _counts, body=CountsIn, limit=MAX_BATCH_BODY)
+EVENTS = Endpoint("POST", "/streams/{stream_id}/events", _events, body=EventsIn, limit=MAX_BATCH_BODY)
+
+
+@router.post("/{stream_id}/counts", dependencies=_PRODUCER, openapi_extra=COUNTS.openapi())
+async def post_counts(request: Request, stream_id: str = StreamId) -> Response:
+    """Append per-step counts (:class:`CountsIn`; streams without ``step_seconds``); a resent
+    ``batch_id`` is not counted again."""
+    return await COUNTS.route(request, stream_id=stream_id)
+
+
+@router.post("/{stream_id}/events", dependencies=_PRODUCER, openapi_extra=EVENTS.openapi())
+async def post_events(request: Request, stream_id: str = StreamId) -> Response:
+    """Count timed events (:class:`EventsIn`: one or a batch) in their steps; late events follow the
+    stream's ``late`` policy."""
+    return await EVENTS.route(request, stream_id=stream_id)
 
 
 @router.post("/{stream_id}/close-step", dependencies=_PRODUCER)
@@ -313,15 +324,39 @@ def _request_asker(request: Request, stream_id: str) -> Asker:
                  request.client.host if request.client else None)
 
 
-@router.get("/{stream_id}/range")
-def range_query(request: Request, stream_id: str = StreamId,
-                start: int = Query(..., ge=-(2**62), le=2**62, description="first step (from 1)"),
-                end: int = Query(..., ge=-(2**62), le=2**62, description="last step (inclusive)")) -> dict[str, Any]:
-    """Noisy count of steps ``start..end`` from released noisy nodes only (as ``publisher.query``).
+class RangeQuery(BaseModel):
+    """The query parameters of ``GET /streams/{id}/range``."""
 
-    (Served by :class:`StreamFastPath`; this route documents it in the OpenAPI schema.)
-    """
-    return answer_range(_streams(request), stream_id, start, end, _request_asker(request, stream_id))
+    start: Step = Field(description="first step (from 1)")
+    end: Step = Field(description="last step (inclusive)")
+
+
+async def _range(call: Call, query: RangeQuery) -> tuple[int, dict[str, Any]]:
+    """Answered on the event loop from the worker's in-memory publisher (a few microseconds; it
+    never waits for a writer, whose commit it would otherwise wait on: then in the thread pool)."""
+    store: StreamStore = call.app.state.streams
+    sid, auth = call.params["stream_id"], call.header("authorization")
+
+    def who() -> Asker:
+        return asker(call.app, sid, auth, call.client_host)
+
+    # a token is checked against the stream's copy: on the event loop only if it is loaded
+    body = store.try_answer_one(sid, query.start, query.end, who()) if (auth is None or store.loaded(sid)) else None
+    if body is None:  # a writer holds the stream (or it is not loaded): the thread pool
+        body = await anyio.to_thread.run_sync(lambda: answer_range(store, sid, query.start, query.end, who()))
+    return 200, body
+
+
+RANGE = Endpoint("GET", "/streams/{stream_id}/range", _range, query=RangeQuery)
+#: the streams' hot endpoints: served by their routes and by the fast path (:class:`FastPath`)
+ENDPOINTS = (COUNTS, EVENTS, RANGE)
+
+
+@router.get("/{stream_id}/range", openapi_extra=RANGE.openapi())
+async def range_query(request: Request, stream_id: str = StreamId) -> Response:
+    """Noisy count of steps ``start..end`` (:class:`RangeQuery`) from released noisy nodes only (as
+    ``publisher.query``)."""
+    return await RANGE.route(request, stream_id=stream_id)
 
 
 def answer_range(store: StreamStore, stream_id: str, start: int, end: int, who: Asker | None = None) -> dict[str, Any]:
@@ -372,91 +407,3 @@ def operator_log(request: Request, stream_id: str = StreamId,
 def check(request: Request, stream_id: str = StreamId) -> dict[str, Any]:
     """Non-private totals for the load tests (404 unless the service runs with PRIVPUB_TEST_CHECKS=1)."""
     return _streams(request).check(stream_id)
-
-
-_FAST = re.compile(r"^/streams/([0-9a-f]{16})/(range|events|counts)$")
-
-
-def _int_param(qs: dict[str, list[str]], name: str) -> int:
-    vals = qs.get(name)
-    if not vals:
-        raise StreamError(422, "Field required", name)
-    try:
-        value = int(vals[0])
-    except ValueError:
-        raise StreamError(422, "Input should be a valid integer, unable to parse string as an integer", name) from None
-    if abs(value) > 2**62:
-        raise StreamError(422, f"Input should be between -2**62 and 2**62, got {vals[0][:30]}", name)
-    return value
-
-
-class StreamFastPath:
-    """Serve ``GET /streams/{id}/range`` and ``POST /streams/{id}/events|counts`` without the
-    framework's routing and dependency machinery (the hot paths of the streams): same models, same
-    handlers, same error bodies as the documented routes. A range query is answered on the event
-    loop from the worker's in-memory publisher (a few microseconds; it never waits for a writer,
-    whose commit it would otherwise wait on: then it moves to the thread pool); a batch's JSON is
-    parsed and stored in the thread pool, so large batches do not hold the event loop."""
-
-    def __init__(self, app: ASGIApp, fastapi_app: Any) -> None:
-        self.app = app
-        self.fastapi_app = fastapi_app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        match = _FAST.match(scope.get("path", "")) if scope["type"] == "http" else None
-        if match is None:
-            await self.app(scope, receive, send)
-            return
-        from privpub.service._http import MAX_BATCH_BODY, ApiError, _error, _validation_error, read_body
-        from privpub.service._store import NotFound
-
-        sid, what = match.group(1), match.group(2)
-        method = scope["method"]
-        if (what == "range") != (method == "GET") or method not in ("GET", "POST"):
-            await self.app(scope, receive, send)
-            return
-        store: StreamStore = self.fastapi_app.state.streams
-        try:
-            if what == "range":
-                qs = parse_qs(scope.get("query_string", b"").decode("latin-1"))
-                start, end = _int_param(qs, "start"), _int_param(qs, "end")
-                auth = dict(scope["headers"]).get(b"authorization")
-                client = scope.get("client")
-
-                def who() -> Asker:
-                    return asker(self.fastapi_app, sid, auth.decode("latin-1") if auth else None,
-                                 client[0] if client else None)
-
-                # a token is checked against the stream's copy: on the event loop only if it is loaded
-                body = store.try_answer_one(sid, start, end, who()) if (auth is None or store.loaded(sid)) else None
-                if body is None:  # a writer holds the stream (or it is not loaded): the thread pool
-                    body = await anyio.to_thread.run_sync(lambda: answer_range(store, sid, start, end, who()))
-                response: Response = JSONResponse(body)
-            else:
-                auth = dict(scope["headers"]).get(b"authorization", b"").decode("latin-1")
-                scheme, _, token = auth.partition(" ")
-                tok = token.strip() if scheme.lower() == "bearer" and token.strip() else None
-                # the token is checked before any of the body is read (issue 22, finding 4)
-                await anyio.to_thread.run_sync(check_producer, self.fastapi_app, sid, tok)
-                raw = await read_body(receive, MAX_BATCH_BODY)
-                if raw is None:
-                    return
-
-                def handle() -> dict[str, Any]:
-                    if what == "events":
-                        return do_events(store, sid, EventsIn.model_validate_json(raw))
-                    return do_counts(store, sid, CountsIn.model_validate_json(raw))
-
-                response = JSONResponse(await anyio.to_thread.run_sync(handle))
-        except ValidationError as exc:
-            response = _validation_error(exc.errors(include_input=False))
-        except StreamError as exc:
-            response = _error(exc.status, exc.message, exc.field)
-        except ApiError as exc:
-            response = _error(exc.status, exc.message, exc.field, exc.headers)
-        except NotFound as exc:
-            response = _error(404, str(exc), "stream_id")
-        except Exception as exc:
-            log.error("internal error on a stream request: %s", type(exc).__name__)
-            response = _error(500, "internal error")
-        await response(scope, receive, send)

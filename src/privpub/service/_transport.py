@@ -316,6 +316,9 @@ class Guard:
             if isinstance(exc, NotFound):
                 return _json_error(404, str(exc), "stream_id")
             raise
+        from privpub.service._http import AUTHENTICATED
+
+        scope[AUTHENTICATED] = auth  # the route's dependency need not check the same token again
         return None
 
     @staticmethod
