@@ -13,10 +13,26 @@ from __future__ import annotations
 from privpub.service._app import ROUTERS, create_app, create_app_from_env
 from privpub.service._db import database_url, head_revision, make_engine, private_sqlite_file, upgrade
 from privpub.service._sessions import DatabaseSessionStore, database_session_store
+from privpub.service._specs import (
+    CAMPAIGN_SPECS,
+    STREAM_SPECS,
+    UNSERVED_PUBLISHERS,
+    CampaignSpec,
+    StreamSpec,
+    spec_field,
+    validate_spec,
+)
 from privpub.service._store import Store, load_reports
 from privpub.service._transport import admin_token_problem
 
 __all__ = [
+    "CAMPAIGN_SPECS",
+    "CampaignSpec",
+    "STREAM_SPECS",
+    "StreamSpec",
+    "UNSERVED_PUBLISHERS",
+    "spec_field",
+    "validate_spec",
     "DatabaseSessionStore",
     "ROUTERS",
     "Store",

@@ -123,8 +123,9 @@ def _validation_error(errors: Sequence[Any]) -> JSONResponse:
     """422 naming the first problem (``message``, ``field``) and listing every one (``errors``)."""
     items = []
     for err in errors or [{"loc": ("body",), "msg": "invalid request"}]:
-        loc = [str(p) for p in err.get("loc", ()) if p not in ("body", "query", "path")]
+        from privpub.service._specs import spec_field  # the CLI names a bad spec's field the same way
+
         # pydantic's messages never include the input; the input itself is deliberately not returned
-        items.append({"field": ".".join(loc) or "body", "message": str(err.get("msg", "invalid value"))})
+        items.append({"field": spec_field(err) or "body", "message": str(err.get("msg", "invalid value"))})
     body = {"message": items[0]["message"], "field": items[0]["field"], "errors": items[:50]}
     return JSONResponse({"error": body}, status_code=422)

@@ -2,27 +2,59 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    RootModel,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+from pydantic_core import PydanticCustomError
 
-__all__ = ["AssignmentRequest", "BatchIn", "CampaignIn", "ReportIn", "TokenRequest"]
+from privpub.service._streams import LOG_PER_CLIENT, MAX_WINDOW, MIN_STEP_SECONDS, publisher_key
+from privpub.stream import PUBLISHERS
+
+__all__ = ["CAMPAIGN_SPECS", "AssignmentRequest", "AttributeSpec", "BatchIn", "CampaignIn", "CampaignSpec", "FrequencySpec",
+           "ReportIn", "STREAM_SPECS", "SpatialSpec", "StreamIn", "StreamSpec", "SynthSpec", "TokenRequest",
+           "UNSERVED_PUBLISHERS", "spec_field", "validate_spec"]
 
 _HEX32 = r"^[0-9a-fA-F]{32}$"
 _B64 = r"^[A-Za-z0-9+/]*={0,2}$"
 
 
-class CampaignIn(BaseModel):
-    """A campaign as an operator declares it (``POST /campaigns`` or ``privpub campaign create``).
+#: the fields of a campaign declaration before issue 24 (one flat model); a client that still sends
+#: another kind's field as ``null`` is accepted (the null is dropped)
+_LEGACY_FIELDS = frozenset({
+    "allow_unenrolled_phases", "poisoning_defense", "oracle", "categories", "method", "bounds",
+    "expected_participants", "g", "eta", "intervals", "lam", "rgdd_tau", "kappa", "h", "assignment_ttl",
+    "attributes", "degree", "estimator"})
 
-    Everything here is public: participants' devices read it to perturb their values.
-    """
+Category = Annotated[str, Field(min_length=1, max_length=200)]
+
+
+def _distinct(values: list[str]) -> list[str]:
+    if len(set(values)) != len(values):
+        raise ValueError("categories must be distinct")
+    return values
+
+
+Categories = Annotated[list[Category], Field(min_length=2, max_length=10_000), AfterValidator(_distinct)]
+
+
+class _CampaignBase(BaseModel):
+    """The fields every campaign kind declares. Everything here is public: participants' devices
+    read it to perturb their values."""
 
     model_config = ConfigDict(extra="forbid")
 
     name: str = Field(min_length=1, max_length=200)
-    kind: Literal["frequency", "spatial", "synth"]
     epsilon: float = Field(gt=0, le=40, allow_inf_nan=False,
                            description="per-participant epsilon (each participant sends one report)")
     min_reports: int = Field(default=1000, ge=1, le=1_000_000_000,
@@ -32,34 +64,17 @@ class CampaignIn(BaseModel):
     time_precision: int = Field(default=3600, ge=60, le=7 * 86400,
                                 description="report times are stored rounded down to this many seconds")
     enrollment: bool = Field(default=False, description="reports need a one-time enrollment token")
-    allow_unenrolled_phases: bool = Field(
-        default=False, description="KDG-HT only: run the phases without enrollment (anyone can then steer the "
-                                   "public partition; one assignment per request, assignment_ttl at most 3600 s)")
-    poisoning_defense: Literal["none", "detect", "recover"] | None = Field(
-        default=None, description="frequency campaigns: none, detect (default) or recover (see docs/service.md)")
-    # frequency
-    oracle: Literal["GRR", "OUE", "OLH", "SUE", "auto"] | None = None
-    categories: list[str] | None = Field(default=None, min_length=2, max_length=10_000)
-    # spatial
-    method: Literal["kdght", "ug"] | None = None
-    bounds: list[float] | None = Field(default=None, min_length=4, max_length=4)
-    expected_participants: int | None = Field(default=None, ge=10, le=1_000_000_000)
-    g: int | None = Field(default=None, ge=2, le=512)
-    eta: float = Field(default=0.05, gt=0, lt=1)
-    intervals: int | None = Field(default=None, ge=2, le=1024)
-    lam: float = Field(default=0.6, gt=0, le=1)
-    rgdd_tau: float = Field(default=1.0, gt=0, allow_inf_nan=False)
-    kappa: float = Field(default=4.0, gt=0, allow_inf_nan=False)
-    h: int | None = Field(default=None, ge=1, le=10)
-    assignment_ttl: int = Field(default=600, ge=10, le=7 * 86400)
-    # synth
-    attributes: list[dict[str, Any]] | None = Field(default=None, min_length=2, max_length=64)
-    degree: int = Field(default=2, ge=1, le=8)
-    estimator: Literal["em", "linear", "hybrid"] = "em"
     # web participants (the JS client, GET /client.js)
     allowed_origins: list[str] | None = Field(
         default=None, max_length=100,
         description="web origins (scheme://host[:port]) whose pages may submit from a browser (CORS)")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _drop_legacy_nulls(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            return {k: v for k, v in data.items() if not (v is None and k in _LEGACY_FIELDS and k not in cls.model_fields)}
+        return data
 
     @field_validator("allowed_origins")
     @classmethod
@@ -67,6 +82,275 @@ class CampaignIn(BaseModel):
         from privpub.service._web import check_origins
 
         return check_origins(v)
+
+
+class FrequencySpec(_CampaignBase):
+    """A ``frequency`` campaign: one categorical answer through a local-DP frequency oracle."""
+
+    kind: Literal["frequency"]
+    categories: Categories = Field(description="the answers a participant may give (2 to 10,000, distinct)")
+    oracle: Literal["GRR", "OUE", "OLH", "SUE", "auto"] = Field(
+        default="auto", description="the frequency oracle; auto: the lowest analytic variance for the domain "
+                                    "size and epsilon")
+    poisoning_defense: Literal["none", "detect", "recover"] = Field(
+        default="detect", description="none, detect or recover (see docs/service.md)")
+
+
+class SpatialSpec(_CampaignBase):
+    """A ``spatial`` campaign: 2-D locations, by KDG-HT's multi-phase protocol or a uniform grid (UG)."""
+
+    kind: Literal["spatial"]
+    bounds: list[float] = Field(min_length=4, max_length=4, description="the public box [x0, y0, x1, y1]")
+    expected_participants: int = Field(ge=10, le=1_000_000_000,
+                                       description="how many participants the campaign expects (it sizes the grid "
+                                                   "and the phases)")
+    method: Literal["kdght", "ug"] = "kdght"
+    g: int | None = Field(default=None, ge=2, le=512, description="UG: grid side (default from n and epsilon)")
+    eta: float = Field(default=0.05, gt=0, lt=1, description="KDG-HT: share of participants in phase 0")
+    intervals: int | None = Field(default=None, ge=2, le=1024, description="KDG-HT: phase-0 intervals per axis")
+    lam: float = Field(default=0.6, gt=0, le=1)
+    rgdd_tau: float = Field(default=1.0, gt=0, allow_inf_nan=False)
+    kappa: float = Field(default=4.0, gt=0, allow_inf_nan=False)
+    h: int | None = Field(default=None, ge=1, le=10)
+    assignment_ttl: int = Field(default=600, ge=10, le=7 * 86400,
+                                description="seconds a group assignment stays valid")
+    allow_unenrolled_phases: bool = Field(
+        default=False, description="KDG-HT only: run the phases without enrollment (anyone can then steer the "
+                                   "public partition; one assignment per request, assignment_ttl at most 3600 s)")
+
+    @field_validator("bounds")
+    @classmethod
+    def _bounds(cls, v: list[float]) -> list[float]:
+        from privpub.core import check_bounds_2d
+
+        return [float(b) for b in check_bounds_2d(v)]
+
+    @model_validator(mode="after")
+    def _phases(self) -> SpatialSpec:
+        if self.method != "kdght":
+            if self.allow_unenrolled_phases:
+                raise PydanticCustomError("spec", "applies to multi-phase (KDG-HT) campaigns only",
+                                          {"field": "allow_unenrolled_phases"})
+            return self
+        if not self.enrollment:
+            if not self.allow_unenrolled_phases:
+                raise PydanticCustomError(
+                    "spec", "a KDG-HT campaign builds its later phases from earlier reports, so anyone who can "
+                            "report can steer its public partition: set enrollment: true (one assignment per "
+                            "enrollment token), or opt out explicitly with allow_unenrolled_phases: true",
+                    {"field": "enrollment"})
+            if self.assignment_ttl > 3600:
+                raise PydanticCustomError(
+                    "spec", "must be at most 3600 seconds for a campaign without enrollment (an unused "
+                            "assignment holds a place of its phase until it expires)", {"field": "assignment_ttl"})
+        return self
+
+
+class AttributeSpec(BaseModel):
+    """One categorical attribute of a ``synth`` campaign's schema."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(min_length=1, max_length=200)
+    categories: Categories
+    type: Literal["categorical"] = Field(default="categorical", description="only categorical attributes")
+
+
+class SynthSpec(_CampaignBase):
+    """A ``synth`` campaign: records over a categorical schema, released as synthetic data (paper 000)."""
+
+    kind: Literal["synth"]
+    attributes: list[AttributeSpec] = Field(min_length=2, max_length=64)
+    degree: int = Field(default=2, ge=1, le=8, description="Bayesian network degree (below the number of attributes)")
+    estimator: Literal["em", "linear", "hybrid"] = "em"
+
+    @model_validator(mode="after")
+    def _degree(self) -> SynthSpec:
+        if self.degree >= len(self.attributes):
+            raise PydanticCustomError("spec", "must be below the number of attributes ({d})",
+                                      {"field": "degree", "d": len(self.attributes)})
+        return self
+
+
+#: one model per campaign kind, by its ``kind``
+CAMPAIGN_SPECS: dict[str, type[_CampaignBase]] = {"frequency": FrequencySpec, "spatial": SpatialSpec,
+                                                   "synth": SynthSpec}
+
+
+class CampaignSpec(RootModel[Annotated[FrequencySpec | SpatialSpec | SynthSpec, Field(discriminator="kind")]]):
+    """A campaign as an operator declares it (``POST /campaigns`` or ``privpub campaign create``):
+    one model per ``kind`` (:data:`CAMPAIGN_SPECS`)."""
+
+
+#: the name the endpoints used before issue 24
+CampaignIn = CampaignSpec
+
+
+# ---------------------------------------------------------------------------------------------
+# streams
+# ---------------------------------------------------------------------------------------------
+#: names: no control characters (NUL, newlines ...)
+_PRINTABLE = r"^[^\x00-\x1f\x7f]+$"
+
+
+class _StreamBase(BaseModel):
+    """The fields of every stream: its name, the budget, the window and how the service runs it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(min_length=1, max_length=200, pattern=_PRINTABLE,
+                      description="a label (no control characters: PostgreSQL text cannot hold NUL)")
+    epsilon: float = Field(gt=0, le=40, allow_inf_nan=False,
+                           description="event-level epsilon of the whole stream, spent once")
+    window: int = Field(ge=1, le=MAX_WINDOW, description="sliding window W: ranges inside the last W steps")
+    sensitivity: float = Field(default=1.0, gt=0, allow_inf_nan=False,
+                               description="what one individual may contribute to one step's count "
+                                           "(neighbouring streams differ by at most this in one step)")
+    max_item: float | None = Field(default=None, gt=0, allow_inf_nan=False,
+                                   description="largest count of one step; larger counts are refused")
+    step_seconds: float | None = Field(default=None, ge=MIN_STEP_SECONDS, le=366 * 86400, allow_inf_nan=False,
+                                       description=f"step length (at least {MIN_STEP_SECONDS} s): the service's "
+                                                   "clock closes steps; omitted: steps close by POST counts or "
+                                                   "close-step")
+    origin: float | None = Field(default=None, ge=0, allow_inf_nan=False,
+                                 description="Unix time where step 1 starts (default: now, aligned to the step); "
+                                             "at most 1,000,000 steps in the past, 366 days in the future")
+    horizon: int | None = Field(default=None, ge=1, le=2**52, description="last step of the stream")
+    late: Literal["reject", "current"] = Field(
+        default="reject", description="events of a closed step: rejected (default) or counted in the open step")
+    session: str | None = Field(default=None, min_length=1, max_length=200, pattern=_PRINTABLE,
+                                description="budget session (in this database) charged with epsilon")
+    rng: int | None = Field(default=None, ge=0, le=2**63 - 1,
+                            description="seed for reproducible tests; never stored; leave unset in production")
+    queries_from: Literal["readers", "anyone", "none"] = Field(
+        default="readers", description="which range queries feed the query log the HQ publishers learn tree "
+                                       "heights from: those sent with the stream's reader token (or the admin "
+                                       "token; default), anyone's, or none")
+    log_per_client: int | None = Field(default=None, ge=1, le=10**7,
+                                       description=f"logged queries per client and hour (default {LOG_PER_CLIENT}); "
+                                                   "further queries are answered, not logged")
+    # the tree publishers' constructor parameters (every publisher the service serves is one)
+    height: int | None = Field(default=None, ge=1, le=62, description="tree height (default: the optimal one)")
+    noise: Literal["discrete", "laplace"] = "discrete"
+    real: bool = Field(default=False, description="real-valued counts (float64) instead of integers")
+
+    @classmethod
+    def params(cls) -> tuple[str, ...]:
+        """The fields that are the publisher's constructor parameters."""
+        return ("window", "epsilon", "sensitivity", "height", "noise", "real", "max_item")
+
+
+class _AdaptiveStream(_StreamBase):
+    history: list[int] | None = Field(default=None, max_length=10_000,
+                                      description="public past query lengths the tree heights start from")
+
+    @classmethod
+    def params(cls) -> tuple[str, ...]:
+        return (*super().params(), "history")
+
+
+class RTPSpec(_StreamBase):
+    """``rtp``: Fenwick trees of one fixed height (paper 004)."""
+
+    publisher: Literal["rtp"]
+
+
+class HQRTPSpec(_AdaptiveStream):
+    """``hq_rtp``: Fenwick trees whose heights follow the predicted query lengths (paper 004)."""
+
+    publisher: Literal["hq_rtp"]
+
+
+class RTPMMSpec(_StreamBase):
+    """``rtp_mm``: RTP with the matrix mechanism's per-level budgets."""
+
+    publisher: Literal["rtp_mm"]
+
+
+class HQRTPMMSpec(_AdaptiveStream):
+    """``hq_rtpmm``: HQ_RTP with the matrix mechanism's per-level budgets."""
+
+    publisher: Literal["hq_rtpmm"]
+
+
+class BTSpec(_StreamBase):
+    """``bt``: the binary-tree counter (Chan-Shi-Song, Dwork et al.)."""
+
+    publisher: Literal["bt"]
+
+
+class BTHSpec(_StreamBase):
+    """``bth``: Honaker's least-squares binary tree."""
+
+    publisher: Literal["bth"]
+
+
+#: one model per stream publisher the service serves, by its ``publisher``
+STREAM_SPECS: dict[str, type[_StreamBase]] = {"rtp": RTPSpec, "hq_rtp": HQRTPSpec, "rtp_mm": RTPMMSpec,
+                                              "hq_rtpmm": HQRTPMMSpec, "bt": BTSpec, "bth": BTHSpec}
+#: publishers of :data:`privpub.stream.PUBLISHERS` the service does not serve, and why
+UNSERVED_PUBLISHERS: dict[str, str] = {
+    key: "is a zCDP publisher (rho=, Gaussian noise); the service runs pure-DP streams only (epsilon=): use "
+         "privpub.stream directly" for key in PUBLISHERS if key not in STREAM_SPECS}
+
+
+class StreamSpec(RootModel[Annotated[RTPSpec | HQRTPSpec | RTPMMSpec | HQRTPMMSpec | BTSpec | BTHSpec,
+                                     Field(discriminator="publisher")]]):
+    """A stream as an operator declares it (``POST /streams`` or ``privpub stream create``): one model
+    per publisher (:data:`STREAM_SPECS`). ``publisher`` is a name of ``privpub.stream.PUBLISHERS``;
+    class names such as ``"HQRTP"`` also work."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _publisher_name(cls, data: Any) -> Any:
+        if isinstance(data, dict) and isinstance(data.get("publisher"), str):
+            key = publisher_key(data["publisher"])
+            if key in UNSERVED_PUBLISHERS:
+                raise PydanticCustomError("spec", "{key} {why}",
+                                          {"field": "publisher", "key": key, "why": UNSERVED_PUBLISHERS[key]})
+            if key is not None:
+                return {**data, "publisher": key}
+        return data
+
+
+#: the name the endpoints used before issue 24
+StreamIn = StreamSpec
+#: discriminator tags (a pydantic error's location starts with the tag of the model it is about)
+_TAGS = frozenset(CAMPAIGN_SPECS) | frozenset(STREAM_SPECS)
+
+
+def spec_field(error: Mapping[str, Any]) -> str:
+    """The field a pydantic error is about, as the service's 422 and the CLI name it: ``a[0].b``
+    (no ``body`` prefix, no discriminator tag of a campaign kind or stream publisher)."""
+    ctx = error.get("ctx") or {}
+    if isinstance(ctx, Mapping) and isinstance(ctx.get("field"), str):
+        return str(ctx["field"])
+    loc = [p for p in error.get("loc", ()) if p not in ("body", "query", "path")]
+    if loc and isinstance(loc[0], str) and len(loc) > 1 and error.get("type") != "union_tag_invalid" \
+            and loc[0] in _TAGS:
+        loc = loc[1:]
+    if not loc and str(error.get("type", "")).startswith("union_tag"):
+        return str(ctx.get("discriminator", "kind")).strip("'") if isinstance(ctx, Mapping) else "kind"
+    out = ""
+    for p in loc:
+        out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else str(p))
+    return out
+
+
+def validate_spec(model: type[BaseModel], body: Any, what: str) -> dict[str, Any]:
+    """``body`` validated by ``model`` (a campaign or stream spec), as JSON-ready dict; a bad body
+    raises :class:`~privpub.errors.ParameterError` naming the field as the service's 422 does."""
+    from privpub.errors import ParameterError
+
+    try:
+        spec = model.model_validate(body)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        field = spec_field(err)
+        more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
+        raise ParameterError(f"{what}: {field}: {err['msg']}{more}", param=field) from None
+    out: dict[str, Any] = spec.model_dump(mode="json")
+    return out
 
 
 class ReportIn(BaseModel):
