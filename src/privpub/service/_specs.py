@@ -320,7 +320,7 @@ _TAGS = frozenset(CAMPAIGN_SPECS) | frozenset(STREAM_SPECS)
 
 
 def spec_field(error: Mapping[str, Any]) -> str:
-    """The field a pydantic error is about, as the service's 422 and the CLI name it: ``a[0].b``
+    """The field a pydantic error is about, as the service's 422 and the CLI name it: ``a.0.b``
     (no ``body`` prefix, no discriminator tag of a campaign kind or stream publisher)."""
     ctx = error.get("ctx") or {}
     if isinstance(ctx, Mapping) and isinstance(ctx.get("field"), str):
@@ -331,10 +331,7 @@ def spec_field(error: Mapping[str, Any]) -> str:
         loc = loc[1:]
     if not loc and str(error.get("type", "")).startswith("union_tag"):
         return str(ctx.get("discriminator", "kind")).strip("'") if isinstance(ctx, Mapping) else "kind"
-    out = ""
-    for p in loc:
-        out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else str(p))
-    return out
+    return ".".join(str(p) for p in loc)
 
 
 def validate_spec(model: type[BaseModel], body: Any, what: str) -> dict[str, Any]:
