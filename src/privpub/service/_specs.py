@@ -29,8 +29,9 @@ _HEX32 = r"^[0-9a-fA-F]{32}$"
 _B64 = r"^[A-Za-z0-9+/]*={0,2}$"
 
 
-#: the fields of a campaign declaration before issue 24 (one flat model); a client that still sends
-#: another kind's field as ``null`` is accepted (the null is dropped)
+#: the per-kind fields of a campaign declaration before issue 24 (one flat model, all optional): a
+#: client that still sends one as ``null`` is accepted (the null is dropped: the kind's default, or
+#: "Field required" naming it)
 _LEGACY_FIELDS = frozenset({
     "allow_unenrolled_phases", "poisoning_defense", "oracle", "categories", "method", "bounds",
     "expected_participants", "g", "eta", "intervals", "lam", "rgdd_tau", "kappa", "h", "assignment_ttl",
@@ -73,7 +74,7 @@ class _CampaignBase(BaseModel):
     @classmethod
     def _drop_legacy_nulls(cls, data: Any) -> Any:
         if isinstance(data, dict):
-            return {k: v for k, v in data.items() if not (v is None and k in _LEGACY_FIELDS and k not in cls.model_fields)}
+            return {k: v for k, v in data.items() if not (v is None and k in _LEGACY_FIELDS)}
         return data
 
     @field_validator("allowed_origins")
