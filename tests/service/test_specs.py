@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import inspect
 import json
+import os
 import re
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -225,3 +228,16 @@ def test_specs_round_trip_through_the_models() -> None:
     assert spec["attributes"][0] == {"name": "a", "categories": ["x", "y"], "type": "categorical"}
     stream = validate_spec(StreamSpec, {"name": "s", "publisher": "HQ_RTP", "epsilon": 1.0, "window": 8}, "stream")
     assert stream["publisher"] == "hq_rtp" and validate_spec(StreamSpec, stream, "stream") == stream
+
+
+def test_the_cli_checks_a_spec_without_loading_the_server() -> None:
+    """``privpub campaign create`` / ``stream create`` validate with the models, not the whole service."""
+    from privpub.service import PUBLISHER_KEYS
+
+    assert tuple(PUBLISHER_KEYS) == tuple(PUBLISHERS)  # the spelled-out keys follow the registry
+    code = ("import sys; from privpub.service import CampaignSpec, StreamSpec, validate_spec; "
+            "print(sorted(m for m in ('fastapi', 'sqlalchemy', 'privpub.stream') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2] / "src")})
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"

@@ -18,12 +18,29 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from privpub.service._streams import LOG_PER_CLIENT, MAX_WINDOW, MIN_STEP_SECONDS, publisher_key
-from privpub.stream import PUBLISHERS
-
-__all__ = ["CAMPAIGN_SPECS", "AssignmentRequest", "AttributeSpec", "BatchIn", "CampaignIn", "CampaignSpec", "FrequencySpec",
-           "ReportIn", "STREAM_SPECS", "SpatialSpec", "StreamIn", "StreamSpec", "SynthSpec", "TokenRequest",
-           "UNSERVED_PUBLISHERS", "spec_field", "validate_spec"]
+__all__ = [
+    "AssignmentRequest",
+    "AttributeSpec",
+    "BatchIn",
+    "CAMPAIGN_SPECS",
+    "CampaignIn",
+    "CampaignSpec",
+    "FrequencySpec",
+    "LOG_PER_CLIENT",
+    "MAX_WINDOW",
+    "MIN_STEP_SECONDS",
+    "PUBLISHER_KEYS",
+    "ReportIn",
+    "STREAM_SPECS",
+    "SpatialSpec",
+    "StreamIn",
+    "StreamSpec",
+    "SynthSpec",
+    "TokenRequest",
+    "UNSERVED_PUBLISHERS",
+    "spec_field",
+    "validate_spec",
+]
 
 _HEX32 = r"^[0-9a-fA-F]{32}$"
 _B64 = r"^[A-Za-z0-9+/]*={0,2}$"
@@ -80,6 +97,8 @@ class _CampaignBase(BaseModel):
     @field_validator("allowed_origins")
     @classmethod
     def _origins(cls, v: list[str] | None) -> list[str] | None:
+        if v is None:
+            return None
         from privpub.service._web import check_origins
 
         return check_origins(v)
@@ -192,6 +211,24 @@ CampaignIn = CampaignSpec
 # ---------------------------------------------------------------------------------------------
 #: names: no control characters (NUL, newlines ...)
 _PRINTABLE = r"^[^\x00-\x1f\x7f]+$"
+#: largest window a service stream may declare
+MAX_WINDOW = 1 << 20
+#: shortest step of a clocked stream (seconds): at most 100 steps a second per stream
+MIN_STEP_SECONDS = 0.01
+#: default cap of logged queries per client and stream per hour (the rest are answered, not logged)
+LOG_PER_CLIENT = 1000
+#: the keys of :data:`privpub.stream.PUBLISHERS` (spelled out: the CLI checks a declaration without
+#: importing the publishers; tests/service/test_specs.py keeps the two equal)
+PUBLISHER_KEYS = ("rtp", "hq_rtp", "rtp_mm", "hq_rtpmm", "bt", "bth", "mf_sqrt", "blt")
+_ALIASES = {"binarytree": "bt", "binary": "bt", "honaker": "bth"}
+
+
+def publisher_key(name: str) -> str | None:
+    """The :data:`privpub.stream.PUBLISHERS` key of ``name`` ("HQRTP", "hq_rtp", "HQ_RTP" ...)."""
+    norm = str(name).lower().replace("_", "").replace("-", "").replace(" ", "")
+    table = {k.replace("_", ""): k for k in PUBLISHER_KEYS}
+    table.update(_ALIASES)
+    return table.get(norm)
 
 
 class _StreamBase(BaseModel):
@@ -292,7 +329,7 @@ STREAM_SPECS: dict[str, type[_StreamBase]] = {"rtp": RTPSpec, "hq_rtp": HQRTPSpe
 #: publishers of :data:`privpub.stream.PUBLISHERS` the service does not serve, and why
 UNSERVED_PUBLISHERS: dict[str, str] = {
     key: "is a zCDP publisher (rho=, Gaussian noise); the service runs pure-DP streams only (epsilon=): use "
-         "privpub.stream directly" for key in PUBLISHERS if key not in STREAM_SPECS}
+         "privpub.stream directly" for key in PUBLISHER_KEYS if key not in STREAM_SPECS}
 
 
 class StreamSpec(RootModel[Annotated[RTPSpec | HQRTPSpec | RTPMMSpec | HQRTPMMSpec | BTSpec | BTHSpec,

@@ -47,6 +47,7 @@ from sqlalchemy.engine import Connection, Engine
 from privpub.core import Session
 from privpub.errors import BudgetExceededError, PrivpubError
 from privpub.service._db import write_tx
+from privpub.service._specs import LOG_PER_CLIENT, publisher_key  # a declaration's limits live with its model
 from privpub.service._store import NotFound
 from privpub.service._tables import stream_batches, stream_parts, stream_queries, streams
 from privpub.stream import PUBLISHERS, StreamPublisher, join_state, split_state, state_needs_from
@@ -56,10 +57,6 @@ __all__ = ["Asker", "StreamError", "StreamInfo", "StreamStore", "exact_counts", 
 
 log = logging.getLogger("privpub.service")
 
-#: largest window a service stream may declare
-MAX_WINDOW = 1 << 20
-#: shortest step of a clocked stream (seconds): at most 100 steps a second per stream
-MIN_STEP_SECONDS = 0.01
 #: most steps the clock closes for one stream in one tick, and most steps a new stream's origin
 #: may lie in the past (catching up from origin is bounded work)
 MAX_CATCHUP_STEPS = 1_000_000
@@ -67,8 +64,6 @@ MAX_CATCHUP_STEPS = 1_000_000
 MAX_ORIGIN_AHEAD = 366 * 86400.0
 #: largest noise scale sensitivity / epsilon of a service stream (int64 sums keep their headroom)
 MAX_NOISE_SCALE = 2.0**36
-#: default cap of logged queries per client and stream per hour (the rest are answered, not logged)
-LOG_PER_CLIENT = 1000
 #: stored state parts of one stream before a write replaces them by one part holding the window
 #: (bounds the rows a restart reads; amortised, a write costs O(steps closed + window / 256))
 PARTS_COMPACT = 256
@@ -83,9 +78,6 @@ TICK = 0.2
 #: environment variable enabling the non-private check endpoint (tests only)
 CHECKS_ENV = "PRIVPUB_TEST_CHECKS"
 
-_ALIASES = {"binarytree": "bt", "binary": "bt", "honaker": "bth"}
-
-
 class StreamError(Exception):
     """A request the stream refuses (-> 4xx naming ``field``)."""
 
@@ -93,13 +85,6 @@ class StreamError(Exception):
         super().__init__(message)
         self.status, self.message, self.field = status, message, field
 
-
-def publisher_key(name: str) -> str | None:
-    """The :data:`privpub.stream.PUBLISHERS` key of ``name`` ("HQRTP", "hq_rtp", "HQ_RTP" ...)."""
-    norm = str(name).lower().replace("_", "").replace("-", "").replace(" ", "")
-    table = {k.replace("_", ""): k for k in PUBLISHERS}
-    table.update(_ALIASES)
-    return table.get(norm)
 
 
 # ---------------------------------------------------------------------------------------------
