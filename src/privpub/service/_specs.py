@@ -1,4 +1,11 @@
-"""Request and response bodies of the service (pydantic models; they make the OpenAPI schema)."""
+"""Request and response bodies of the service (pydantic models; they make the OpenAPI schema).
+
+Campaign and stream declarations are discriminated unions: one model per campaign ``kind``
+(:data:`CAMPAIGN_SPECS`) and per stream ``publisher`` (:data:`STREAM_SPECS`), each with exactly its
+fields (``extra="forbid"``). The endpoints and the CLI (:func:`validate_spec`) validate with the
+same models and name a bad field the same way (:func:`spec_field`). This module imports no server
+package (FastAPI, SQLAlchemy) and no publisher: the CLI checks a declaration before sending it.
+"""
 
 from __future__ import annotations
 
@@ -17,6 +24,8 @@ from pydantic import (
     model_validator,
 )
 from pydantic_core import PydanticCustomError
+
+from privpub.errors import ParameterError
 
 __all__ = [
     "AssignmentRequest",
@@ -375,8 +384,6 @@ def spec_field(error: Mapping[str, Any]) -> str:
 def validate_spec(model: type[BaseModel], body: Any, what: str) -> dict[str, Any]:
     """``body`` validated by ``model`` (a campaign or stream spec), as JSON-ready dict; a bad body
     raises :class:`~privpub.errors.ParameterError` naming the field as the service's 422 does."""
-    from privpub.errors import ParameterError
-
     try:
         spec = model.model_validate(body)
     except ValidationError as exc:
