@@ -63,6 +63,9 @@ _LEGACY_FIELDS = frozenset({
     "expected_participants", "g", "eta", "intervals", "lam", "rgdd_tau", "kappa", "h", "assignment_ttl",
     "attributes", "degree", "estimator"})
 
+#: the type of the errors of rules across fields (their context names the field)
+_SPEC_ERROR = "spec"
+
 Category = Annotated[str, Field(min_length=1, max_length=200)]
 
 
@@ -158,19 +161,19 @@ class SpatialSpec(_CampaignBase):
     def _phases(self) -> SpatialSpec:
         if self.method != "kdght":
             if self.allow_unenrolled_phases:
-                raise PydanticCustomError("spec", "applies to multi-phase (KDG-HT) campaigns only",
+                raise PydanticCustomError(_SPEC_ERROR, "applies to multi-phase (KDG-HT) campaigns only",
                                           {"field": "allow_unenrolled_phases"})
             return self
         if not self.enrollment:
             if not self.allow_unenrolled_phases:
                 raise PydanticCustomError(
-                    "spec", "a KDG-HT campaign builds its later phases from earlier reports, so anyone who can "
+                    _SPEC_ERROR, "a KDG-HT campaign builds its later phases from earlier reports, so anyone who can "
                             "report can steer its public partition: set enrollment: true (one assignment per "
                             "enrollment token), or opt out explicitly with allow_unenrolled_phases: true",
                     {"field": "enrollment"})
             if self.assignment_ttl > 3600:
                 raise PydanticCustomError(
-                    "spec", "must be at most 3600 seconds for a campaign without enrollment (an unused "
+                    _SPEC_ERROR, "must be at most 3600 seconds for a campaign without enrollment (an unused "
                             "assignment holds a place of its phase until it expires)", {"field": "assignment_ttl"})
         return self
 
@@ -196,7 +199,7 @@ class SynthSpec(_CampaignBase):
     @model_validator(mode="after")
     def _degree(self) -> SynthSpec:
         if self.degree >= len(self.attributes):
-            raise PydanticCustomError("spec", "must be below the number of attributes ({d})",
+            raise PydanticCustomError(_SPEC_ERROR, "must be below the number of attributes ({d})",
                                       {"field": "degree", "d": len(self.attributes)})
         return self
 
@@ -353,7 +356,7 @@ class StreamSpec(RootModel[Annotated[RTPSpec | HQRTPSpec | RTPMMSpec | HQRTPMMSp
         if isinstance(data, dict) and isinstance(data.get("publisher"), str):
             key = publisher_key(data["publisher"])
             if key in UNSERVED_PUBLISHERS:
-                raise PydanticCustomError("spec", "{key} {why}",
+                raise PydanticCustomError(_SPEC_ERROR, "{key} {why}",
                                           {"field": "publisher", "key": key, "why": UNSERVED_PUBLISHERS[key]})
             if key is not None:
                 return {**data, "publisher": key}
@@ -369,15 +372,16 @@ _TAGS = frozenset(CAMPAIGN_SPECS) | frozenset(STREAM_SPECS)
 def spec_field(error: Mapping[str, Any]) -> str:
     """The field a pydantic error is about, as the service's 422 and the CLI name it: ``a.0.b``
     (no ``body`` prefix, no discriminator tag of a campaign kind or stream publisher)."""
-    ctx = error.get("ctx") or {}
-    if isinstance(ctx, Mapping) and isinstance(ctx.get("field"), str):
+    ctx = error.get("ctx")
+    ctx = ctx if isinstance(ctx, Mapping) else {}
+    kind = str(error.get("type", ""))
+    if kind == _SPEC_ERROR and isinstance(ctx.get("field"), str):  # a rule across fields names its field
         return str(ctx["field"])
     loc = [p for p in error.get("loc", ()) if p not in ("body", "query", "path")]
-    if loc and isinstance(loc[0], str) and len(loc) > 1 and error.get("type") != "union_tag_invalid" \
-            and loc[0] in _TAGS:
+    if len(loc) > 1 and isinstance(loc[0], str) and loc[0] in _TAGS:  # the union's tag: not a field
         loc = loc[1:]
-    if not loc and str(error.get("type", "")).startswith("union_tag"):
-        return str(ctx.get("discriminator", "kind")).strip("'") if isinstance(ctx, Mapping) else "kind"
+    if not loc and kind.startswith("union_tag"):  # no or an unknown kind / publisher
+        return str(ctx.get("discriminator", "kind")).strip("'")
     return ".".join(str(p) for p in loc)
 
 
