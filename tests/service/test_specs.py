@@ -206,18 +206,23 @@ def test_cli_stream_create_names_the_models_field() -> None:
 
 def test_a_client_of_the_flat_model_still_creates_campaigns(live: Server) -> None:
     """Before issue 24 one flat model held every kind's field: a client that sends the other
-    kinds' fields as null is accepted (a non-null one is refused, naming it)."""
-    flat = {"name": "flat", "kind": "frequency", "epsilon": 1.0, "categories": ["a", "b"], "oracle": None,
-            "method": None, "bounds": None, "expected_participants": None, "g": None, "intervals": None, "h": None,
-            "attributes": None, "poisoning_defense": None, "allowed_origins": None}
+    kinds' fields as null or at that model's defaults (its ``model_dump()``) is accepted; another
+    value is refused, naming the field."""
+    flat = {"name": "flat", "kind": "frequency", "epsilon": 1.0, "min_reports": 1000, "opens_at": None,
+            "closes_at": None, "time_precision": 3600, "enrollment": False, "allow_unenrolled_phases": False,
+            "poisoning_defense": None, "oracle": None, "categories": ["a", "b"], "method": None, "bounds": None,
+            "expected_participants": None, "g": None, "eta": 0.05, "intervals": None, "lam": 0.6, "rgdd_tau": 1.0,
+            "kappa": 4.0, "h": None, "assignment_ttl": 600, "attributes": None, "degree": 2, "estimator": "em",
+            "allowed_origins": None}
     headers = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
     resp = httpx.post(f"{live.url}/campaigns", json=flat, headers=headers, timeout=60)
     assert resp.status_code == 201, resp.text
     cfg = resp.json()
     assert cfg["kind"] == "frequency" and cfg["poisoning_defense"] == "detect" and cfg["oracle"] in ("GRR", "OUE",
                                                                                                    "OLH")
-    resp = httpx.post(f"{live.url}/campaigns", json={**flat, "g": 8}, headers=headers, timeout=60)
-    assert resp.status_code == 422 and resp.json()["error"]["field"] == "g", resp.text
+    for key, value in (("g", 8), ("eta", 0.1), ("allow_unenrolled_phases", True), ("degree", 3)):
+        resp = httpx.post(f"{live.url}/campaigns", json={**flat, key: value}, headers=headers, timeout=60)
+        assert resp.status_code == 422 and resp.json()["error"]["field"] == key, resp.text
 
 
 def test_specs_round_trip_through_the_models() -> None:

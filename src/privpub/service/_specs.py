@@ -55,13 +55,25 @@ _HEX32 = r"^[0-9a-fA-F]{32}$"
 _B64 = r"^[A-Za-z0-9+/]*={0,2}$"
 
 
-#: the per-kind fields of a campaign declaration before issue 24 (one flat model, all optional): a
-#: client that still sends one as ``null`` is accepted (the null is dropped: the kind's default, or
-#: "Field required" naming it)
-_LEGACY_FIELDS = frozenset({
-    "allow_unenrolled_phases", "poisoning_defense", "oracle", "categories", "method", "bounds",
-    "expected_participants", "g", "eta", "intervals", "lam", "rgdd_tau", "kappa", "h", "assignment_ttl",
-    "attributes", "degree", "estimator"})
+#: the per-kind fields of a campaign declaration before issue 24 (one flat model, all optional) and
+#: their defaults there: a client of that model may send another kind's field as ``null`` or at
+#: that default, which is ignored (and a ``null`` of the kind's own field means its default)
+_LEGACY_FIELDS: dict[str, Any] = {
+    "allow_unenrolled_phases": False, "poisoning_defense": None, "oracle": None, "categories": None, "method": None,
+    "bounds": None, "expected_participants": None, "g": None, "eta": 0.05, "intervals": None, "lam": 0.6,
+    "rgdd_tau": 1.0, "kappa": 4.0, "h": None, "assignment_ttl": 600, "attributes": None, "degree": 2,
+    "estimator": "em"}
+
+
+def _legacy(key: str, value: Any, fields: Mapping[str, Any]) -> bool:
+    """Whether ``key: value`` is a field of the flat model that a kind ignores."""
+    if key not in _LEGACY_FIELDS:
+        return False
+    if value is None:
+        return True
+    default = _LEGACY_FIELDS[key]
+    return key not in fields and default is not None and type(value) is type(default) and value == default
+
 
 #: the type of the errors of rules across fields (their context names the field)
 _SPEC_ERROR = "spec"
@@ -103,7 +115,7 @@ class _CampaignBase(BaseModel):
     @classmethod
     def _drop_legacy_nulls(cls, data: Any) -> Any:
         if isinstance(data, dict):
-            return {k: v for k, v in data.items() if not (v is None and k in _LEGACY_FIELDS)}
+            return {k: v for k, v in data.items() if not _legacy(k, v, cls.model_fields)}
         return data
 
     @field_validator("allowed_origins")
