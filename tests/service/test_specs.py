@@ -246,3 +246,12 @@ def test_the_cli_checks_a_spec_without_loading_the_server() -> None:
                          env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2] / "src")})
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize("path", sorted((Path(__file__).resolve().parents[2] / "examples" / "campaigns").glob("*.y*ml")),
+                         ids=lambda p: p.name)
+def test_example_campaigns_are_valid_specs(path: Path) -> None:
+    import yaml
+
+    body = yaml.safe_load(path.read_text(encoding="utf-8"))
+    assert validate_spec(CampaignSpec, body, str(path))["kind"] == body["kind"]
