@@ -17,6 +17,8 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from privpub.service._specs import spec_field
+
 __all__ = ["MAX_BATCH_BODY", "MAX_BODY", "ApiError", "BodyLimit", "read_body", "require_admin"]
 
 MAX_BATCH_BODY = 32 * 1024 * 1024
@@ -123,9 +125,8 @@ def _validation_error(errors: Sequence[Any]) -> JSONResponse:
     """422 naming the first problem (``message``, ``field``) and listing every one (``errors``)."""
     items = []
     for err in errors or [{"loc": ("body",), "msg": "invalid request"}]:
-        from privpub.service._specs import spec_field  # the CLI names a bad spec's field the same way
-
-        # pydantic's messages never include the input; the input itself is deliberately not returned
+        # the field as the CLI names it too (spec_field); pydantic's messages never include the
+        # input; the input itself is deliberately not returned
         items.append({"field": spec_field(err) or "body", "message": str(err.get("msg", "invalid value"))})
     body = {"message": items[0]["message"], "field": items[0]["field"], "errors": items[:50]}
     return JSONResponse({"error": body}, status_code=422)
