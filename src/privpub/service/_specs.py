@@ -78,6 +78,19 @@ def _legacy(key: str, value: Any, fields: Mapping[str, Any]) -> bool:
 #: the type of the errors of rules across fields (their context names the field)
 _SPEC_ERROR = "spec"
 
+def _not_here(data: dict[str, Any], model: type[BaseModel], models: Mapping[str, type[BaseModel]], tag: str,
+              what: str) -> None:
+    """Refuse, naming it, a field that ``model`` lacks but another kind or publisher takes."""
+    for key in data:
+        if key in model.model_fields:
+            continue
+        takers = [name for name, other in models.items() if key in other.model_fields]
+        if takers:
+            raise PydanticCustomError(_SPEC_ERROR, "does not apply to a {tag} {what} (only to {takers})",
+                                      {"field": key, "tag": str(data.get(tag)), "what": what,
+                                       "takers": ", ".join(takers)})
+
+
 Category = Annotated[str, Field(min_length=1, max_length=200)]
 
 
@@ -115,7 +128,8 @@ class _CampaignBase(BaseModel):
     @classmethod
     def _drop_legacy_nulls(cls, data: Any) -> Any:
         if isinstance(data, dict):
-            return {k: v for k, v in data.items() if not _legacy(k, v, cls.model_fields)}
+            data = {k: v for k, v in data.items() if not _legacy(k, v, cls.model_fields)}
+            _not_here(data, cls, CAMPAIGN_SPECS, "kind", "campaign")
         return data
 
     @field_validator("allowed_origins")
@@ -259,6 +273,13 @@ class _StreamBase(BaseModel):
     """The fields of every stream: its name, the budget, the window and how the service runs it."""
 
     model_config = ConfigDict(extra="forbid")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _other_publishers(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            _not_here(data, cls, STREAM_SPECS, "publisher", "stream")
+        return data
 
     name: str = Field(min_length=1, max_length=200, pattern=_PRINTABLE,
                       description="a label (no control characters: PostgreSQL text cannot hold NUL)")
