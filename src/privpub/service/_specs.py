@@ -25,6 +25,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from privpub.core import check_bounds_2d
 from privpub.errors import ParameterError
 
 __all__ = [
@@ -78,6 +79,7 @@ def _legacy(key: str, value: Any, fields: Mapping[str, Any]) -> bool:
 #: the type of the errors of rules across fields (their context names the field)
 _SPEC_ERROR = "spec"
 
+
 def _not_here(data: dict[str, Any], model: type[BaseModel], models: Mapping[str, type[BaseModel]], tag: str,
               what: str) -> None:
     """Refuse, naming it, a field that ``model`` lacks but another kind or publisher takes."""
@@ -126,7 +128,7 @@ class _CampaignBase(BaseModel):
 
     @model_validator(mode="before")
     @classmethod
-    def _drop_legacy_nulls(cls, data: Any) -> Any:
+    def _former_and_other_kinds_fields(cls, data: Any) -> Any:
         if isinstance(data, dict):
             data = {k: v for k, v in data.items() if not _legacy(k, v, cls.model_fields)}
             _not_here(data, cls, CAMPAIGN_SPECS, "kind", "campaign")
@@ -179,8 +181,6 @@ class SpatialSpec(_CampaignBase):
     @field_validator("bounds")
     @classmethod
     def _bounds(cls, v: list[float]) -> list[float]:
-        from privpub.core import check_bounds_2d
-
         return [float(b) for b in check_bounds_2d(v)]
 
     @model_validator(mode="after")
@@ -193,14 +193,17 @@ class SpatialSpec(_CampaignBase):
         if not self.enrollment:
             if not self.allow_unenrolled_phases:
                 raise PydanticCustomError(
-                    _SPEC_ERROR, "a KDG-HT campaign builds its later phases from earlier reports, so anyone who can "
-                            "report can steer its public partition: set enrollment: true (one assignment per "
-                            "enrollment token), or opt out explicitly with allow_unenrolled_phases: true",
+                    _SPEC_ERROR,
+                    "a KDG-HT campaign builds its later phases from earlier reports, so anyone who can report can "
+                    "steer its public partition: set enrollment: true (one assignment per enrollment token), or "
+                    "opt out explicitly with allow_unenrolled_phases: true",
                     {"field": "enrollment"})
             if self.assignment_ttl > 3600:
                 raise PydanticCustomError(
-                    _SPEC_ERROR, "must be at most 3600 seconds for a campaign without enrollment (an unused "
-                            "assignment holds a place of its phase until it expires)", {"field": "assignment_ttl"})
+                    _SPEC_ERROR,
+                    "must be at most 3600 seconds for a campaign without enrollment (an unused assignment holds a "
+                    "place of its phase until it expires)",
+                    {"field": "assignment_ttl"})
         return self
 
 
