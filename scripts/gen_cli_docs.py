@@ -50,7 +50,10 @@ variable (`PRIVPUB_ADMIN_TOKEN`, or `PRIVPUB_PRODUCER_TOKEN` for `stream produce
 Every publishing command checks all its arguments (epsilon, methods, sizes, queries, output names,
 schema files) before it reads the data, reserves budget or draws noise, and reports every problem
 in one go (`error: 3 problems with the arguments ...`, one indented line each). Errors name the
-flags (`--clip`, `--noise laplace`), not the Python parameters behind them. The same flags mean the
+flags (`--clip`, `--noise laplace`), not the Python parameters behind them: a library error carries
+the parameter it is about (`param`) and the arguments that would avoid it (`fix`) as data, and the
+CLI renders them as the flag (`error: --flip-prob: flip_prob must be in (0, 1), got 1.5`;
+`...; pass --real --noise laplace`), never by rewriting the message. The same flags mean the
 same thing everywhere: `-e/--epsilon`, `-o/--output` (`-o/--out` for the reproductions' folders),
 `--seed`, `--force`.
 

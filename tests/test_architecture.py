@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import ast
 import importlib.util
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -204,3 +205,21 @@ def test_the_contract_can_fail() -> None:
 def test_public_modules_resolve(name: str) -> None:
     """Public submodules that outer layers import (e.g. privpub.spatial.protocol) are importable."""
     assert importlib.util.find_spec(name) is not None
+
+
+def test_the_picture_in_docs_architecture_matches_the_layers() -> None:
+    """docs/architecture.md's diagram shows every subpackage, outer layers above inner ones."""
+    text = (SRC.parent / "docs" / "architecture.md").read_text(encoding="utf-8")
+    pictures = re.findall(r"^```text\n(.*?)^```", text, flags=re.DOTALL | re.MULTILINE)
+    assert len(pictures) == 1, "docs/architecture.md should have one picture (a ```text block)"
+    lines = pictures[0].splitlines()
+    row: dict[str, int] = {}
+    for name in LAYER_OF:
+        if "." in name:  # py.typed: a file, not a module
+            continue
+        found = [i for i, line in enumerate(lines) if re.search(rf"(?<![\w.]){re.escape(name)}(?![\w])", line)]
+        assert found, f"the picture in docs/architecture.md does not show {name}"
+        row[name] = found[0]
+    wrong = [f"{a} (layer {LAYER_OF[a]}) is drawn below {b} (layer {LAYER_OF[b]})"
+             for a in row for b in row if LAYER_OF[a] > LAYER_OF[b] and row[a] >= row[b]]
+    assert not wrong, "\n".join(wrong)

@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-import os
-import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from mdblocks import blocks, run_python
 
 README = Path(__file__).resolve().parents[1] / "README.md"
-SNIPPETS = re.findall(r"^```python\n(.*?)^```", README.read_text(encoding="utf-8"), flags=re.DOTALL | re.MULTILINE)
+SNIPPETS = [b.code for b in blocks(README) if b.info == "python"]
 
 
 def test_the_readme_has_python_snippets() -> None:
@@ -21,7 +18,5 @@ def test_the_readme_has_python_snippets() -> None:
 @pytest.mark.parametrize("code", SNIPPETS, ids=[f"snippet{i}" for i in range(len(SNIPPETS))])
 def test_readme_snippet_runs_as_written(code: str, tmp_path: Path) -> None:
     """Each block alone, in a fresh interpreter (nothing defined by an earlier block or the test)."""
-    env = {**os.environ, "MPLBACKEND": "Agg"}
-    proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True,
-                          timeout=300, check=False)
+    proc = run_python(code, tmp_path)
     assert proc.returncode == 0, f"README snippet failed:\n{code}\n{proc.stderr[-3000:]}"

@@ -1,6 +1,7 @@
 """privpub: publishing data under differential privacy.
 
-:class:`Session` caps the privacy budget across releases (every ``publish`` takes ``session=``).
+:class:`Session` caps the privacy budget across releases (every ``publish`` takes ``session=``);
+:class:`PrivacyUnit` states whom a release protects (one record, or one person's bounded rows).
 
 Subpackages: :mod:`privpub.core` (mechanisms, accountant and ledgers, sessions, domains), :mod:`privpub.ldp`
 (local-DP frequency oracles), :mod:`privpub.metrics`, :mod:`privpub.datasets`, and one per
@@ -10,7 +11,7 @@ publishing task: :mod:`privpub.histogram`, :mod:`privpub.ldp_synth`, :mod:`privp
 
 from __future__ import annotations
 
-from privpub.core import Session
+from privpub.core import PrivacyUnit, Session
 from privpub.errors import (
     BudgetExceededError,
     DataNotFoundError,
@@ -29,6 +30,7 @@ __all__ = [
     "DomainError",
     "LedgerFrozenError",
     "ParameterError",
+    "PrivacyUnit",
     "PrivacyWarning",
     "PrivpubError",
     "Session",

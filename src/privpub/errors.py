@@ -15,10 +15,14 @@ the matching built-in so that ``except ValueError`` keeps working::
 
 Messages name the argument, the rule and the offending value, e.g.
 ``"epsilon must be finite and > 0, got -1.0"``; the ``param`` attribute names the argument as
-data (``"epsilon"``), so that outer layers can render it without parsing the message.
+data (``"epsilon"``), so that outer layers can render it without parsing the message, and
+``fix`` (when given) holds the arguments that would avoid the error (``{"clip": True}``), which
+the message spells in Python (``; pass clip=True``) and the CLI as flags (``; pass --clip``).
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping
 
 __all__ = [
     "BudgetExceededError",
@@ -36,18 +40,32 @@ class PrivpubError(Exception):
 
     ``param`` names the parameter (argument, field, option) the error is about, when there is
     one: the CLI renders it as its flag and the service as the JSON field, from this attribute,
-    never by reading the message.
+    never by reading the message. ``fix`` maps parameters to values that avoid the error; the
+    message (``str``) ends with them in Python terms, :attr:`reason` is the message without them.
 
     Examples
     --------
     >>> err = ParameterError("epsilon must be finite and > 0, got -1", param="epsilon")
     >>> err.param, str(err)
     ('epsilon', 'epsilon must be finite and > 0, got -1')
+    >>> str(DomainError("points must lie inside the bounds", param="points", fix={"clip": True}))
+    'points must lie inside the bounds; pass clip=True'
     """
 
-    def __init__(self, *args: object, param: str | None = None) -> None:
+    def __init__(self, *args: object, param: str | None = None, fix: Mapping[str, object] | None = None) -> None:
         super().__init__(*args)
         self.param = param
+        self.fix: dict[str, object] = dict(fix or {})
+
+    @property
+    def reason(self) -> str:
+        """The message without the :attr:`fix` suffix."""
+        return super().__str__()
+
+    def __str__(self) -> str:
+        if not self.fix:
+            return super().__str__()
+        return f"{super().__str__()}; pass {', '.join(f'{k}={v!r}' for k, v in self.fix.items())}"
 
 
 class ParameterError(PrivpubError, ValueError):

@@ -65,7 +65,7 @@ def _axis(axis: int | None, ndim: int) -> int | None:
     if axis is None:
         return None
     if isinstance(axis, bool) or not isinstance(axis, numbers.Integral) or not -ndim <= int(axis) < ndim:
-        raise ParameterError(f"axis must be None or an integer in [{-ndim}, {ndim - 1}], got {axis!r}")
+        raise ParameterError(f"axis must be None or an integer in [{-ndim}, {ndim - 1}], got {axis!r}", param="axis")
     return int(axis)
 
 
@@ -78,15 +78,15 @@ def _as_distribution(values: NDArray[np.float64], name: str, axis: int | None, *
     """
     if reference:
         if np.any(values < 0):
-            raise DomainError(f"{name} must be non-negative, got minimum {values.min()}")
+            raise DomainError(f"{name} must be non-negative, got minimum {values.min()}", param=name)
     else:
         values = np.maximum(values, 0.0)
     with np.errstate(over="ignore"):
         total = values.sum(axis=axis, keepdims=True)
     if not np.all(np.isfinite(total)):
-        raise DomainError(f"{name} is too large to normalise (its sum overflows float64)")
+        raise DomainError(f"{name} is too large to normalise (its sum overflows float64)", param=name)
     if reference and np.any(total <= 0):
-        raise DomainError(f"{name} must have a positive sum, got 0")
+        raise DomainError(f"{name} must have a positive sum, got 0", param=name)
     size = values.size if axis is None else values.shape[axis]
     with np.errstate(invalid="ignore", divide="ignore"):
         out = np.where(total > 0, values / np.where(total > 0, total, 1.0), 1.0 / size)
@@ -202,9 +202,9 @@ def kl_divergence(
     lam = _check_unit_interval(smoothing, "smoothing")
     c = check_real(pseudo_count, "pseudo_count")
     if c < 0:
-        raise ParameterError(f"pseudo_count must be >= 0, got {c}")
+        raise ParameterError(f"pseudo_count must be >= 0, got {c}", param="pseudo_count")
     if np.any(t < 0):
-        raise DomainError(f"true must be non-negative, got minimum {t.min()}")
+        raise DomainError(f"true must be non-negative, got minimum {t.min()}", param="true")
     p = _as_distribution(t + c, "true", ax, reference=True)
     q0 = _as_distribution(np.maximum(e, 0.0) + c, "estimate", ax, reference=False)
     size = t.size if ax is None else t.shape[ax]
@@ -221,7 +221,7 @@ def _check_unit_interval(value: Any, name: str) -> float:
     """Return ``value`` as a float in [0, 1)."""
     out = check_real(value, name)
     if not 0.0 <= out < 1.0:
-        raise ParameterError(f"{name} must be in [0, 1), got {out}")
+        raise ParameterError(f"{name} must be in [0, 1), got {out}", param=name)
     return out
 
 
@@ -288,20 +288,20 @@ def lnmse(true: ArrayLike, estimates: ArrayLike, range_length: int | Sequence[in
     if e.ndim == 1:
         e = e[None, :]
     if e.ndim != 2 or e.shape[1] != t.shape[0]:
-        raise ParameterError(f"estimates must have shape ({t.shape[0]},) or (T, {t.shape[0]}), got {e.shape}")
+        raise ParameterError(f"estimates must have shape ({t.shape[0]},) or (T, {t.shape[0]}), got {e.shape}", param="estimates")
     scalar = isinstance(range_length, int | np.integer)
     if not scalar and (isinstance(range_length, str | bytes) or not hasattr(range_length, "__iter__")):
-        raise ParameterError(f"range_length must be a positive int or a sequence of them, got {range_length!r}")
+        raise ParameterError(f"range_length must be a positive int or a sequence of them, got {range_length!r}", param="range_length")
     lengths: list[Any] = [range_length] if scalar else list(range_length)
     if not lengths:
-        raise ParameterError("range_length must not be empty")
+        raise ParameterError("range_length must not be empty", param="range_length")
     n = t.shape[0]
     diff = np.concatenate([np.zeros((e.shape[0], 1)), np.cumsum(e - t[None, :], axis=1)], axis=1)
     out = np.empty(len(lengths))
     for k, r in enumerate(lengths):
         r = check_positive_int(r, "range_length")
         if r > n:
-            raise ParameterError(f"range_length must be <= the number of bins {n}, got {r}")
+            raise ParameterError(f"range_length must be <= the number of bins {n}, got {r}", param="range_length")
         err = diff[:, r:] - diff[:, : n - r + 1]
         m = float(np.mean(err**2))
         out[k] = math.log(m) if m > 0 else -math.inf
@@ -322,7 +322,7 @@ def relative_error(true: ArrayLike, estimate: ArrayLike, rho: float) -> NDArray[
     t, e = _pair(true, estimate)
     r = check_real(rho, "rho")
     if r <= 0:
-        raise ParameterError(f"rho must be > 0, got {r}")
+        raise ParameterError(f"rho must be > 0, got {r}", param="rho")
     return np.abs(e - t) / np.maximum(t, r)
 
 
@@ -334,9 +334,9 @@ def _check_int_array(values: ArrayLike, name: str, cols: int) -> NDArray[np.int6
     if arr.ndim == 1 and arr.size == cols:
         arr = arr[None, :]
     if arr.ndim != 2 or arr.shape[1] != cols:
-        raise ParameterError(f"{name} must have shape (q, {cols}), got {arr.shape}")
+        raise ParameterError(f"{name} must have shape (q, {cols}), got {arr.shape}", param=name)
     if arr.dtype.kind == "f" and not np.all(arr == np.round(arr)):
-        raise DomainError(f"{name} must hold integer bin indices, got non-integral values")
+        raise DomainError(f"{name} must hold integer bin indices, got non-integral values", param=name)
     return arr.astype(np.int64)
 
 
@@ -362,13 +362,13 @@ def range_sums_1d(counts: ArrayLike, ranges: ArrayLike) -> NDArray[Any]:
     """
     x = check_array(counts, "counts")
     if x.ndim == 0:
-        raise ParameterError(f"counts must be at least 1-dimensional, got shape {x.shape}")
+        raise ParameterError(f"counts must be at least 1-dimensional, got shape {x.shape}", param="counts")
     q = _check_int_array(ranges, "ranges", 2)
     n = x.shape[-1]
     lo, hi = q[:, 0], q[:, 1]
     if q.size and (lo.min() < 0 or hi.max() >= n or np.any(lo > hi)):
         bad = q[(lo < 0) | (hi >= n) | (lo > hi)][0].tolist()
-        raise DomainError(f"ranges must satisfy 0 <= lo <= hi < {n}, got {bad}")
+        raise DomainError(f"ranges must satisfy 0 <= lo <= hi < {n}, got {bad}", param="ranges")
     work = x.astype(np.int64) if x.dtype.kind in "biu" else x.astype(np.float64)
     pre = np.concatenate([np.zeros((*x.shape[:-1], 1), dtype=work.dtype), np.cumsum(work, axis=-1)], axis=-1)
     return np.asarray(pre[..., hi + 1] - pre[..., lo])
@@ -385,7 +385,7 @@ def all_ranges_1d(n_bins: int, length: int) -> NDArray[np.int64]:
     n = check_positive_int(n_bins, "n_bins")
     r = check_positive_int(length, "length")
     if r > n:
-        raise ParameterError(f"length must be <= n_bins ({n}), got {r}")
+        raise ParameterError(f"length must be <= n_bins ({n}), got {r}", param="length")
     a = np.arange(n - r + 1, dtype=np.int64)
     return np.stack([a, a + r - 1], axis=1)
 
@@ -415,7 +415,7 @@ def random_ranges_1d(
         return ends.astype(np.int64)
     r = check_positive_int(length, "length")
     if r > n:
-        raise ParameterError(f"length must be <= n_bins ({n}), got {r}")
+        raise ParameterError(f"length must be <= n_bins ({n}), got {r}", param="length")
     lo = gen.integers(0, n - r + 1, size=m)
     return np.stack([lo, lo + r - 1], axis=1).astype(np.int64)
 
@@ -468,7 +468,7 @@ def range_sums_2d(grid: ArrayLike, rectangles: ArrayLike) -> NDArray[Any]:
         raise DomainError(
             f"rectangles must satisfy 0 <= x_lo <= x_hi < {nx} and 0 <= y_lo <= y_hi < {ny}, "
             f"got {r[bad][0].tolist()}"
-        )
+        , param="rectangles")
     return np.asarray(sat[x1 + 1, y1 + 1] - sat[x0, y1 + 1] - sat[x1 + 1, y0] + sat[x0, y0])
 
 
@@ -496,14 +496,14 @@ def box_sums_2d(grid: ArrayLike, boxes: ArrayLike) -> NDArray[np.float64]:
     if b.ndim == 1 and b.size == 4:
         b = b[None, :]
     if b.ndim != 2 or b.shape[1] != 4:
-        raise ParameterError(f"boxes must have shape (q, 4), got {b.shape}")
+        raise ParameterError(f"boxes must have shape (q, 4), got {b.shape}", param="boxes")
     x0, y0, x1, y1 = b[:, 0], b[:, 1], b[:, 2], b[:, 3]
     bad = (x0 < 0) | (y0 < 0) | (x1 > nx) | (y1 > ny) | (x0 > x1) | (y0 > y1)
     if np.any(bad):
         raise DomainError(
             f"boxes must satisfy 0 <= x_lo <= x_hi <= {nx} and 0 <= y_lo <= y_hi <= {ny}, "
             f"got {b[bad][0].tolist()}"
-        )
+        , param="boxes")
 
     def at(x: NDArray[np.float64], y: NDArray[np.float64]) -> NDArray[np.float64]:
         i = np.minimum(np.floor(x).astype(np.int64), nx - 1)
@@ -560,7 +560,7 @@ def random_boxes_2d(
     m = check_positive_int(n_queries, "n_queries")
     lo_a, hi_a = (check_real(v, "area") for v in area)
     if not 0 < lo_a <= hi_a <= 1:
-        raise ParameterError(f"area must satisfy 0 < low <= high <= 1, got {area}")
+        raise ParameterError(f"area must satisfy 0 < low <= high <= 1, got {area}", param="area")
     bx0, by0, bx1, by1 = check_bounds_2d(bounds)
     gen = as_generator(rng)
     a = gen.uniform(lo_a, hi_a, size=m)
@@ -580,5 +580,5 @@ def _shape2(shape: Any) -> tuple[int, int]:
     try:
         nx, ny = shape
     except (TypeError, ValueError):
-        raise ParameterError(f"shape must be a pair (nx, ny), got {shape!r}") from None
+        raise ParameterError(f"shape must be a pair (nx, ny), got {shape!r}", param="shape") from None
     return check_positive_int(nx, "shape[0]"), check_positive_int(ny, "shape[1]")

@@ -29,7 +29,7 @@ def test_histogram_releases_are_charged_and_refused_when_the_budget_is_spent(
     second = runner.invoke(app, [*args_for("histogram", inputs, tmp_path / "b.csv", {"--epsilon": "0.6"}),
                                  "--budget-file", str(budget)])
     assert second.exit_code == 2, second.output
-    assert "the session cannot pay for hphp at --epsilon 0.6" in second.output
+    assert "--epsilon: the session cannot pay for hphp at epsilon=0.6" in second.output
     assert not (tmp_path / "b.csv").exists()
     third = runner.invoke(app, [*args_for("histogram", inputs, tmp_path / "c.csv",
                                           {"--epsilon": "0.4", "--method": "laplace"}), "--budget-file", str(budget)])

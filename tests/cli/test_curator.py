@@ -233,7 +233,7 @@ def test_synth_with_two_columns_reports_the_real_problem(tmp_path: Path, inputs:
     """Finding: with two columns synth reported the degree error whatever the real problem was."""
     base = ["synth", str(inputs["table"]), "--schema", str(inputs["schema"]), "--columns", "a,b", "--quiet"]
     out = _error(runner.invoke(app, [*base, "--epsilon", "-2", "-o", str(tmp_path / "o.csv")]))
-    assert "--epsilon must be finite and > 0" in out and "--degree" not in out
+    assert "--epsilon: epsilon must be finite and > 0" in out and "--degree" not in out
     ok = runner.invoke(app, [*base, "--epsilon", "4", "--seed", "0", "-o", str(tmp_path / "o.csv")])
     assert ok.exit_code == 0, ok.output
     assert "degree 1" in ok.output                      # the default degree fits two attributes

@@ -247,7 +247,7 @@ def test_server_commands_check_arguments_before_connecting(inputs: dict[str, Pat
 def test_synth_tiny_flip_probability_is_one_line(tmp_path: Path, inputs: dict[str, Path]) -> None:
     """Finding: ``--flip-prob 1e-300`` overflowed in the estimator (internal error); now refused up front."""
     args = args_for("synth", inputs, tmp_path / "o.csv", {"--epsilon": None, "--flip-prob": "1e-300"})
-    _one_line_error(runner.invoke(app, args), "--flip-prob must be >= 1e-150")
+    _one_line_error(runner.invoke(app, args), "--flip-prob: flip_prob must be >= 1e-150")
     assert not (tmp_path / "o.csv").exists()
 
 

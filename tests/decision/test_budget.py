@@ -53,7 +53,7 @@ def test_levels_beyond_a_usable_schedule_are_refused() -> None:
                                                        "of 3.6e-16 out of eps1=0.5, below the smallest usable level budget 2**-51")):
         level_budgets(0.5, 93)
     with pytest.raises(ParameterError, match="about 1e-1592 .* at most 92 levels are possible: lower levels "
-                                             r"\(CLI --levels\), raise epsilon or use schedule='uniform'"):
+                                             r", raise epsilon or use the uniform schedule; pass schedule='uniform'"):
         level_budgets(0.5, 10_000)
     with pytest.raises(ParameterError, match="at most 225179 levels"):
         level_budgets(1e-10, 10**7, "uniform")

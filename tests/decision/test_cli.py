@@ -122,7 +122,7 @@ def test_cli_bad_taxonomy_file_is_a_clear_error(files, content, message) -> None
 
 
 @pytest.mark.parametrize(("method", "extra", "message"), [
-    ("maxgddp", [], "--levels 10000 with schedule='geometric' gives level 1 a budget of about 1e-1592"),
+    ("maxgddp", [], "--levels: levels=10000 with schedule='geometric' gives level 1 a budget of about 1e-1592"),
     # DiffGen on Adult's public schema (1.5M fnlwgt ticks): the cut outgrows max_synthetic_rows
     # after a few dozen levels; the run stops there, before the leaves are allocated
     ("diffgen", ["--dataset-schema", "adult"], "cells; at leaf epsilon=0.5 their noise alone would create about"),

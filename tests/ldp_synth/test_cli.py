@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -61,7 +62,7 @@ def test_synth_columns_and_epsilon(table: tuple[Path, Path, pd.DataFrame], tmp_p
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
-        (["--flip-prob", "1.5"], "--flip-prob must be in (0, 1)"),
+        (["--flip-prob", "1.5"], "--flip-prob: flip_prob must be in (0, 1)"),
         (["--flip-prob", "0.5", "--epsilon", "3"], "give exactly one of --epsilon"),
         (["--flip-prob", "0.5", "--degree", "4"], "degree (max parents k) must be in [1, 3]"),
         (["--flip-prob", "0.5", "--columns", "c0,zz"], "--columns names columns not in"),
@@ -133,7 +134,12 @@ def test_reproduce_quick_on_tiny_data(tmp_path: Path) -> None:
     summary = (out / "summary.md").read_text()
     assert "## nltcs" in summary and "qualitative claims" in summary
     frame = pd.read_csv(out / "results.csv")
-    assert set(frame["method"]) >= {"LDP BN (entropy, EM)", "LDP BN (random, EM)", "independent", "non-private BN"}
+    assert set(frame["method"]) >= {"LDP BN (entropy, EM)", "LDP BN (random, EM)", "independent", "non-private BN",
+                                    "CALM (2-way)"}
+    # the state-of-the-art section (issue 26): CALM on the same runs, and a verdict counted over its 12 cells
+    assert "### State of the art: CALM" in summary
+    assert re.search(r"\*\*Verdict:\*\* the seed method's \(LDP BN, k = 2\) AVD is below CALM's in \d+ of 12 cells",
+                     summary), summary
     assert (out / "fig9_10_nltcs.png").exists()
     from privpub.experiments._common import read_claims, read_ledgers
 

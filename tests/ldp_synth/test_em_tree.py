@@ -143,7 +143,7 @@ def test_slow_em_warns_and_huge_joint_is_refused(monkeypatch: pytest.MonkeyPatch
     with pytest.warns(UserWarning, match="method='linear' takes seconds"):
         ReportStore(rep).estimate((0, 1))
     monkeypatch.setattr(store_mod, "_MAX_BUFFER", 10)
-    with pytest.raises(ParameterError, match="use method='linear' for domains this large"):
+    with pytest.raises(ParameterError, match="use the linear estimator for domains this large; pass method='linear'"):
         ReportStore(rep).estimate((0, 1))
 
 

@@ -37,6 +37,8 @@ KEYWORDS = ("epsilon", "rho")
 ALLOWED: dict[str, str] = {
     "stream/_base.py:discrete_gaussian_sigma2": "validation only: checks that rho gives a usable variance, draws "
                                                 "nothing (the publisher's budget comes from _check_common)",
+    "ldp_synth/_calm.py:oracle.variance": "post-processing only: the variance weighs marginals in CALM's consistency "
+                                          "step; equal for equal groups and oracles, it draws nothing",
 }
 
 

@@ -157,7 +157,7 @@ BAD_CREATE = [
     ({"height": 0}, "height"),
     ({"step_seconds": -1}, "step_seconds"),
     ({"late": "sometimes"}, "late"),
-    ({"real": True}, None),  # real streams need noise='laplace' (the library's message)
+    ({"real": True}, "noise"),  # real streams need Laplace noise: the library error's param names the field
 ]
 
 

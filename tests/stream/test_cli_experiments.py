@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -104,6 +106,12 @@ def test_reproduce_quick_on_tiny_data(tmp_path, monkeypatch):
     sizes = pd.read_csv(tmp_path / "out" / "sizes.csv")
     assert sizes.eps_scaling_relerr.max() < 1e-6
     assert (tmp_path / "out" / "fig12_runtime.png").exists()
+    # the state-of-the-art section (issue 26): the MF counters at the same rho, and a counted verdict
+    assert "## State of the art: matrix-factorisation counters under rho-zCDP" in text
+    assert re.search(r"\*\*Verdict:\*\* the seed method's \(RTP\) error is below the best matrix-factorisation "
+                     r"counter's \(MF sqrt or BLT\) on \d+ of 2 \(dataset, rho\) cells", text), text
+    sota = pd.read_csv(tmp_path / "out" / "state_of_the_art.csv")
+    assert set(sota["key"]) == {"rtp", "bt", "mf_sqrt", "blt"} and set(sota["rho"]) == {0.005, 0.5}
 
 
 def test_reproduce_without_data(tmp_path, monkeypatch):

@@ -119,7 +119,8 @@ def test_predictors_recurrences_match_direct():
         ({"window": 8, "epsilon": 1.0, "noise": "gauss"}, "noise must be one of"),
         ({"window": 8, "epsilon": 1.0, "sensitivity": -1}, "sensitivity must be > 0, got -1.0"),
         ({"window": 8, "epsilon": 1.0, "real": True},
-         "noise='discrete' (the default) needs an integer stream; a stream declared real=True takes noise='laplace'"),
+         "the default discrete noise needs an integer stream; a stream of real values takes Laplace noise; "
+         "pass noise='laplace'"),
         ({"window": 8, "epsilon": 1.0, "real": 1}, "real must be True or False, got 1"),
         ({"window": 8, "epsilon": 1.0, "max_item": 0}, "max_item must be in (0, 2**61], got 0"),
         ({"window": 8, "epsilon": 1.0, "max_item": 2.0**53, "real": True, "noise": "laplace"},
@@ -153,7 +154,7 @@ def test_bad_items(cls):
         pub.append(-1)
     with pytest.raises(DomainError, match="finite"):
         pub.append(float("nan"))
-    with pytest.raises(DomainError, match=re.escape("items must be integers (the stream was not declared real=True")):
+    with pytest.raises(DomainError, match=re.escape("items must be integers (a stream of real values")):
         pub.append(1.5)
     with pytest.raises(DomainError, match="items must be >= 0"):
         pub.extend([1, -2])

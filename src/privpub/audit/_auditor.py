@@ -408,7 +408,7 @@ def audit_epsilon(
     False
     """
     if not callable(mechanism):
-        raise ParameterError(f"mechanism must be callable, got {type(mechanism).__name__}")
+        raise ParameterError(f"mechanism must be callable, got {type(mechanism).__name__}", param="mechanism")
     eps = check_epsilon(epsilon)
     n_trials = check_positive_int(trials, "trials", minimum=100)
     conf = check_probability(confidence, "confidence")
@@ -418,7 +418,7 @@ def audit_epsilon(
     n_sel = max(50, round(frac * n_trials))
     n_est = n_trials - n_sel
     if n_est < 50:
-        raise ParameterError(f"trials must leave at least 50 estimation runs, got trials={n_trials}")
+        raise ParameterError(f"trials must leave at least 50 estimation runs, got trials={n_trials}", param="trials")
 
     gen = as_generator(rng)
     g_sel_x, g_sel_y, g_est_x, g_est_y = gen.spawn(4)

@@ -84,5 +84,5 @@ class AuditCase:
 
 def check_tier(tier: str) -> str:
     if tier not in TIERS:
-        raise ParameterError(f"tier must be one of {TIERS}, got {tier!r}")
+        raise ParameterError(f"tier must be one of {TIERS}, got {tier!r}", param="tier")
     return tier

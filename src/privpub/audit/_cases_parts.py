@@ -82,7 +82,7 @@ def histogram_cases() -> list[AuditCase]:
 
 
 # ---------------------------------------------------------------------------------------------
-# stream: one Fenwick node, one Fenwick tree (RTP, RTP_MM), one BT block
+# stream: one Fenwick node, one Fenwick tree (RTP, RTP_MM), one BT block; person per step
 # ---------------------------------------------------------------------------------------------
 def stream_cases() -> list[AuditCase]:
     from privpub.stream import BT, RTP, RTPMM
@@ -115,10 +115,38 @@ def stream_cases() -> list[AuditCase]:
             return np.array([pub.query(1, r) for r in range(1, 5)])
         return mech
 
+    def person_steps(eps: float, k: int, bounded: bool = True) -> Mech:
+        """Person per step: ``n`` steps, each made of the events ``ids``, through a height-1 RTP
+        declared ``person_per_step("user", k)`` (each step one node). Bounded: the events go
+        through ``extend_events`` (at most ``k`` per person and step); unbounded (the negative
+        control): the step's raw event count is given as the item."""
+        from privpub import PrivacyUnit
+
+        unit = PrivacyUnit.person_per_step("user", k)
+
+        def mech(ids: Any, rng: np.random.Generator, n: int) -> Any:
+            pub = RTP(window=n, epsilon=eps, rng=rng, height=1, privacy_unit=unit)
+            m = len(ids)
+            if bounded:
+                pub.extend_events(np.repeat(np.arange(n), m), np.tile(np.asarray(ids, dtype=object), n), n_steps=n)
+            else:
+                pub.extend(np.full(n, m, dtype=np.int64))
+            return pub.node_values(np.arange(1, n + 1)).reshape(n, 1)
+        return mech
+
     one = "event level: streams differing in one item by 1"
     tree = [1, 0, 0, 0]
     zero = [0, 0, 0, 0]
+    k = 2
+    with_a = ["b", "c", "c"] + ["a"] * (3 * k)  # person a has 3k events in the step
+    without_a = ["b", "c", "c"]
     return [
+        AuditCase("stream.RTP.person_per_step", "stream", person_steps(1.0, k), with_a, without_a, 1.0, 20_000,
+                  f"person per step (k={k}): one step with and without person a's {3 * k} events (beyond k; "
+                  "the others' events are the same); height 1, each step one node",
+                  control=person_steps(1.0, k, bounded=False),
+                  control_note=f"no bounding: a's {3 * k} events all counted (3k x the per-event sensitivity)",
+                  batch=True),
         AuditCase("stream.RTP.publish", "stream", whole(1.0), tree, zero, 1.0, 3_000,
                   one + "; whole release: the four prefix answers of RTP (height 3)",
                   control=whole(2.0), control_note="epsilon doubled"),

@@ -363,7 +363,7 @@ def _frequency(config: dict[str, Any]) -> list[ClientScenario]:
     cats = [str(c) for c in config["categories"]]
     d = len(cats)
     if d < 2:
-        raise ParameterError("categories must hold at least 2 values to audit a frequency client")
+        raise ParameterError("categories must hold at least 2 values to audit a frequency client", param="categories")
     eps = float(config["epsilon"])
     oracle = config["oracle"]
     x, y = 0, d - 1
@@ -383,7 +383,7 @@ def _frequency(config: dict[str, Any]) -> list[ClientScenario]:
         px[x], py[y] = p, p
         model = _Unary(px, py)
     else:
-        raise ParameterError(f"oracle must be one of GRR, OUE, SUE, OLH, got {oracle!r}")
+        raise ParameterError(f"oracle must be one of GRR, OUE, SUE, OLH, got {oracle!r}", param="oracle")
     return [ClientScenario(f"frequency {oracle}", config, _doubled(config), inputs, eps, model)]
 
 
@@ -492,7 +492,7 @@ def client_scenarios(config: dict[str, Any]) -> list[ClientScenario]:
     with an assignment and partition as the service hands them out, on two cell centres.
     """
     if not isinstance(config, dict) or "kind" not in config or "epsilon" not in config:
-        raise ParameterError("config must be a campaign's public configuration (with kind and epsilon)")
+        raise ParameterError("config must be a campaign's public configuration (with kind and epsilon)", param="config")
     kind = config["kind"]
     builders = {"frequency": _frequency, "synth": _synth, "spatial": _spatial}
     if kind not in builders:
@@ -500,11 +500,11 @@ def client_scenarios(config: dict[str, Any]) -> list[ClientScenario]:
     try:
         return _check_layout(config, builders[kind](config))
     except KeyError as exc:
-        raise ParameterError(f"config is missing the field {exc.args[0]!r} of a {kind} campaign") from None
+        raise ParameterError(f"config is missing the field {exc.args[0]!r} of a {kind} campaign", param="config") from None
     except (TypeError, ValueError) as exc:
         if isinstance(exc, ParameterError):
             raise
-        raise ParameterError(f"config is not a valid {kind} campaign configuration: {exc}") from None
+        raise ParameterError(f"config is not a valid {kind} campaign configuration: {exc}", param="config") from None
 
 
 # ---------------------------------------------------------------------------------------------

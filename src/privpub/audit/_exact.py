@@ -46,9 +46,9 @@ def exact_epsilon(probabilities: ArrayLike) -> float:
     """
     p = check_array(probabilities, "probabilities", ndim=2)
     if p.shape[0] < 2 or p.shape[1] < 1:
-        raise ParameterError(f"probabilities must have at least 2 rows and 1 column, got shape {p.shape}")
+        raise ParameterError(f"probabilities must have at least 2 rows and 1 column, got shape {p.shape}", param="probabilities")
     if np.any(p < 0) or not np.allclose(p.sum(axis=1), 1.0, atol=1e-9):
-        raise DomainError("probabilities must be non-negative with rows summing to 1")
+        raise DomainError("probabilities must be non-negative with rows summing to 1", param="probabilities")
     hi = p.max(axis=0)
     lo = p.min(axis=0)
     if np.any((hi > 0) & (lo == 0)):
@@ -88,14 +88,14 @@ def output_probabilities(
     1.0
     """
     if not isinstance(oracle, (GRR, UnaryEncoding, OLH)):
-        raise ParameterError(f"oracle must be a GRR, SUE, OUE or OLH instance, got {type(oracle).__name__}")
+        raise ParameterError(f"oracle must be a GRR, SUE, OUE or OLH instance, got {type(oracle).__name__}", param="oracle")
     d = oracle.domain_size
     if isinstance(oracle, GRR):
         p, q = oracle.probabilities(epsilon)
         return np.where(np.eye(d, dtype=bool), p, q)
     if isinstance(oracle, UnaryEncoding):
         if d > MAX_UNARY_DOMAIN:
-            raise ParameterError(f"domain_size must be <= {MAX_UNARY_DOMAIN} to enumerate 2**d outputs, got {d}")
+            raise ParameterError(f"domain_size must be <= {MAX_UNARY_DOMAIN} to enumerate 2**d outputs, got {d}", param="domain_size")
         p, q = oracle.probabilities(epsilon)
         outputs = np.array(list(itertools.product([False, True], repeat=d)), dtype=bool)
         rows = []

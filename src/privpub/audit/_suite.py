@@ -47,7 +47,7 @@ def audit_cases(tier: str = "fast", parts: list[str] | None = None) -> list[Audi
     names = list(builders) if parts is None else list(parts)
     unknown = [p for p in names if p not in builders]
     if unknown:
-        raise ParameterError(f"parts must be among {sorted(builders)}, got {unknown}")
+        raise ParameterError(f"parts must be among {sorted(builders)}, got {unknown}", param="parts")
     cases: list[AuditCase] = []
     for name in names:
         try:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import importlib
 import inspect
-import re
 import sys
 from typing import Any
 
@@ -20,19 +19,54 @@ _CLICK_ABORTS = tuple(c for c in (getattr(importlib.import_module(ClickException
                       if c is not None)
 
 
+#: what the CLI says for a value Typer could not convert, by the pydantic error type behind it
+_CONVERSION = {"int_parsing": "must be an integer", "int_from_float": "must be an integer",
+               "float_parsing": "must be a number", "bool_parsing": "must be true or false",
+               "finite_number": "must be a finite number"}
+
+
+def _flags(param: Any) -> str:
+    """How the CLI names a click parameter: ``--window / -w`` for an option, ``INPUT`` for an argument."""
+    if getattr(param, "param_type_name", None) == "argument":
+        return str(param.name).upper()
+    return " / ".join([*param.opts, *getattr(param, "secondary_opts", ())])
+
+
+def _conversion(exc: Any) -> str:
+    """Why a value was refused, from the pydantic error that caused the usage error (its ``type``),
+    else the usage error's own message."""
+    cause = exc.__cause__
+    kinds = [e.get("type") for e in cause.errors()] if hasattr(cause, "errors") else []
+    for kind in kinds:
+        if kind in _CONVERSION:
+            return _CONVERSION[kind]
+    return " ".join(str(exc.message).split())
+
+
 def usage_error_line(exc: Any) -> str:
-    """A click/Typer usage error (a bad value, a missing or unknown option) as the CLI's one ``error:`` line.
+    """A click/Typer usage error (a bad value, a missing or unknown option) as the CLI's one ``error:`` line,
+    rendered from the error's data (the parameter, the option name, the pydantic error type), never
+    by rewriting its message.
 
     Examples
     --------
     >>> import typer
-    >>> usage_error_line(typer.BadParameter("Input should be a valid integer, unable to parse string as an integer",
-    ...                                     param_hint="'--seed'"))
-    'error: invalid value for --seed: must be a valid integer'
+    >>> usage_error_line(typer.BadParameter("Input should be a valid integer", param_hint="--seed"))
+    'error: invalid value for --seed: Input should be a valid integer'
     """
-    message = " ".join(exc.format_message().split()).rstrip(".")
-    message = re.sub(r"'(-[\w-]+)'", r"\1", message[:1].lower() + message[1:])  # '--epsilon' -> --epsilon
-    message = re.sub(r"Input should be (a valid \w+)(, unable to parse string as an? \w+)?", r"must be \1", message)
+    kind = type(exc).__name__
+    param = getattr(exc, "param", None)
+    if kind == "BadParameter" and (param is not None or getattr(exc, "param_hint", None)):
+        hint = _flags(param) if param is not None else str(exc.param_hint)
+        message = f"invalid value for {hint}: {_conversion(exc)}"
+    elif kind == "MissingParameter" and param is not None:
+        message = f"missing {param.param_type_name} {_flags(param)}"
+    elif kind == "NoSuchOption":
+        message = f"no such option: {exc.option_name}"
+        if exc.possibilities:
+            message += f" (possible options: {', '.join(sorted(exc.possibilities))})"
+    else:
+        message = " ".join(exc.format_message().split())
     ctx = getattr(exc, "ctx", None)
     hint = f" (see {ctx.command_path} --help)" if ctx is not None else ""
     return f"error: {message}{hint}"

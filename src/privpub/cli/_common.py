@@ -53,7 +53,7 @@ __all__ = [
     "check_output",
     "echo_session",
     "command_flags",
-    "flag_terms",
+    "render_error",
     "handle_errors",
     "install_sigterm_handler",
     "open_session",
@@ -142,11 +142,20 @@ def _one_line(text: str) -> str:
 
 
 class ArgumentProblems(ParameterError):
-    """Several problems with a command's arguments, found in one pass before any data was read."""
+    """Several problems with a command's arguments, found in one pass before any data was read.
 
-    def __init__(self, problems: list[str]) -> None:
-        self.problems = list(problems)
-        super().__init__("; ".join(self.problems))
+    ``errors`` holds each problem as a privpub error (with its ``param``), so that the CLI renders
+    every one under its flag.
+    """
+
+    def __init__(self, errors: list[PrivpubError]) -> None:
+        self.errors = list(errors)
+        super().__init__("; ".join(_one_line(str(e)) for e in self.errors))
+
+    @property
+    def problems(self) -> list[str]:
+        """The problems' messages (in the library's terms)."""
+        return [_one_line(str(e)) for e in self.errors]
 
 
 class Checks:
@@ -154,7 +163,8 @@ class Checks:
 
     Each command validates all its arguments *before* it reads data, reserves budget or draws
     noise; :meth:`done` raises one :class:`~privpub.errors.ParameterError` listing every problem
-    (the CLI prints one ``error:`` line, then one indented line per problem).
+    (the CLI prints one ``error:`` line, then one indented line per problem). A problem keeps the
+    ``param`` of its error, which the CLI renders as the flag.
 
     Examples
     --------
@@ -162,17 +172,24 @@ class Checks:
     >>> checks = Checks()
     >>> checks(check_epsilon, -1.0, "--epsilon") is None
     True
-    >>> checks.add("--levels must be >= 1, got 0")
+    >>> checks.add("--levels must be >= 1, got 0", param="--levels")
     >>> checks.problems
     ['--epsilon must be finite and > 0, got -1.0', '--levels must be >= 1, got 0']
+    >>> [e.param for e in checks.errors]
+    ['--epsilon', '--levels']
     """
 
     def __init__(self) -> None:
-        self.problems: list[str] = []
+        self.errors: list[PrivpubError] = []
 
-    def add(self, message: str) -> None:
-        """Record a problem."""
-        self.problems.append(_one_line(message))
+    @property
+    def problems(self) -> list[str]:
+        """The problems' messages."""
+        return [_one_line(str(e)) for e in self.errors]
+
+    def add(self, message: str | PrivpubError, param: str | None = None) -> None:
+        """Record a problem (a message, optionally about ``param``, or a privpub error)."""
+        self.errors.append(message if isinstance(message, PrivpubError) else ParameterError(message, param=param))
 
     def __call__(self, func: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
         """Run one check; a privpub error it raises is recorded and None returned."""
@@ -180,25 +197,21 @@ class Checks:
             return func(*args, **kwargs)
         except PrivpubError as exc:
             if isinstance(exc, ArgumentProblems):
-                self.problems.extend(exc.problems)
+                self.errors.extend(exc.errors)
             else:
-                self.add(str(exc))
+                self.add(exc)
             return None
 
     @property
     def ok(self) -> bool:
-        return not self.problems
+        return not self.errors
 
     def done(self) -> None:
         """Raise the problems found so far (one error naming them all); do nothing if none."""
-        if len(self.problems) == 1:
-            raise ParameterError(self.problems[0])
-        if self.problems:
-            raise ArgumentProblems(self.problems)
-
-
-#: ``name=value`` in a library message (a Python keyword argument)
-_ASSIGNMENT = r"(?<![\w.\-]){name}=(True|False|'[^']*'|\"[^\"]*\"|[\w.+\-]+)"
+        if len(self.errors) == 1:
+            raise self.errors[0]
+        if self.errors:
+            raise ArgumentProblems(self.errors)
 
 
 def command_flags(func: Callable[..., Any]) -> dict[str, tuple[str, str | None]]:
@@ -235,51 +248,47 @@ def command_flags(func: Callable[..., Any]) -> dict[str, tuple[str, str | None]]
     return flags
 
 
-def _same_value(text: str, given: Any) -> bool:
-    """Whether a number written in a message is the value the user gave (else it is a derived one)."""
-    try:
-        return given is not None and not isinstance(given, bool) and float(text) == float(given)
-    except (TypeError, ValueError):
-        return False
+def _fix_terms(name: str, value: object, flags: dict[str, tuple[str, str | None]]) -> str | None:
+    """One argument of an error's ``fix`` as the CLI spells it (``--clip``, ``--noise laplace``);
+    None if the command has no flag for it."""
+    if name not in flags:
+        return None
+    flag, negative = flags[name]
+    if value is True:
+        return flag
+    if value is False:
+        return negative or f"(without {flag})"
+    return f"{flag} {value}"
 
 
-def flag_terms(message: str, flags: dict[str, tuple[str, str | None]], values: dict[str, Any] | None = None) -> str:
-    """A library message in the CLI's terms: ``clip=True`` -> ``--clip``, ``noise='laplace'`` ->
-    ``--noise laplace``, a leading ``epsilon must`` -> ``--epsilon must``.
+def render_error(exc: PrivpubError, flags: dict[str, tuple[str, str | None]]) -> str:
+    """A privpub error in the CLI's terms, from its data (``param``, ``fix``), never from its text.
 
-    ``name=number`` is rewritten only when the number is the value given on the command line
-    (``values``): a derived quantity such as a leaf's epsilon keeps its name.
+    An error about a parameter that is one of the command's options is prefixed with the flag
+    (``--epsilon: epsilon must be ...``); an error raised by the CLI about a flag (``param`` is the
+    flag itself) already speaks the flag. ``fix`` is spelled with flags (a fix the command has no
+    flag for is left out).
 
     Examples
     --------
+    >>> from privpub.errors import DomainError
     >>> flags = {"clip": ("--clip", "--no-clip"), "noise": ("--noise", None), "epsilon": ("--epsilon", None)}
-    >>> flag_terms("points outside the bounds; pass clip=True to clamp them", flags)
-    'points outside the bounds; pass --clip to clamp them'
-    >>> flag_terms("items must be integers with noise='discrete'; use noise='laplace' for reals", flags)
-    'items must be integers with --noise discrete; use --noise laplace for reals'
-    >>> flag_terms("epsilon must be finite and > 0, got -1.0", flags)
-    '--epsilon must be finite and > 0, got -1.0'
+    >>> render_error(ParameterError("epsilon must be finite and > 0, got -1.0", param="epsilon"), flags)
+    '--epsilon: epsilon must be finite and > 0, got -1.0'
+    >>> render_error(DomainError("points lie outside the bounds", param="points", fix={"clip": True}), flags)
+    'points lie outside the bounds; pass --clip'
+    >>> render_error(ParameterError("--levels must be >= 1, got 0", param="--levels"), flags)
+    '--levels must be >= 1, got 0'
     """
-
-    def assignment(name: str, flag: str, negative: str | None) -> Callable[[re.Match[str]], str]:
-        def repl(m: re.Match[str]) -> str:
-            value = m.group(1)
-            if value == "True":
-                return flag
-            if value == "False":
-                return negative or f"no {flag}"
-            if value[0] in "'\"":
-                return f"{flag} {value[1:-1]}"
-            if values is not None and not _same_value(value, values.get(name)):
-                return m.group(0)
-            return f"{flag} {value}"
-        return repl
-
-    for name, (flag, negative) in sorted(flags.items(), key=lambda kv: -len(kv[0])):
-        word = re.escape(name)
-        message = re.sub(_ASSIGNMENT.format(name=word), assignment(name, flag, negative), message)
-        message = re.sub(rf"(^|(?<=[;:(] )){word}(?= (?:\(.*?\) )?must\b)", flag, message)
-    return message
+    param = getattr(exc, "param", None)
+    fix: dict[str, object] = getattr(exc, "fix", None) or {}
+    text = _one_line(exc.reason if fix else str(exc))
+    terms = [t for t in (_fix_terms(k, v, flags) for k, v in fix.items()) if t is not None]
+    if terms:
+        text += "; pass " + " ".join(terms)
+    if param is not None and param in flags:
+        text = f"{flags[param][0]}: {text}"
+    return text
 
 
 def handle_errors(func: F) -> F:
@@ -297,13 +306,13 @@ def handle_errors(func: F) -> F:
         except PrivpubError as exc:
             if flags is None:
                 flags = command_flags(func)
-            if isinstance(exc, ArgumentProblems) and len(exc.problems) > 1:
-                typer.echo(f"error: {len(exc.problems)} problems with the arguments (nothing was read and no "
+            if isinstance(exc, ArgumentProblems) and len(exc.errors) > 1:
+                typer.echo(f"error: {len(exc.errors)} problems with the arguments (nothing was read and no "
                            "budget was spent):", err=True)
-                for problem in exc.problems:
-                    typer.echo(f"  - {flag_terms(_one_line(problem), flags, kwargs)}", err=True)
+                for problem in exc.errors:
+                    typer.echo(f"  - {render_error(problem, flags)}", err=True)
             else:
-                typer.echo(f"error: {flag_terms(_one_line(str(exc)), flags, kwargs)}", err=True)
+                typer.echo(f"error: {render_error(exc, flags)}", err=True)
             raise typer.Exit(code=ERROR_EXIT_CODE) from None
         except KeyboardInterrupt:
             typer.echo("interrupted: no output was written", err=True)

@@ -320,9 +320,29 @@ def _client(url: str | None, connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
     return _Client(client, base, connect_timeout, token_env), base
 
 
+#: pydantic's error types whose message quotes the regular expression: shown as this instead
+_PLAIN_TYPES = {"string_pattern_mismatch": "has the wrong format"}
+#: the first element of a FastAPI ``loc`` (where the field is), not part of the field's name
+_PLACES = ("body", "query", "path", "header")
+
+
+def _problem(item: dict[str, Any]) -> tuple[str | None, str]:
+    """``(field, message)`` of one problem a service listed: FastAPI's ``{"loc", "msg", "type"}``
+    (from its data: the field from ``loc``, the wording from ``type``) or privpub's older
+    ``{"field", "message"}``."""
+    if "loc" in item or "msg" in item:
+        loc = item.get("loc") or []
+        field = ".".join(str(p) for p in (loc[1:] if loc and loc[0] in _PLACES else loc)) or None
+        return field, _PLAIN_TYPES.get(str(item.get("type")), _one_line(str(item.get("msg", ""))))
+    return item.get("field"), _one_line(str(item.get("message", "")))
+
+
 def service_error_message(status: int, message: str, field: str | None = None,
                           errors: list[dict[str, Any]] | None = None, token_env: str = ADMIN_TOKEN_ENV) -> str:
     """The CLI's one wording of a service error: what was wrong, naming the field or the token variable.
+
+    ``errors`` lists every problem, as the service's ``detail`` (FastAPI's ``loc``/``msg``/``type``)
+    or its ``error.errors`` (``field``/``message``); without it, ``message`` and ``field`` are the one.
 
     Examples
     --------
@@ -330,37 +350,37 @@ def service_error_message(status: int, message: str, field: str | None = None,
     "the service refused the request (404): campaign 'abc' not found"
     >>> service_error_message(422, "must be > 0", "epsilon")
     'the service refused the request (422): epsilon: must be > 0'
+    >>> service_error_message(422, "", errors=[{"loc": ["body", "epsilon"], "msg": "must be > 0", "type": "x"},
+    ...                                        {"loc": ["path", "id"], "msg": "String should match pattern '^a$'",
+    ...                                         "type": "string_pattern_mismatch"}])
+    'the service refused the request (422): epsilon: must be > 0; id: has the wrong format'
     >>> service_error_message(403, "the admin token is not valid")
     'the service refused the request (403): the admin token is not valid; set PRIVPUB_ADMIN_TOKEN to the token the service was started with'
     """
-    items = [(e.get("field"), str(e.get("message", ""))) for e in errors or [] if isinstance(e, dict)]
+    items = [_problem(e) for e in errors or [] if isinstance(e, dict)]
     if not items:
-        items = [(field, message)]
-    text = "; ".join(f"{f}: {_plain(m)}" if f else _plain(m) for f, m in items)
+        items = [(field, _one_line(message))]
+    text = "; ".join(f"{f}: {m}" if f else m for f, m in items)
     if status in (401, 403) and token_env not in text:
         if token_env == PRODUCER_TOKEN_ENV:
             text += (f"; set {PRODUCER_TOKEN_ENV} (or --token) to the stream's producer token, or "
                      f"{ADMIN_TOKEN_ENV} to the admin token")
-        elif not field:  # an enrollment token or assignment names its own field
+        elif not items[0][0]:  # an enrollment token or assignment names its own field
             text += f"; set {ADMIN_TOKEN_ENV} to the token the service was started with"
     return f"the service refused the request ({status}): {text}"
 
 
-def _plain(message: str) -> str:
-    """A pydantic message without its regular expression (``should match pattern '^[0-9a-f]{16}$'``)."""
-    import re
-
-    return re.sub(r"[Ss]tring should match pattern '[^']*'", "has the wrong format", _one_line(message))
-
-
 def check_response(resp: Any, token_env: str = ADMIN_TOKEN_ENV) -> Any:
-    """``resp`` if it succeeded, else a :class:`ServiceError` in the CLI's one format."""
+    """``resp`` if it succeeded, else a :class:`ServiceError` in the CLI's one format (every problem
+    the service listed, each naming its field)."""
     if resp.status_code < 400:
         return resp
     try:
         body = resp.json()
         err = body.get("error", {}) if isinstance(body, dict) else {}
-        message, field, errors = str(err.get("message", resp.text[:300])), err.get("field"), err.get("errors")
+        detail = body.get("detail") if isinstance(body, dict) else None
+        message, field = str(err.get("message", resp.text[:300])), err.get("field")
+        errors = detail if isinstance(detail, list) else err.get("errors")
     except ValueError:
         message, field, errors = _one_line(resp.text)[:300] or "no details", None, None
     raise ServiceError(service_error_message(resp.status_code, message, field, errors, token_env))

@@ -77,6 +77,47 @@ def _read_queries(path: Path, window: int) -> pd.DataFrame:
     return q
 
 
+def _privacy_unit(privacy_id: str | None, max_contributions: int | None, column: str | None) -> Any:
+    """The --privacy-id / --max-contributions unit (None: event level), checked before any read."""
+    from privpub.core import PrivacyUnit
+
+    if privacy_id is None:
+        if max_contributions is not None:
+            raise ParameterError("--max-contributions needs --privacy-id (the column naming each event's person)")
+        return None
+    if max_contributions is None:
+        raise ParameterError("--privacy-id needs --max-contributions K (at most K events per person and step)")
+    if max_contributions < 1:
+        raise ParameterError(f"--max-contributions must be >= 1, got {max_contributions}")
+    if column is None:
+        raise ParameterError("--privacy-id needs --column: the event table's step column (integers from 1)")
+    if column == privacy_id:
+        raise ParameterError(f"--column and --privacy-id must be different columns, got {column!r} for both")
+    return PrivacyUnit.person_per_step(privacy_id, max_contributions)
+
+
+def _read_events(path: Path, column: str | None, privacy_id: str) -> tuple[np.ndarray, np.ndarray]:
+    """The event table of --privacy-id: (1-based steps, ids), checked."""
+    frame = read_table(path)
+    missing = [c for c in (column, privacy_id) if c not in frame.columns]
+    if missing:
+        raise ParameterError(f"--column/--privacy-id must name columns of {str(path)!r} {list(frame.columns)}, "
+                             f"missing {missing}")
+    steps = frame[column]
+    if not pd.api.types.is_integer_dtype(steps):
+        raise ParameterError(f"--column {column!r} must hold integer steps (from 1), got dtype {steps.dtype}")
+    st = steps.to_numpy(np.int64)
+    if st.size and int(st.min()) < 1:
+        i = int(np.argmin(st))
+        raise ParameterError(f"--column {column!r} must hold steps >= 1, got {int(st[i])} in row {i + 1}")
+    ids = frame[privacy_id]
+    if bool(ids.isna().any()):
+        i = int(np.flatnonzero(ids.isna().to_numpy())[0])
+        raise ParameterError(f"--privacy-id {privacy_id!r} is missing in row {i + 1} (an event with no person "
+                             "cannot be bounded)")
+    return st, ids.to_numpy(dtype=object)
+
+
 class _StreamGroup(PlainHelpGroup):
     """``privpub stream``: a group whose default command is ``publish`` (``privpub stream INPUT ...``
     keeps working), beside the service commands ``create``, ``produce`` and ``query``."""
@@ -101,7 +142,8 @@ def register(app: typer.Typer, reproduce_app: typer.Typer) -> None:
     @stream_app.command("publish")
     @handle_errors
     def stream(
-        input: Annotated[Path, typer.Argument(help="Count series: CSV/Parquet (with --column), .txt or .npy.")],
+        input: Annotated[Path, typer.Argument(help="Count series: CSV/Parquet (with --column), .txt or .npy; "
+                                                   "with --privacy-id an event table (one row per event).")],
         epsilon: EpsilonOption,
         window: Annotated[int, typer.Option("--window", "-w", help="Sliding window W (queries must lie inside).")],
         output: Annotated[Path, typer.Option(
@@ -119,6 +161,14 @@ def register(app: typer.Typer, reproduce_app: typer.Typer) -> None:
             "--max-item", help="Declared bound of one item; larger items are refused.")] = None,
         height: Annotated[int | None, typer.Option("--height", help="Tree height (HQ: the initial height).")] = None,
         sensitivity: Annotated[float, typer.Option("--sensitivity", help="Max change of one item.")] = 1.0,
+        privacy_id: Annotated[str | None, typer.Option(
+            "--privacy-id",
+            help="Person-per-step privacy: the INPUT is an event table (one row per event), --column its "
+            "step column (integers from 1), this its privacy-id column; at most --max-contributions events "
+            "per person and step are kept.")] = None,
+        max_contributions: Annotated[int | None, typer.Option(
+            "--max-contributions", help="With --privacy-id: the bound k on a person's events in one step "
+            "(the noise is that of k x --sensitivity).")] = None,
         seed: Annotated[int | None, typer.Option("--seed", help=SEED_HELP)] = None,
         force: ForceOption = False,
         budget_file: BudgetFileOption = None,
@@ -126,8 +176,8 @@ def register(app: typer.Typer, reproduce_app: typer.Typer) -> None:
         data_label: DataLabelOption = None,
         quiet: Annotated[bool, typer.Option("--quiet", help="No progress bar.")] = False,
     ) -> None:
-        """Publish a count stream under event-level DP: noisy answers to range queries, or (without
-        --queries) the noisy per-step counts and prefix sums."""
+        """Publish a count stream under event-level DP (person per step with --privacy-id): noisy
+        answers to range queries, or (without --queries) the noisy per-step counts and prefix sums."""
         from privpub.stream import NOISE_KINDS, PUBLISHERS, make_publisher
 
         checks = Checks()
@@ -140,16 +190,26 @@ def register(app: typer.Typer, reproduce_app: typer.Typer) -> None:
         if not (sensitivity > 0 and math.isfinite(sensitivity)):
             checks.add(f"--sensitivity must be finite and > 0, got {sensitivity}")
         checks(check_stream_sizes, method, window, height, 0)
+        unit = checks(_privacy_unit, privacy_id, max_contributions, column)
         q = checks(_read_queries, queries, window) if queries is not None else None
         checks.done()
+        events = _read_events(input, column, privacy_id) if privacy_id is not None else None
         session = open_session(budget_file, budget_total, data_label or input.name)
         extra = publish_kwargs(PUBLISHERS[method], session, "stream")
         kw: dict[str, object] = {"window": window, "epsilon": epsilon, "rng": seed, "noise": noise,
                                  "sensitivity": sensitivity, "real": real, "max_item": max_item}
         if height is not None:
             kw["height"] = height
+        if unit is not None:
+            kw["privacy_unit"] = unit
         pub = make_publisher(method, **kw, **extra)
-        data = read_series(input, column)
+        if events is not None:
+            steps, ids = events
+            check_stream_sizes(method, window, height, int(steps.max()) if steps.size else 0)
+            # at most k events per person and step (keyed hash, key drawn from the publisher's rng)
+            data = pub.bound_events(steps - 1, ids)
+        else:
+            data = read_series(input, column)
         check_stream_sizes(method, window, height, len(data))
         if q is not None:
             n = len(data)
@@ -178,8 +238,11 @@ def register(app: typer.Typer, reproduce_app: typer.Typer) -> None:
             out = pd.DataFrame({"time": np.arange(1, arr.shape[0] + 1), "noisy_count": noisy,
                                 "noisy_prefix": np.cumsum(noisy)})
         path = write_table(out, output, force=force, formats=FORMATS)
-        typer.echo(f"{pub.method}: {len(data)} items, epsilon={epsilon:g} (event-level), window={window}, "
+        level = "event-level" if unit is None else f"per person and step, at most {max_contributions} events each"
+        typer.echo(f"{pub.method}: {len(data)} items, epsilon={epsilon:g} ({level}), window={window}, "
                    f"wrote {len(out)} rows to {path}")
+        if unit is not None:
+            typer.echo(f"protects: {unit}")
         echo_session(session, budget_file)
 
     @reproduce_app.command("stream")

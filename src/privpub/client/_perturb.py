@@ -135,6 +135,6 @@ def perturb_values(
         return _synth(config, values, gen)
     if kind == "spatial":
         if partition is None:
-            raise ParameterError("partition must be given for a spatial campaign")
+            raise ParameterError("partition must be given for a spatial campaign", param="partition")
         return _spatial(config, values, partition, gen)
     raise ParameterError(f"unknown campaign kind {kind!r}")

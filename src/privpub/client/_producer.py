@@ -70,9 +70,9 @@ class StreamProducer:
                  timeout: float = 60.0, retries: int = 5, backoff: float = 0.2, max_backoff: float = 10.0,
                  client: httpx.Client | None = None, sleep: Callable[[float], None] = time.sleep) -> None:
         if not isinstance(batch_size, int) or not 1 <= batch_size <= 200_000:
-            raise ParameterError(f"batch_size must be an integer in [1, 200000], got {batch_size!r}")
+            raise ParameterError(f"batch_size must be an integer in [1, 200000], got {batch_size!r}", param="batch_size")
         if not token:
-            raise ParameterError("token must be the stream's producer token or the admin token")
+            raise ParameterError("token must be the stream's producer token or the admin token", param="token")
         self.stream_id = str(stream_id)
         self.batch_size = batch_size
         own = client if client is not None else httpx.Client(timeout=timeout)
@@ -96,9 +96,9 @@ class StreamProducer:
         """
         arr = np.asarray(counts)
         if arr.ndim != 1 or arr.size == 0:
-            raise ParameterError(f"counts must be a non-empty 1-d array, got shape {arr.shape}")
+            raise ParameterError(f"counts must be a non-empty 1-d array, got shape {arr.shape}", param="counts")
         if arr.dtype.kind not in "iuf":
-            raise ParameterError(f"counts must be numbers, got dtype {arr.dtype}")
+            raise ParameterError(f"counts must be numbers, got dtype {arr.dtype}", param="counts")
         if arr.dtype.kind == "f" and np.isfinite(arr).all() and (arr == np.floor(arr)).all() \
                 and float(np.abs(arr).max()) < 2.0**53:
             arr = arr.astype(np.int64)  # sent as JSON integers (exact); other floats go as they are
@@ -108,14 +108,14 @@ class StreamProducer:
         """Send event times (Unix seconds), ``batch_size`` per request; ``rate`` in events per second."""
         arr = np.asarray(times, dtype=np.float64)
         if arr.ndim != 1 or arr.size == 0:
-            raise ParameterError(f"times must be a non-empty 1-d array, got shape {arr.shape}")
+            raise ParameterError(f"times must be a non-empty 1-d array, got shape {arr.shape}", param="times")
         if not np.all(np.isfinite(arr)):
-            raise ParameterError("times must be finite Unix times (every event needs a time)")
+            raise ParameterError("times must be finite Unix times (every event needs a time)", param="times")
         return self._send("events", arr, rate)
 
     def _send(self, what: str, arr: np.ndarray, rate: float | None) -> ProduceResult:
         if rate is not None and not (rate > 0 and np.isfinite(rate)):
-            raise ParameterError(f"rate must be > 0 or None, got {rate!r}")
+            raise ParameterError(f"rate must be > 0 or None, got {rate!r}", param="rate")
         key = "counts" if what == "counts" else "times"
         batches = dups = 0
         t = 0
@@ -138,9 +138,9 @@ class StreamProducer:
         Events are sent every ``batch_seconds`` (or ``batch_size`` events, whichever comes first)."""
         rec = np.sort(np.asarray(times, dtype=np.float64))
         if rec.ndim != 1 or rec.size == 0 or not np.all(np.isfinite(rec)):
-            raise ParameterError("times must be a non-empty 1-d array of finite times")
+            raise ParameterError("times must be a non-empty 1-d array of finite times", param="times")
         if not speed > 0:
-            raise ParameterError(f"speed must be > 0, got {speed!r}")
+            raise ParameterError(f"speed must be > 0, got {speed!r}", param="speed")
         offsets = (rec - rec[0]) / speed
         t0 = time.time()
         batches = dups = 0
@@ -172,7 +172,7 @@ class StreamProducer:
         if step is None:
             step = int(self.status()["t"]) + 1
         if isinstance(step, bool) or not isinstance(step, int) or step < 1:
-            raise ParameterError(f"step must be an integer >= 1 (the open step, t + 1), got {step!r}")
+            raise ParameterError(f"step must be an integer >= 1 (the open step, t + 1), got {step!r}", param="step")
         return int(self._post("close-step", {"t": step})["t"])
 
     def close(self) -> None:

@@ -55,6 +55,7 @@ from typing import Any
 from privpub.core._budget import BUDGET_RTOL, BudgetLedger, LedgerEntry
 from privpub.core._measures import PURE_DP, ZCDP, check_measure, measure_unit, pure_dp_to_zcdp
 from privpub.core._session import Session
+from privpub.core._unit import RECORD, PrivacyUnit, check_privacy_unit
 from privpub.core._validation import check_epsilon, check_positive_int, check_real, warn_meaningless_epsilon
 from privpub.errors import BudgetExceededError, LedgerFrozenError, ParameterError, PrivpubError
 
@@ -183,7 +184,7 @@ class ParallelBlock:
         for (count, _, entries), label in zip(kinds, labels):
             for e in entries:
                 out.append(LedgerEntry(e.step, e.mechanism, e.epsilon, "parallel", count, e.note,
-                                       e.sensitivity, self.name, label))
+                                       e.sensitivity, self.name, label, e.unit))
         return out
 
 
@@ -206,15 +207,22 @@ class Accountant:
     convert_pure : bool
         zCDP accountants only: accept pure epsilon-DP charges, recorded as
         ``epsilon^2 / 2`` (an explicit conversion; default False: such a charge is refused).
+    unit : PrivacyUnit, optional
+        Whom the release protects (default one record). Under a unit of ``k`` records (a person
+        bounded to ``k`` rows) the mechanisms draw at record level and spend
+        :attr:`record_budget` (``epsilon / k``; ``rho / k^2`` under zCDP); each charge is recorded
+        at the unit's level, ``k x`` (``k^2 x``) what the mechanism charged, with ``k x`` its
+        sensitivity (group privacy; see :mod:`privpub.core._unit`).
     """
 
     def __init__(self, epsilon: float, *, private: bool = True, label: str = "", measure: str = PURE_DP,
-                 convert_pure: bool = False) -> None:
+                 convert_pure: bool = False, unit: PrivacyUnit | None = None) -> None:
         self.measure = check_measure(measure)
         self.epsilon = check_epsilon(epsilon, measure_unit(self.measure))
         if convert_pure and self.measure != ZCDP:
             raise ParameterError("convert_pure=True needs measure='zcdp'", param="convert_pure")
         self.convert_pure = bool(convert_pure)
+        self.unit = check_privacy_unit(unit)
         self.private = bool(private)
         self.label = label
         self._items: list[LedgerEntry | ParallelBlock] = []
@@ -293,6 +301,12 @@ class Accountant:
         """The rho budget of a zCDP accountant (None under pure DP)."""
         return self.epsilon if self.measure == ZCDP else None
 
+    @property
+    def record_budget(self) -> float:
+        """What the record-level mechanisms may spend in all: the budget for the unit, divided by
+        ``k`` (``k^2`` under zCDP) for a unit of ``k`` records; the budget itself for one record."""
+        return self.unit.record_amount(self.epsilon, self.measure)
+
     def _entry(self, mechanism: str, epsilon: float, sensitivity: float | None, note: str,
                step: str = "", measure: str = PURE_DP) -> LedgerEntry:
         measure = check_measure(measure)
@@ -308,7 +322,14 @@ class Accountant:
                     "rho: convert explicitly (privpub.core.pure_dp_to_zcdp, or Accountant(rho, measure='zcdp', "
                     "convert_pure=True))", param="measure")
         sens = None if sensitivity is None else check_real(sensitivity, "sensitivity")
-        return LedgerEntry(step or self._step or mechanism, str(mechanism), eps, "sequential", 1, str(note), sens)
+        k = self.unit.factor
+        if k != 1:  # group privacy: a record-level charge, stated for the unit of k records
+            unit_eps = self.unit.unit_amount(eps, self.measure)
+            note = ((f"{note}; " if note else "") + f"record-level {measure_unit(self.measure)}={eps:.6g}, "
+                    f"x {k if self.measure == PURE_DP else k * k} for {self.unit.kind}s of at most {k} records")
+            eps, sens = unit_eps, None if sens is None else sens * k
+        return LedgerEntry(step or self._step or mechanism, str(mechanism), eps, "sequential", 1, str(note), sens,
+                           unit=self.unit)
 
     def _finite_total(self, block: ParallelBlock | None = None, block_cost: float = 0.0,
                       extra: float = 0.0) -> float:
@@ -356,7 +377,8 @@ class Accountant:
         self._ensure_open()
         if self.private:
             raise PrivpubError(f"step {step!r} is not private, but {self.label or 'this release'} is declared private")
-        self._items.append(LedgerEntry(step, "none (reads the true data)", math.inf, "sequential", 1, note))
+        self._items.append(LedgerEntry(step, "none (reads the true data)", math.inf, "sequential", 1, note,
+                                       unit=self.unit))
 
     # -- reading -------------------------------------------------------------------------------
     @property
@@ -412,7 +434,7 @@ def charge(
     acc = accountant if accountant is not None else _ACTIVE.get()
     if acc is not None:
         if not isinstance(acc, Accountant):
-            raise ParameterError(f"accountant must be a privpub.core.Accountant, got {type(acc).__name__}")
+            raise ParameterError(f"accountant must be a privpub.core.Accountant, got {type(acc).__name__}", param="accountant")
         acc.charge(mechanism, epsilon, sensitivity=sensitivity, note=note, measure=measure)
 
 
@@ -425,7 +447,7 @@ def check_session(session: Any) -> Session | None:
     if session is None or isinstance(session, Session):
         return session
     raise ParameterError(f"session must be a privpub.Session or None, got {type(session).__name__} "
-                         f"{session!r:.60}")
+                         f"{session!r:.60}", param="session")
 
 
 @contextmanager
@@ -437,6 +459,7 @@ def accounting(
     data: str = "",
     private: bool = True,
     measure: str = PURE_DP,
+    unit: PrivacyUnit | None = None,
 ) -> Iterator[Accountant]:
     """The accounting frame of one ``publish`` call.
 
@@ -452,22 +475,31 @@ def accounting(
 
     ``measure="zcdp"``: ``epsilon`` is the release's rho; the session must account in zCDP
     too and the outer accountant, if any, is charged a rho.
+
+    ``unit``: whom the release protects (default one record). The session reserves ``epsilon``
+    for that unit; the publisher must then spend :attr:`Accountant.record_budget` at record level
+    (see :class:`Accountant`). A release used as a step of another is record-level: the outer
+    release's unit applies to it.
     """
     measure = check_measure(measure)
     eps = check_epsilon(epsilon, measure_unit(measure))
+    unit = check_privacy_unit(unit)
+    if unit != RECORD and _ACTIVE.get() is not None:
+        raise ParameterError("a release used as a step of another is stated at record level; give the privacy "
+                             "unit to the outer release", param="privacy_unit")
     session = check_session(session)
     if session is not None and not private:
         raise ParameterError(
             f"{method} is not differentially private and cannot be published under a budget session"
         )
-    reservation = (session.reserve(eps, method=method, data=data, measure=measure)
+    reservation = (session.reserve(eps, method=method, data=data, measure=measure, unit=unit)
                    if session is not None else None)
     if _ACTIVE.get() is None and measure == PURE_DP:  # a step of another release was warned about by the outer one
         warn_meaningless_epsilon(eps, f"{method}'s release")
     acc: Accountant | None = None
     try:
         charge(method, eps, note="a whole release used as one step", measure=measure)
-        acc = Accountant(eps, private=private, label=method, measure=measure)
+        acc = Accountant(eps, private=private, label=method, measure=measure, unit=unit)
         with acc:
             yield acc
     except BaseException as exc:

@@ -29,6 +29,7 @@ from privpub.core._measures import (
     pure_dp_to_zcdp,
     zcdp_to_approx_dp,
 )
+from privpub.core._unit import RECORD, PrivacyUnit
 from privpub.core._validation import check_epsilon, check_positive_int, check_real
 from privpub.errors import BudgetExceededError, LedgerFrozenError, ParameterError
 
@@ -77,6 +78,10 @@ class LedgerEntry:
         The sensitivity the mechanism was calibrated to, when it has one.
     block, branch : str
         The parallel block and the branch kind the charge belongs to (empty: top level).
+    unit : PrivacyUnit
+        Whom the charge protects (:class:`~privpub.PrivacyUnit`; records written before units
+        existed read as one record). Under a unit of ``k`` records, ``epsilon`` and
+        ``sensitivity`` are the unit's (``k x`` the record-level ones; see :mod:`privpub.core._unit`).
     """
 
     step: str
@@ -88,6 +93,7 @@ class LedgerEntry:
     sensitivity: float | None = None
     block: str = ""
     branch: str = ""
+    unit: PrivacyUnit = RECORD
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -100,6 +106,7 @@ class LedgerEntry:
             "sensitivity": self.sensitivity,
             "block": self.block,
             "branch": self.branch,
+            "unit": self.unit.as_dict(),
         }
 
     @classmethod
@@ -116,6 +123,7 @@ class LedgerEntry:
             sensitivity=None if sens is None else float(sens),
             block=str(d.get("block", "") or ""),
             branch=str(d.get("branch", "") or ""),
+            unit=PrivacyUnit.from_dict(d.get("unit")),
         )
 
 
@@ -253,19 +261,19 @@ def split(epsilon: float, weights: Sequence[float]) -> tuple[float, ...]:
     """
     eps = check_epsilon(epsilon)
     if isinstance(weights, str | bytes) or not hasattr(weights, "__iter__"):
-        raise ParameterError(f"weights must be a sequence of positive numbers, got {weights!r}")
+        raise ParameterError(f"weights must be a sequence of positive numbers, got {weights!r}", param="weights")
     ws = [check_real(w, "weights") for w in weights]
     if not ws:
-        raise ParameterError("weights must not be empty, got []")
+        raise ParameterError("weights must not be empty, got []", param="weights")
     if any(w <= 0 for w in ws):
-        raise ParameterError(f"weights must all be > 0, got {ws}")
+        raise ParameterError(f"weights must all be > 0, got {ws}", param="weights")
     total = math.fsum(ws)
     parts = [eps * w / total for w in ws[:-1]]
     parts.append(eps - math.fsum(parts))
     if not all(p > 0.0 for p in parts):  # an epsilon near the smallest float underflows to 0
         raise ParameterError(
             f"epsilon must be large enough to split into {len(ws)} parts > 0 (weights {ws}), got {eps:g}"
-        )
+        , param="epsilon")
     return tuple(parts)
 
 
@@ -349,7 +357,7 @@ class BudgetLedger:
         if composition not in ("sequential", "parallel"):
             raise ParameterError(
                 f"composition must be 'sequential' or 'parallel', got {composition!r}"
-            )
+            , param="composition")
         n_parts = check_positive_int(parts, "parts")
         self._append_checked(LedgerEntry(step, mechanism, eps, composition, n_parts, note))
         return eps
@@ -402,7 +410,7 @@ class BudgetLedger:
             raise ParameterError("a non-private record has no zCDP guarantee to convert to")
         entries = [LedgerEntry(e.step, e.mechanism, pure_dp_to_zcdp(e.epsilon), e.composition, e.parts,
                                (e.note + "; " if e.note else "") + f"converted from epsilon={e.epsilon:g}",
-                               e.sensitivity, e.block, e.branch) for e in self._entries]
+                               e.sensitivity, e.block, e.branch, e.unit) for e in self._entries]
         return BudgetLedger(pure_dp_to_zcdp(self.epsilon), entries, True, True, ZCDP)
 
     def approx_dp(self, delta: float) -> float:
@@ -452,6 +460,20 @@ class BudgetLedger:
 
     __hash__ = None  # type: ignore[assignment]
 
+    @property
+    def unit(self) -> PrivacyUnit:
+        """Whom the release protects: the unit of its charges (one record when there are none).
+
+        Raises :class:`~privpub.errors.ParameterError` for a ledger whose charges state units
+        that do not compose (a ledger made by an accountant never holds such charges)."""
+        units = {e.unit for e in self._entries}
+        if not units:
+            return RECORD
+        first = self._entries[0].unit
+        if any(not first.same_protection(u) for u in units):
+            raise ParameterError(f"the ledger mixes privacy units {sorted(map(str, units))}", param="privacy_unit")
+        return first
+
     def to_records(self) -> list[dict[str, Any]]:
         return [e.as_dict() for e in self._entries]
 
@@ -462,7 +484,7 @@ class BudgetLedger:
         return pd.DataFrame(
             self.to_records(),
             columns=["step", "mechanism", "epsilon", "composition", "parts", "note", "sensitivity",
-                     "block", "branch"],
+                     "block", "branch", "unit"],
         )
 
     def explain(self) -> str:
@@ -487,6 +509,8 @@ class BudgetLedger:
         unit = measure_unit(self.measure)
         head = "budget epsilon" if self.measure == PURE_DP else "budget rho (zCDP)"
         lines = [f"{head}={self.epsilon:g}, {self.explain()}"]
+        if self._entries and self.unit != RECORD:
+            lines.append(f"  protects: {self.unit}")
         for e in self._entries:
             if e.composition == "parallel":
                 where = f" in block {e.block!r}" if e.block else ""

@@ -201,12 +201,12 @@ class Schema:
         attrs = tuple(self.attributes)
         for a in attrs:
             if not isinstance(a, CategoricalAttribute | NumericAttribute):
-                raise ParameterError(f"attributes must be CategoricalAttribute or NumericAttribute, got {a!r}")
+                raise ParameterError(f"attributes must be CategoricalAttribute or NumericAttribute, got {a!r}", param="attributes")
         names = [a.name for a in attrs]
         if len(set(names)) != len(names):
             raise ParameterError(f"attribute names must be distinct, got {names}")
         if not attrs:
-            raise ParameterError("attributes must not be empty")
+            raise ParameterError("attributes must not be empty", param="attributes")
         object.__setattr__(self, "attributes", attrs)
         object.__setattr__(self, "_index", {n: i for i, n in enumerate(names)})
         if (self.class_name is None) != (self.classes is None):
@@ -216,7 +216,7 @@ class Schema:
                 raise ParameterError(f"class_name {self.class_name!r} must not also be an attribute")
             cls = tuple(str(c) for c in self.classes)
             if len(cls) < 2 or len(set(cls)) != len(cls):
-                raise ParameterError(f"classes must be >= 2 distinct labels, got {list(cls)}")
+                raise ParameterError(f"classes must be >= 2 distinct labels, got {list(cls)}", param="classes")
             object.__setattr__(self, "classes", cls)
 
     # -- access ------------------------------------------------------------------------------

@@ -40,8 +40,8 @@ def isotonic_regression(
     if weights is not None:
         w = check_array(weights, "weights", ndim=1).astype(np.float64)
         if w.shape != arr.shape:
-            raise ParameterError(f"weights must have the shape of y {arr.shape}, got {w.shape}")
+            raise ParameterError(f"weights must have the shape of y {arr.shape}, got {w.shape}", param="weights")
         if np.any(w <= 0):
-            raise ParameterError("weights must all be > 0")
+            raise ParameterError("weights must all be > 0", param="weights")
     res = _scipy_isotonic(arr, weights=w, increasing=increasing)
     return np.asarray(res.x, dtype=np.float64)

@@ -55,7 +55,7 @@ _DEN_LIMIT = 1 << 30
 def _check_sensitivity(sensitivity: Any) -> float:
     out = check_real(sensitivity, "sensitivity")
     if out <= 0:
-        raise ParameterError(f"sensitivity must be > 0, got {out}")
+        raise ParameterError(f"sensitivity must be > 0, got {out}", param="sensitivity")
     return out
 
 
@@ -73,7 +73,7 @@ def check_float_exact(values: NDArray[Any], name: str = "values") -> None:
             f"{name} must be at most 2**52 in magnitude for floating-point noise (float64 rounding would "
             f"erase the noise), got {float(np.max(np.abs(values))):.6g}; use integer counts with "
             "discrete Laplace noise (the default) for larger counts"
-        )
+        , param=name)
 
 
 def _check_scale(epsilon: float, sensitivity: float) -> float:
@@ -91,7 +91,7 @@ def _check_shape(shape: Any) -> tuple[int, ...]:
     shp = (shape,) if not isinstance(shape, tuple | list) else tuple(shape)
     for dim in shp:
         if isinstance(dim, bool) or not isinstance(dim, int | np.integer) or int(dim) < 0:
-            raise ParameterError(f"shape must be a non-negative int or a tuple of them, got {shape!r}")
+            raise ParameterError(f"shape must be a non-negative int or a tuple of them, got {shape!r}", param="shape")
     return tuple(int(d) for d in shp)
 
 
@@ -326,7 +326,7 @@ def discrete_laplace(
     arr = check_array(values, "values", allow_empty=True)
     if arr.dtype.kind == "f" and not np.all(arr == np.round(arr)):
         raise DomainError("values must be integers for the discrete Laplace mechanism; "
-                          "use privpub.core.laplace for real-valued queries")
+                          "use privpub.core.laplace for real-valued queries", param="values")
     ints = check_int_values(arr, "values")
     noise = discrete_laplace_noise(ints.shape, epsilon=epsilon, sensitivity=sensitivity, rng=rng,
                                    accountant=accountant, note=note)
@@ -497,7 +497,7 @@ def discrete_gaussian(
     """
     arr = check_array(values, "values", allow_empty=True)
     if arr.dtype.kind == "f" and not np.all(arr == np.round(arr)):
-        raise DomainError("values must be integers for the discrete Gaussian mechanism")
+        raise DomainError("values must be integers for the discrete Gaussian mechanism", param="values")
     ints = check_int_values(arr, "values")
     noise = discrete_gaussian_noise(ints.shape, rho=rho, sensitivity=sensitivity, rng=rng,
                                     accountant=accountant, note=note)

@@ -92,7 +92,7 @@ def exponential_mechanism_ranges(
         raise ParameterError(f"starts, stops and scores must have the same length, got {lo.size}, {hi.size}, {u.size}")
     for arr, name in ((lo, "starts"), (hi, "stops")):
         if arr.dtype.kind not in "iu" or float(np.max(np.abs(arr))) > INT_LIMIT:
-            raise ParameterError(f"{name} must be integers of magnitude <= 2**62, got dtype {arr.dtype}")
+            raise ParameterError(f"{name} must be integers of magnitude <= 2**62, got dtype {arr.dtype}", param=name)
     lo, hi = lo.astype(np.int64), hi.astype(np.int64)
     if np.any(hi <= lo):
         raise ParameterError("every range must be non-empty (starts < stops)")

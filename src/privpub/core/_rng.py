@@ -35,17 +35,17 @@ def as_generator(rng: RNGLike = None) -> np.random.Generator:
     if isinstance(rng, str):
         if rng == "secure":
             return secure_generator()
-        raise ParameterError(f"rng must be an int seed, a Generator, None or 'secure', got {rng!r}")
+        raise ParameterError(f"rng must be an int seed, a Generator, None or 'secure', got {rng!r}", param="rng")
     if rng is None or isinstance(rng, np.random.SeedSequence):
         return np.random.default_rng(rng)
     if isinstance(rng, numbers.Integral) and not isinstance(rng, bool):
         if int(rng) < 0:
-            raise ParameterError(f"rng must be a non-negative int seed, got {int(rng)}")
+            raise ParameterError(f"rng must be a non-negative int seed, got {int(rng)}", param="rng")
         return np.random.default_rng(int(rng))
     raise ParameterError(
         "rng must be an int seed, a numpy.random.Generator, a SeedSequence or None, "
         f"got {type(rng).__name__}"
-    )
+    , param="rng")
 
 
 def secure_generator() -> np.random.Generator:

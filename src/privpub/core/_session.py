@@ -47,11 +47,12 @@ from typing import Any
 from privpub.core._budget import BUDGET_RTOL
 from privpub.core._measures import PURE_DP, ZCDP, check_measure, measure_unit
 from privpub.core._plugins import session_store_factory
+from privpub.core._unit import RECORD, PrivacyUnit, check_privacy_unit
 from privpub.core._validation import check_epsilon
 from privpub.errors import BudgetExceededError, ParameterError
 
 __all__ = ["FileSessionStore", "MemorySessionStore", "Reservation", "Session", "SessionCharge", "SessionStore",
-           "refuse_unaffordable", "session_timestamp"]
+           "refuse_mixed_units", "refuse_unaffordable", "session_timestamp"]
 
 _FORMAT = "privpub-session"
 _VERSION = 1
@@ -67,7 +68,9 @@ class SessionCharge:
     """One release's line in a session: what was published, at what epsilon, on which data.
 
     ``status`` is ``"reserved"`` (publishing, or interrupted: counted as spent), ``"spent"`` or
-    ``"returned"`` (the publisher failed before drawing any noise; not counted).
+    ``"returned"`` (the publisher failed before drawing any noise; not counted). ``unit`` is the
+    release's privacy unit as a record (:meth:`privpub.PrivacyUnit.as_dict`; ``None``: one record,
+    what every charge written before units existed protects).
     """
 
     id: str
@@ -78,6 +81,12 @@ class SessionCharge:
     status: str
     note: str = ""
     measure: str = PURE_DP
+    unit: dict[str, Any] | None = None
+
+    @property
+    def privacy_unit(self) -> PrivacyUnit:
+        """The release's :class:`~privpub.PrivacyUnit`."""
+        return PrivacyUnit.from_dict(self.unit)
 
     @property
     def counts(self) -> bool:
@@ -92,6 +101,25 @@ def _spent(charges: list[SessionCharge]) -> float:
     return math.fsum(c.epsilon for c in charges if c.counts)
 
 
+def refuse_mixed_units(charges: list[SessionCharge], unit: PrivacyUnit | None, method: str) -> None:
+    """Raise :class:`~privpub.errors.ParameterError` if ``unit`` does not compose with the units of
+    the counted ``charges`` (see :meth:`privpub.PrivacyUnit.same_protection`).
+
+    Epsilons for different units do not add up to anything a reader can interpret (a record-level
+    epsilon and a person-level epsilon are guarantees about different neighbours): a release in
+    another unit must be converted explicitly first (:meth:`Session.reserve`'s ``convert_from``).
+    """
+    unit = check_privacy_unit(unit)
+    for c in charges:
+        if c.counts and not c.privacy_unit.same_protection(unit):
+            raise ParameterError(
+                f"{method} protects {unit}, but this session already composes releases that protect "
+                f"{c.privacy_unit} ({c.method}); epsilons for different privacy units do not add up. Convert "
+                "explicitly (a record-level release on data with at most k rows per person costs k x epsilon "
+                "per person: publish with privacy_unit=PrivacyUnit.person(column, k)), or use another session",
+                param="privacy_unit")
+
+
 def refuse_unaffordable(total: float, charges: list[SessionCharge], epsilon: float, method: str,
                         measure: str = PURE_DP) -> None:
     """Raise :class:`~privpub.errors.BudgetExceededError` unless ``charges`` leave room for ``epsilon``.
@@ -104,7 +132,8 @@ def refuse_unaffordable(total: float, charges: list[SessionCharge], epsilon: flo
     if spent + epsilon > total * (1.0 + BUDGET_RTOL):
         raise BudgetExceededError(
             f"the session cannot pay for {method} at {measure_unit(measure)}={epsilon:g}: {spent:.6g} of its "
-            f"{total:g} is spent, {max(0.0, total - spent):.6g} remains; nothing was published"
+            f"{total:g} is spent, {max(0.0, total - spent):.6g} remains; nothing was published",
+            param=measure_unit(measure),
         )
 
 
@@ -116,8 +145,10 @@ class SessionStore(ABC):
     measure: str = PURE_DP
 
     @abstractmethod
-    def reserve(self, epsilon: float, *, method: str, data: str) -> SessionCharge:
-        """Append a ``"reserved"`` charge if the rest of the budget covers it, else raise."""
+    def reserve(self, epsilon: float, *, method: str, data: str,
+                unit: PrivacyUnit | None = None) -> SessionCharge:
+        """Append a ``"reserved"`` charge if the rest of the budget covers it and its privacy
+        ``unit`` composes with the others' (:func:`refuse_mixed_units`), else raise."""
 
     @abstractmethod
     def settle(self, charge_id: str, *, status: str, note: str = "") -> None:
@@ -137,11 +168,13 @@ class MemorySessionStore(SessionStore):
         self._charges: list[SessionCharge] = []
         self._lock = threading.Lock()
 
-    def reserve(self, epsilon: float, *, method: str, data: str) -> SessionCharge:
+    def reserve(self, epsilon: float, *, method: str, data: str,
+                unit: PrivacyUnit | None = None) -> SessionCharge:
         with self._lock:
+            refuse_mixed_units(self._charges, unit, method)
             refuse_unaffordable(self.total_epsilon, self._charges, epsilon, method, self.measure)
             c = SessionCharge(uuid.uuid4().hex, session_timestamp(), method, epsilon, data, "reserved",
-                              measure=self.measure)
+                              measure=self.measure, unit=_unit_record(unit))
             self._charges.append(c)
             return c
 
@@ -251,14 +284,18 @@ class FileSessionStore(SessionStore):
         for c in out["charges"]:
             if c.get("measure") == PURE_DP:
                 del c["measure"]
+            if c.get("unit") is None:  # record-level charges stay byte-compatible with older privpub
+                c.pop("unit", None)
         _atomic_write_json(self.path, out)
 
-    def reserve(self, epsilon: float, *, method: str, data: str) -> SessionCharge:
+    def reserve(self, epsilon: float, *, method: str, data: str,
+                unit: PrivacyUnit | None = None) -> SessionCharge:
         with _locked(self.path):
             payload = self._read()
+            refuse_mixed_units(payload["charges"], unit, method)
             refuse_unaffordable(payload["total_epsilon"], payload["charges"], epsilon, method, payload["measure"])
             c = SessionCharge(uuid.uuid4().hex, session_timestamp(), method, epsilon, data, "reserved",
-                              measure=payload["measure"])
+                              measure=payload["measure"], unit=_unit_record(unit))
             payload["charges"].append(c)
             self._write(payload)
             return c
@@ -273,6 +310,12 @@ class FileSessionStore(SessionStore):
     def charges(self) -> list[SessionCharge]:
         with _locked(self.path):
             return list(self._read()["charges"])
+
+
+def _unit_record(unit: PrivacyUnit | None) -> dict[str, Any] | None:
+    """How a charge stores its unit: ``None`` for one record (as before units existed)."""
+    unit = check_privacy_unit(unit)
+    return None if unit == RECORD else unit.as_dict()
 
 
 class Reservation:
@@ -344,7 +387,7 @@ class Session:
                                      f"{store.total_epsilon:g})", param="total_rho")
         elif store is None:
             if total_epsilon is None:
-                raise ParameterError("total_epsilon must be given for a new session")
+                raise ParameterError("total_epsilon must be given for a new session", param="total_epsilon")
             store = MemorySessionStore(total_epsilon)
         elif total_epsilon is not None and not math.isclose(check_epsilon(total_epsilon, "total_epsilon"),
                                                             store.total_epsilon, rel_tol=1e-12):
@@ -435,15 +478,21 @@ class Session:
                 "for an epsilon-DP release in a zCDP session)", param="measure")
         return measure
 
-    def reserve(self, epsilon: float, *, method: str, data: str = "", measure: str = PURE_DP) -> Reservation:
+    def reserve(self, epsilon: float, *, method: str, data: str = "", measure: str = PURE_DP,
+                unit: PrivacyUnit | None = None) -> Reservation:
         """Hold ``epsilon`` for one release (called by the publishers before they draw).
 
         ``measure`` is the measure of ``epsilon`` (``"zcdp"``: a rho); it must be the session's.
+        ``unit`` is whom the release protects (default one record); it must compose with the
+        units of the session's earlier releases (:func:`refuse_mixed_units`).
         """
         measure = self._check_measure(measure, method)
         eps = check_epsilon(epsilon, measure_unit(measure))
+        unit = check_privacy_unit(unit)
         label = f"{self.data_label} ({data})" if self.data_label and data else (self.data_label or data)
-        return Reservation(self._store, self._store.reserve(eps, method=method, data=label))
+        if unit == RECORD:  # stores written before units existed take no unit
+            return Reservation(self._store, self._store.reserve(eps, method=method, data=label))
+        return Reservation(self._store, self._store.reserve(eps, method=method, data=label, unit=unit))
 
     def spent_on(self) -> dict[str, float]:
         """Epsilon spent per data label."""

@@ -82,7 +82,7 @@ def sparse_release_probability(epsilon: float, *, sensitivity: float = 1.0, nois
 
 def _check_noise(noise: Any) -> str:
     if noise not in ("discrete", "laplace"):
-        raise ParameterError(f"noise must be 'discrete' or 'laplace', got {noise!r}")
+        raise ParameterError(f"noise must be 'discrete' or 'laplace', got {noise!r}", param="noise")
     return str(noise)
 
 
@@ -273,17 +273,17 @@ def sparse_noisy_counts(
     _check_scale(eps, sens)
     kind = _check_noise(noise)
     if isinstance(n_cells, bool) or not isinstance(n_cells, int | np.integer) or not 1 <= int(n_cells) <= INT_LIMIT:
-        raise ParameterError(f"n_cells must be an integer in [1, 2**62], got {n_cells!r}")
+        raise ParameterError(f"n_cells must be an integer in [1, 2**62], got {n_cells!r}", param="n_cells")
     n = int(n_cells)
     if isinstance(dense_limit, bool) or not isinstance(dense_limit, int | np.integer) or dense_limit < 0:
-        raise ParameterError(f"dense_limit must be an integer >= 0, got {dense_limit!r}")
+        raise ParameterError(f"dense_limit must be an integer >= 0, got {dense_limit!r}", param="dense_limit")
     limit = check_real(max_released, "max_released")
     ids = check_array(cells, "cells", ndim=1, allow_empty=True)
     if ids.size and ids.dtype.kind not in "iu":
         if ids.dtype.kind != "f" or not np.all(ids == np.round(ids)):
-            raise ParameterError(f"cells must be integer cell ids, got dtype {ids.dtype}")
+            raise ParameterError(f"cells must be integer cell ids, got dtype {ids.dtype}", param="cells")
     if ids.size and (float(ids.min()) < 0 or float(ids.max()) >= n):
-        raise ParameterError(f"cells must be ids in [0, n_cells={n}), got values in [{ids.min()}, {ids.max()}]")
+        raise ParameterError(f"cells must be ids in [0, n_cells={n}), got values in [{ids.min()}, {ids.max()}]", param="cells")
     ids = ids.astype(np.int64)
     vals = check_counts(counts, "counts", ndim=1) if np.size(counts) else np.zeros(0, dtype=np.int64)
     if vals.shape != ids.shape:
@@ -291,7 +291,7 @@ def sparse_noisy_counts(
     order = np.argsort(ids, kind="stable")
     ids, vals = ids[order], vals[order]
     if ids.size > 1 and np.any(ids[1:] == ids[:-1]):
-        raise ParameterError("cells must be distinct (give each cell's total count once)")
+        raise ParameterError("cells must be distinct (give each cell's total count once)", param="cells")
     if kind == "laplace":
         check_float_exact(vals, "counts")
     n_empty = n - ids.size

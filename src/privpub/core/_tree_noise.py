@@ -319,11 +319,11 @@ class TreeNoise:
         else:
             _check_scale(self.epsilon, self.sensitivity)  # as every core mechanism: a usable scale and inverse
         if not isinstance(accountant, Accountant):
-            raise ParameterError(f"accountant must be a privpub.core.Accountant, got {type(accountant).__name__}")
+            raise ParameterError(f"accountant must be a privpub.core.Accountant, got {type(accountant).__name__}", param="accountant")
         if noise not in TREE_NOISES:
-            raise ParameterError(f"noise must be one of {TREE_NOISES}, got {noise!r}")
+            raise ParameterError(f"noise must be one of {TREE_NOISES}, got {noise!r}", param="noise")
         if structure not in TREE_STRUCTURES:
-            raise ParameterError(f"structure must be one of {TREE_STRUCTURES}, got {structure!r}")
+            raise ParameterError(f"structure must be one of {TREE_STRUCTURES}, got {structure!r}", param="structure")
         self.noise = noise
         self.structure = structure
         self.name = str(name)
@@ -364,7 +364,7 @@ class TreeNoise:
         """
         k = check_positive_int(height, "height")
         if k > MAX_TREE_HEIGHT:
-            raise ParameterError(f"height must be at most {MAX_TREE_HEIGHT}, got {k}")
+            raise ParameterError(f"height must be at most {MAX_TREE_HEIGHT}, got {k}", param="height")
         if weights is None:
             cached = self._uniform_plans.get(k)
             if cached is None:
@@ -416,9 +416,9 @@ class TreeNoise:
             w = w[None, :]
         if w.ndim != 2 or w.shape[1] != size:
             raise ParameterError(f"weights must have shape ({size},) or (rows, {size}) for height {k}, "
-                                 f"got {np.shape(weights)}")
+                                 f"got {np.shape(weights)}", param="weights")
         if not np.all(np.isfinite(w)) or np.any(w <= 0):
-            raise ParameterError("weights must be finite and > 0")
+            raise ParameterError("weights must be finite and > 0", param="weights")
         plan = TreePlan()
         plan.height, plan.T, plan.size, plan.rows, plan.structure = k, T, size, w.shape[0], self.structure
         budgets = self.epsilon * w

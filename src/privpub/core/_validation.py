@@ -209,13 +209,13 @@ def check_in_domain(values: ArrayLike, name: str, size: int) -> NDArray[np.int64
         raise DomainError(f"{name} must hold integer codes in [0, {size - 1}], got non-integral values", param=name)
     if arr.dtype.kind == "f" and arr.size and np.max(np.abs(arr)) > INT_LIMIT:
         raise DomainError(f"{name} must hold integer codes in [0, {size - 1}] (the declared domain), "
-                          f"got {arr[np.abs(arr) > INT_LIMIT].flat[0]:g}")
+                          f"got {arr[np.abs(arr) > INT_LIMIT].flat[0]:g}", param=name)
     codes = check_int_values(arr, name) if arr.dtype.kind != "f" else arr.astype(np.int64)
     if codes.size and (codes.min() < 0 or codes.max() >= size):
         bad = codes[(codes < 0) | (codes >= size)].flat[0]
         raise DomainError(
             f"{name} must hold integer codes in [0, {size - 1}] (the declared domain), got {bad}"
-        )
+        , param=name)
     return codes
 
 
@@ -226,7 +226,7 @@ def check_bounds_2d(bounds: Any, name: str = "bounds") -> tuple[float, float, fl
         raise ParameterError(
             f"{name} must be given as (x0, y0, x1, y1): the domain is public and fixed in advance, "
             "never taken from the data, got None"
-        )
+        , param=name)
     if isinstance(bounds, str | bytes) or not hasattr(bounds, "__iter__"):
         raise ParameterError(f"{name} must be a sequence (x0, y0, x1, y1), got {bounds!r}", param=name)
     vals = [check_real(b, name) for b in bounds]
@@ -236,6 +236,6 @@ def check_bounds_2d(bounds: Any, name: str = "bounds") -> tuple[float, float, fl
     if not (x1 > x0 and y1 > y0):
         raise ParameterError(
             f"{name} must satisfy x1 > x0 and y1 > y0 (a non-degenerate box), got {tuple(vals)}"
-        )
+        , param=name)
     return (x0, y0, x1, y1)
 

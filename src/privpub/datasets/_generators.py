@@ -58,7 +58,7 @@ def zipf_probabilities(n_bins: int, exponent: float = 1.1) -> NDArray[np.float64
     n = check_positive_int(n_bins, "n_bins")
     s = check_real(exponent, "exponent")
     if s < 0:
-        raise ParameterError(f"exponent must be >= 0, got {s}")
+        raise ParameterError(f"exponent must be >= 0, got {s}", param="exponent")
     w = np.arange(1, n + 1, dtype=np.float64) ** -s
     return np.asarray(w / w.sum(), dtype=np.float64)
 
@@ -133,7 +133,7 @@ class BayesNetSample:
         attrs = list(attributes)
         unknown = [a for a in attrs if a not in names]
         if unknown or len(set(attrs)) != len(attrs) or not attrs:
-            raise ParameterError(f"attributes must be distinct names from {names}, got {attrs}")
+            raise ParameterError(f"attributes must be distinct names from {names}, got {attrs}", param="attributes")
         operands: list[Any] = []
         for child, parents in self.network:
             operands.append(self.cpts[child])
@@ -145,7 +145,7 @@ class BayesNetSample:
         """Exact joint distribution over all attributes (schema order); size must be <= 2**24 cells."""
         size = math.prod(self.schema.sizes)
         if size > 2**24:
-            raise ParameterError(f"joint must have <= 2**24 cells, got {size}; use marginal() instead")
+            raise ParameterError(f"joint must have <= 2**24 cells, got {size}; use marginal() instead", param="joint")
         return self.marginal(self.schema.names)
 
 
@@ -191,11 +191,11 @@ def bayesnet_table(
     m = check_positive_int(n, "n")
     d = check_positive_int(n_attributes, "n_attributes")
     if d > len(string.ascii_letters):
-        raise ParameterError(f"n_attributes must be <= {len(string.ascii_letters)}, got {d}")
+        raise ParameterError(f"n_attributes must be <= {len(string.ascii_letters)}, got {d}", param="n_attributes")
     k_max = check_positive_int(max_parents, "max_parents", minimum=0)
     alpha = check_real(concentration, "concentration")
     if alpha <= 0:
-        raise ParameterError(f"concentration must be > 0, got {alpha}")
+        raise ParameterError(f"concentration must be > 0, got {alpha}", param="concentration")
     gen = as_generator(rng)
     if domain_sizes is None:
         sizes = gen.integers(2, 5, size=d).astype(np.int64)
@@ -204,7 +204,7 @@ def bayesnet_table(
         if sizes.shape[0] != d or np.any(sizes < 2):
             raise ParameterError(
                 f"domain_sizes must hold {d} integers >= 2 (one per attribute), got {sizes.tolist()}"
-            )
+            , param="domain_sizes")
     names = [f"A{i}" for i in range(d)]
     network: list[tuple[str, tuple[str, ...]]] = []
     cpts: dict[str, NDArray[np.float64]] = {}
@@ -324,7 +324,7 @@ def clustered_points(
     bg = check_probability(background, "background", closed="left")
     lo_s, hi_s = (check_real(v, "spread") for v in spread)
     if not 0 < lo_s <= hi_s:
-        raise ParameterError(f"spread must satisfy 0 < low <= high, got {spread}")
+        raise ParameterError(f"spread must satisfy 0 < low <= high, got {spread}", param="spread")
     x0, y0, x1, y1 = check_bounds_2d(bounds)
     gen = as_generator(rng)
     centers = np.column_stack([gen.uniform(x0, x1, c), gen.uniform(y0, y1, c)])
@@ -382,7 +382,7 @@ def bursty_stream(
     p_on = check_probability(burst_start, "burst_start", closed="both")
     mb = check_real(mean_burst, "mean_burst")
     if mb < 1:
-        raise ParameterError(f"mean_burst must be >= 1, got {mb}")
+        raise ParameterError(f"mean_burst must be >= 1, got {mb}", param="mean_burst")
     gen = as_generator(rng)
     # alternating runs, starting quiet: quiet ~ Geometric(burst_start), burst ~ Geometric(1/mean_burst)
     if p_on == 0:

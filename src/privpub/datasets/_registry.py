@@ -307,12 +307,12 @@ def info(name: str) -> DatasetInfo:
     ('hay2010_histograms/search_logs.txt',)
     """
     if not isinstance(name, str):
-        raise ParameterError(f"name must be a dataset name (str), got {name!r}")
+        raise ParameterError(f"name must be a dataset name (str), got {name!r}", param="name")
     key = _LOOKUP.get(name.strip().lower())
     if key is None:
         raise ParameterError(
             f"name must be one of the registered datasets {list(REGISTRY)}, got {name!r}"
-        )
+        , param="name")
     return REGISTRY[key]
 
 

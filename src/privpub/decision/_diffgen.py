@@ -59,6 +59,31 @@ def _scores_from_counts(counts: NDArray[np.int64], owner: I64, n: int, score: st
     return np.bincount(owner, weights=counts.max(axis=1), minlength=n).astype(np.float64)
 
 
+def _specialize(cut: Cut, a: int, v: int, end: int, splits: dict[tuple[int, int], int],
+                history: list[Specialization]) -> list[tuple[int, int]]:
+    """Apply the selected candidate ``(a, v, end)`` to attribute ``a``'s cut and record it in ``history``.
+
+    A taxonomy node is replaced by its children; a numeric interval ``[v, end)`` is split at its
+    split tick (taken from ``splits``). Returns the new intervals that need a split tick of their
+    own (those with at least two ticks; none for a taxonomy node).
+    """
+    at = cut.attr
+
+    def label(c: int) -> str:
+        return at.node_labels[c] if at.kind == "cat" else at.interval_label(at.node_lo[c], at.node_hi[c])
+
+    if at.hierarchical:
+        before = label(v)
+        kids = at.node_children[v]
+        cut.specialize_node(v)
+        history.append(Specialization(at.name, before, tuple(label(c) for c in kids)))
+        return []
+    s = splits.pop((a, v))
+    cut.split_at(s)
+    history.append(Specialization(at.name, at.interval_label(v, end), (at.interval_label(v, s), at.interval_label(s, end))))
+    return [(c0, c1) for c0, c1 in ((v, s), (s, end)) if c1 - c0 >= 2]
+
+
 def segment_scores(
     ticks: I64, y: I64, n_classes: int, lo: int, hi: int, score: str
 ) -> tuple[I64, I64, NDArray[np.float64]]:
@@ -144,9 +169,9 @@ class DiffGen(Publisher):
     def __post_init__(self) -> None:
         check_common(self)
         if self.score not in ("max", "infogain"):
-            raise ParameterError(f"score must be 'max' or 'infogain', got {self.score!r}")
+            raise ParameterError(f"score must be 'max' or 'infogain', got {self.score!r}", param="score")
         if not isinstance(self.reuse_unspent, bool):
-            raise ParameterError(f"reuse_unspent must be True or False, got {self.reuse_unspent!r}")
+            raise ParameterError(f"reuse_unspent must be True or False, got {self.reuse_unspent!r}", param="reuse_unspent")
 
     def compile(self, schema: Schema) -> tuple[Attr, ...]:
         return compile_schema(schema, self.taxonomies, fanout=self.fanout, grid_size=1, tick_mode=True)
@@ -170,6 +195,63 @@ class DiffGen(Publisher):
         attrs = self.compile(schema)
         data_counts = open_counts(attrs, schema, data)  # validates the data (in Spark for a Spark DataFrame)
         k = len(schema.classes or ())
+        e, du = self._step_budget(eps, attrs, k, exact)
+        gen = as_generator(rng)
+        # DiffGen's scores are pooled over the table: the class counts per fine code of every
+        # attribute (one aggregation) are all the selection reads
+        marg = data_counts.marginals()
+        splits: dict[tuple[int, int], int] = {}  # (attribute, interval start) -> the interval's split tick
+
+        def em_split(a: int, lo: int, hi: int, note: str) -> int:
+            """Split tick of ``[lo, hi)``: the exponential mechanism over every tick ``lo < s < hi``."""
+            ts, cs = marg[a]
+            i0, i1 = np.searchsorted(ts, [lo, hi])
+            seg_lo, seg_hi, u = segment_scores_from_counts(ts[i0:i1], cs[i0:i1], lo, hi, self.score)
+            if exact:
+                return int(seg_lo[int(np.argmax(u))])
+            return exponential_mechanism_ranges(seg_lo, seg_hi + 1, u, epsilon=e, sensitivity=du, rng=gen, note=note)
+
+        cuts = [Cut.root(a) for a in attrs]
+        history: list[Specialization] = []
+        with accounting(eps, method="diffgen", session=session, data=describe_data(data), private=not exact) as acc:
+            for a, at in enumerate(attrs):
+                if at.kind == "ticks" and at.n_fine >= 2:
+                    with acc.step(f"root split {at.name}"):
+                        splits[(a, 0)] = em_split(a, 0, at.n_fine, "split tick over all ticks, uniform base measure")
+            for i in range(self.levels):
+                cands, scores = self._candidates(cuts, attrs, splits, marg)
+                if not cands:
+                    break
+                with acc.step(f"level {i + 1} selection"):
+                    j = int(np.argmax(scores)) if exact else exponential_mechanism(
+                        scores, epsilon=e, sensitivity=du, rng=gen, note=f"{len(cands)} candidates")
+                a, v, end = cands[j]
+                children = _specialize(cuts[a], a, v, end, splits, history)
+                if children:  # the children hold disjoint records: parallel composition
+                    with acc.step(f"level {i + 1} child splits"), acc.parallel(f"level {i + 1} child splits") as block:
+                        for c0, c1 in children:
+                            with block.branch(attrs[a].interval_label(c0, c1)):
+                                splits[(a, c0)] = em_split(a, c0, c1, "split tick of a new interval")
+                if not exact:  # the cut only grows: stop as soon as the leaves cannot be released
+                    check_cells(n_cells_of([len(c.starts) for c in cuts], k),
+                                leaf_epsilon=eps - acc.total if self.reuse_unspent else eps / 2.0,
+                                noise=self.noise, max_rows=self.max_synthetic_rows, when=f"the cut after level {i + 1} has")
+            if exact:
+                acc.leak("selection", f"{len(history)} levels and their split ticks: exact argmax, no noise")
+                acc.leak("leaf counts", "the true cell counts, no noise")
+            leaf_eps = eps - acc.total if self.reuse_unspent and not exact else eps / 2.0
+            with acc.step("leaf counts"):
+                cells = leaf_cells(cuts, data_counts, k, epsilon=leaf_eps, noise=self.noise, exact=exact,
+                                   max_rows=self.max_synthetic_rows, gen=gen)
+            return build_release(cuts=cuts, cells=cells, schema=schema, history=history, ledger=acc.seal(),
+                                 epsilon=eps, method="diffgen", private=not exact, params=self.params())
+
+    def _step_budget(self, eps: float, attrs: tuple[Attr, ...], k: int, exact: bool) -> tuple[float, float]:
+        """The budget of every selection and split step, ``eps'``, and the score's sensitivity.
+
+        Refuses (before anything is reserved or drawn) levels whose steps get a budget too small for
+        the noise, and levels that specialise every attribute into a leaf table too large to release.
+        """
         du = math.log2(k) if self.score == "infogain" else 1.0
         n_num = sum(a.kind == "ticks" for a in attrs)
         e = eps / (2 * (n_num + 2 * self.levels))
@@ -188,71 +270,7 @@ class DiffGen(Publisher):
                         max_rows=self.max_synthetic_rows,
                         when=f"levels={self.levels} specialises every attribute to its finest cut (the schema "
                              f"allows {n_spec} specialisations), of")
-        gen = as_generator(rng)
-        # DiffGen's scores are pooled over the table: the class counts per fine code of every
-        # attribute (one aggregation) are all the selection reads
-        marg = data_counts.marginals()
-        order = [a for a, at in enumerate(attrs) if at.kind == "ticks"]
-        splits: dict[tuple[int, int], int] = {}
-
-        def em_split(a: int, lo: int, hi: int, note: str) -> int:
-            """Split tick of ``[lo, hi)``: the exponential mechanism over every tick ``lo < s < hi``."""
-            ts, cs = marg[a]
-            i0, i1 = np.searchsorted(ts, [lo, hi])
-            seg_lo, seg_hi, u = segment_scores_from_counts(ts[i0:i1], cs[i0:i1], lo, hi, self.score)
-            if exact:
-                return int(seg_lo[int(np.argmax(u))])
-            return exponential_mechanism_ranges(seg_lo, seg_hi + 1, u, epsilon=e, sensitivity=du, rng=gen, note=note)
-
-        cuts = [Cut.root(a) for a in attrs]
-        history: list[Specialization] = []
-        with accounting(eps, method="diffgen", session=session, data=describe_data(data), private=not exact) as acc:
-            for a in order:
-                if attrs[a].n_fine >= 2:
-                    with acc.step(f"root split {attrs[a].name}"):
-                        splits[(a, 0)] = em_split(a, 0, attrs[a].n_fine,
-                                                  "split tick over all ticks, uniform base measure")
-            for i in range(self.levels):
-                cands, scores = self._candidates(cuts, attrs, splits, marg)
-                if not cands:
-                    break
-                with acc.step(f"level {i + 1} selection"):
-                    j = int(np.argmax(scores)) if exact else exponential_mechanism(
-                        scores, epsilon=e, sensitivity=du, rng=gen, note=f"{len(cands)} candidates")
-                a, v, end = cands[j]
-                cut, at = cuts[a], attrs[a]
-                if at.hierarchical:
-                    before = at.node_labels[v] if at.kind == "cat" else at.interval_label(at.node_lo[v], at.node_hi[v])
-                    kids = at.node_children[v]
-                    cut.specialize_node(v)
-                    labels = tuple(at.node_labels[c] if at.kind == "cat" else at.interval_label(at.node_lo[c], at.node_hi[c])
-                                   for c in kids)
-                    history.append(Specialization(at.name, before, labels))
-                else:
-                    s = splits.pop((a, v))
-                    cut.split_at(s)
-                    history.append(Specialization(at.name, at.interval_label(v, end),
-                                                  (at.interval_label(v, s), at.interval_label(s, end))))
-                    children = [(c0, c1) for c0, c1 in ((v, s), (s, end)) if c1 - c0 >= 2]
-                    if children:  # the children hold disjoint records: parallel composition
-                        with acc.step(f"level {i + 1} child splits"), \
-                                acc.parallel(f"level {i + 1} child splits") as block:
-                            for c0, c1 in children:
-                                with block.branch(at.interval_label(c0, c1)):
-                                    splits[(a, c0)] = em_split(a, c0, c1, "split tick of a new interval")
-                if not exact:  # the cut only grows: stop as soon as the leaves cannot be released
-                    check_cells(n_cells_of([len(c.starts) for c in cuts], k),
-                                leaf_epsilon=eps - acc.total if self.reuse_unspent else eps / 2.0,
-                                noise=self.noise, max_rows=self.max_synthetic_rows, when=f"the cut after level {i + 1} has")
-            if exact:
-                acc.leak("selection", f"{len(history)} levels and their split ticks: exact argmax, no noise")
-                acc.leak("leaf counts", "the true cell counts, no noise")
-            leaf_eps = eps - acc.total if self.reuse_unspent and not exact else eps / 2.0
-            with acc.step("leaf counts"):
-                cells = leaf_cells(cuts, data_counts, k, epsilon=leaf_eps, noise=self.noise, exact=exact,
-                                   max_rows=self.max_synthetic_rows, gen=gen)
-            return build_release(cuts=cuts, cells=cells, schema=schema, history=history, ledger=acc.seal(),
-                                 epsilon=eps, method="diffgen", private=not exact, params=self.params())
+        return e, du
 
     def _candidates(
         self, cuts: list[Cut], attrs: tuple[Attr, ...], splits: dict[tuple[int, int], int],

@@ -78,9 +78,9 @@ def level_budgets(
             f"levels={levels} with schedule={schedule!r} gives level 1 a budget of "
             f"{_fmt_pow10(log10_first)} out of "
             f"eps1={eps1:g}, below the smallest usable level budget 2**-51 (noise scales stop at 2**52); at most "
-            f"{max_levels(eps1, schedule, fanout_ratio)} levels are possible: lower levels (CLI --levels), "
-            f"raise epsilon" + (" or use schedule='uniform'" if schedule == "geometric" else "")
-        )
+            f"{max_levels(eps1, schedule, fanout_ratio)} levels are possible: lower levels, "
+            f"raise epsilon" + (" or use the uniform schedule" if schedule == "geometric" else ""),
+            param="levels", fix={"schedule": "uniform"} if schedule == "geometric" else None)
     if n == levels:  # the whole schedule: split() makes the parts add up to eps1
         if schedule == "uniform":
             return split(eps1, [1.0] * levels)

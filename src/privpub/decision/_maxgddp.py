@@ -227,13 +227,13 @@ class MAXGDDP(Publisher):
     def __post_init__(self) -> None:
         check_common(self)
         if self.schedule not in ("geometric", "uniform"):
-            raise ParameterError(f"schedule must be 'geometric' or 'uniform', got {self.schedule!r}")
+            raise ParameterError(f"schedule must be 'geometric' or 'uniform', got {self.schedule!r}", param="schedule")
         if self.score not in ("max_partition", "max"):
-            raise ParameterError(f"score must be 'max_partition' or 'max', got {self.score!r}")
+            raise ParameterError(f"score must be 'max_partition' or 'max', got {self.score!r}", param="score")
         if not 0.0 < float(self.split) < 1.0:
-            raise ParameterError(f"split must be in (0, 1), got {self.split!r}")
+            raise ParameterError(f"split must be in (0, 1), got {self.split!r}", param="split")
         if not float(self.fanout_ratio) > 1.0:
-            raise ParameterError(f"fanout_ratio must be > 1, got {self.fanout_ratio!r}")
+            raise ParameterError(f"fanout_ratio must be > 1, got {self.fanout_ratio!r}", param="fanout_ratio")
 
     def level_budgets(self, epsilon: float) -> tuple[float, ...]:
         """The per-level selection budgets ``eps_1..eps_h`` for a total ``epsilon`` (sum ``eps1``)."""
@@ -280,7 +280,7 @@ class MAXGDDP(Publisher):
             raise ParameterError(
                 f"epsilon must be large enough to split into selection (split={self.split:g}) and leaf budgets "
                 f"> 0, got {eps:g}"
-            )
+            , param="epsilon")
         # public checks, before any reservation or draw: a level that can run gets a usable
         # budget, and a run that specialises everything (levels >= what the schema allows) has a
         # known final size

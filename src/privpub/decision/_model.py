@@ -200,9 +200,9 @@ def compile_schema(
 ) -> tuple[Attr, ...]:
     """Compile every attribute of ``schema`` (public metadata only)."""
     if not isinstance(schema, Schema):
-        raise ParameterError(f"schema must be a privpub Schema, got {type(schema).__name__}")
+        raise ParameterError(f"schema must be a privpub Schema, got {type(schema).__name__}", param="schema")
     if schema.class_name is None or schema.classes is None:
-        raise ParameterError("schema must declare the target: Schema(..., class_name=..., classes=[...])")
+        raise ParameterError("schema must declare the target: Schema(..., class_name=..., classes=[...])", param="schema")
     taxes = dict(taxonomies or {})
     unknown = sorted(set(taxes) - set(schema.names))
     if unknown:

@@ -96,7 +96,7 @@ class DecisionRelease(Release):
             Randomness for ``kind="concrete"``.
         """
         if kind not in ("generalized", "concrete"):
-            raise ParameterError(f"kind must be 'generalized' or 'concrete', got {kind!r}")
+            raise ParameterError(f"kind must be 'generalized' or 'concrete', got {kind!r}", param="kind")
         rep = np.repeat(np.arange(len(self.counts)), self.counts)
         if kind == "generalized":
             return self.cells.drop(columns="count").iloc[rep].reset_index(drop=True)

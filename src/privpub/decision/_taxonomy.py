@@ -143,10 +143,10 @@ class Taxonomy:
         is ``root``. No data is read.
         """
         if not isinstance(fanout, int) or isinstance(fanout, bool) or fanout < 2:
-            raise ParameterError(f"fanout must be an integer >= 2, got {fanout!r}")
+            raise ParameterError(f"fanout must be an integer >= 2, got {fanout!r}", param="fanout")
         cats = [str(c) for c in categories]
         if not cats:
-            raise ParameterError("categories must not be empty")
+            raise ParameterError("categories must not be empty", param="categories")
 
         def build(group: list[str], label: str) -> Taxonomy:
             if len(group) == 1:
@@ -181,7 +181,7 @@ def _loads(text: str, what: str) -> Any:
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
-        raise ParameterError(f"{what} must be a JSON object of trees: {exc}") from exc
+        raise ParameterError(f"{what} must be a JSON object of trees: {exc}", param=what) from exc
     except RecursionError as exc:
         raise _too_deep(what) from exc
 

@@ -127,11 +127,11 @@ def parse_rule(rule: str) -> tuple[str, float]:
     """``">= 0.9"`` -> ``(">=", 0.9)``; raises ParameterError for anything else."""
     parts = str(rule).split()
     if len(parts) != 2 or parts[0] not in RULE_OPS:
-        raise ParameterError(f"rule must be '<op> <number>' with op in {list(RULE_OPS)}, got {rule!r}")
+        raise ParameterError(f"rule must be '<op> <number>' with op in {list(RULE_OPS)}, got {rule!r}", param="rule")
     try:
         return parts[0], float(parts[1])
     except ValueError:
-        raise ParameterError(f"rule must end with a number, got {rule!r}") from None
+        raise ParameterError(f"rule must end with a number, got {rule!r}", param="rule") from None
 
 
 def rule_verdict(measured: float, rule: str) -> str:
@@ -196,10 +196,10 @@ class Claim:
 
     def __post_init__(self) -> None:
         if not isinstance(self.claim, str) or not self.claim.strip():
-            raise ParameterError(f"claim must be a non-empty string, got {self.claim!r}")
+            raise ParameterError(f"claim must be a non-empty string, got {self.claim!r}", param="claim")
         verdict = self.verdict.strip().lower() if isinstance(self.verdict, str) else self.verdict
         if verdict not in VERDICTS:
-            raise ParameterError(f"verdict must be one of {VERDICTS}, got {self.verdict!r}")
+            raise ParameterError(f"verdict must be one of {VERDICTS}, got {self.verdict!r}", param="verdict")
         object.__setattr__(self, "verdict", verdict)
         for name in ("paper_value", "our_value", "note", "rule", "cells"):
             object.__setattr__(self, name, _text(getattr(self, name)))
@@ -280,7 +280,7 @@ def write_claims(out_dir: str | os.PathLike[str], claims: Iterable[Claim]) -> Pa
     rows = list(claims)
     for c in rows:
         if not isinstance(c, Claim):
-            raise ParameterError(f"claims must be Claim objects, got {type(c).__name__}")
+            raise ParameterError(f"claims must be Claim objects, got {type(c).__name__}", param="claims")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     path = out / CLAIMS_FILE

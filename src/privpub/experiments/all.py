@@ -286,7 +286,7 @@ def reproduce_all(
     chosen = list(PARTS if parts is None else parts)
     unknown = [p for p in chosen if p not in PARTS]
     if unknown:
-        raise ParameterError(f"parts must be a subset of {list(PARTS)}, got {unknown}")
+        raise ParameterError(f"parts must be a subset of {list(PARTS)}, got {unknown}", param="parts")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     data = resolve_data_dir(data_dir)

@@ -76,7 +76,7 @@ def _publisher(method: str) -> Any:
         return HPHP(variant="paper", noise=noise)
     if method == "optimal":
         return OptimalGrouping(noise=noise)
-    raise ParameterError(f"method must be one of {', '.join(METHODS)}, got {method!r}")
+    raise ParameterError(f"method must be one of {', '.join(METHODS)}, got {method!r}", param="method")
 
 
 def trial_seed(base: int, dataset: str, method: str, epsilon: float, trial: int) -> np.random.SeedSequence:
@@ -102,10 +102,10 @@ def synthetic_like(name: str, *, n: int | None = None, seed: int = 0) -> np.ndar
     gen = np.random.default_rng([zlib.crc32(name.encode()), int(seed)])
     defaults = {"nettrace": 65_536, "search_log": 32_768, "socialnetwork": 11_342, "waitakere": 7_725}
     if name not in defaults:
-        raise ParameterError(f"name must be one of {', '.join(defaults)}, got {name!r}")
+        raise ParameterError(f"name must be one of {', '.join(defaults)}, got {name!r}", param="name")
     size = defaults[name] if n is None else int(n)
     if size < 1:
-        raise ParameterError(f"n must be >= 1, got {size}")
+        raise ParameterError(f"n must be >= 1, got {size}", param="n")
     if name == "nettrace":
         out = np.zeros(size, dtype=np.int64)
         nz = gen.random(size) < 0.034

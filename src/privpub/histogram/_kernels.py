@@ -60,17 +60,17 @@ def _prefix(x: NDArray[np.float64]) -> tuple[NDArray[np.float64], NDArray[np.flo
 def _check_grouping_args(x: ArrayLike, c: float, gamma: float) -> tuple[NDArray[np.float64], float, float]:
     arr = np.asarray(x, dtype=np.float64)
     if arr.ndim != 1 or arr.size == 0:
-        raise ParameterError(f"x must be a non-empty 1-D array, got shape {arr.shape}")
+        raise ParameterError(f"x must be a non-empty 1-D array, got shape {arr.shape}", param="x")
     if not np.all(np.isfinite(arr)):
-        raise ParameterError("x must be finite, got NaN or infinity")
+        raise ParameterError("x must be finite, got NaN or infinity", param="x")
     if arr.size > 1 and np.any(np.diff(arr) < 0):
-        raise ParameterError("x must be sorted non-decreasing (the grouping cost is Monge only on sorted input)")
+        raise ParameterError("x must be sorted non-decreasing (the grouping cost is Monge only on sorted input)", param="x")
     c = float(c)
     gamma = float(gamma)
     if not (math.isfinite(c) and c >= 0):
-        raise ParameterError(f"c must be finite and >= 0, got {c}")
+        raise ParameterError(f"c must be finite and >= 0, got {c}", param="c")
     if not (math.isfinite(gamma) and gamma >= 0):
-        raise ParameterError(f"gamma must be finite and >= 0, got {gamma}")
+        raise ParameterError(f"gamma must be finite and >= 0, got {gamma}", param="gamma")
     return arr, c, gamma
 
 
@@ -104,7 +104,7 @@ def partition_cost(x: ArrayLike, boundaries: ArrayLike, c: float, gamma: float =
     b = np.asarray(boundaries, dtype=np.int64)
     n = np.asarray(x).size
     if b.ndim != 1 or b.size < 2 or b[0] != 0 or b[-1] != n or np.any(np.diff(b) <= 0):
-        raise ParameterError(f"boundaries must increase strictly from 0 to n={n}, got {b.tolist()[:10]}")
+        raise ParameterError(f"boundaries must increase strictly from 0 to n={n}, got {b.tolist()[:10]}", param="boundaries")
     return float(np.sum(segment_cost(x, b[:-1], b[1:], c, gamma)))
 
 
@@ -336,7 +336,7 @@ def stable_order(y: ArrayLike) -> NDArray[np.int64]:
     """
     arr = np.ascontiguousarray(y, dtype=np.float64)
     if arr.ndim != 1:
-        raise ParameterError(f"y must be a 1-D array, got shape {arr.shape}")
+        raise ParameterError(f"y must be a 1-D array, got shape {arr.shape}", param="y")
     order: NDArray[np.int64] = _jit().stable_argsort(arr)
     return order
 
@@ -371,7 +371,7 @@ def dp_group(
         return dp_group_wavefront(x, c, gamma)
     if method == "quadratic":
         return dp_group_quadratic(x, c, gamma)
-    raise ParameterError(f"method must be 'fast', 'deque', 'wavefront' or 'quadratic', got {method!r}")
+    raise ParameterError(f"method must be 'fast', 'deque', 'wavefront' or 'quadratic', got {method!r}", param="method")
 
 
 # ------------------------------------------------------------------------------------------
@@ -503,12 +503,12 @@ def publish_groups(
     b = np.asarray(boundaries, dtype=np.int64)
     n = h.shape[0]
     if perm.shape != (n,) or not np.array_equal(np.sort(perm), np.arange(n)):
-        raise ParameterError("order must be a permutation of range(n): the groups must partition the bins")
+        raise ParameterError("order must be a permutation of range(n): the groups must partition the bins", param="order")
     if b.ndim != 1 or b.size < 2 or b[0] != 0 or b[-1] != n or np.any(np.diff(b) <= 0):
-        raise ParameterError("boundaries must increase strictly from 0 to n: the groups must partition the bins")
+        raise ParameterError("boundaries must increase strictly from 0 to n: the groups must partition the bins", param="boundaries")
     z = np.asarray(noise)
     if z.shape != (b.size - 1,):
-        raise ParameterError(f"noise must have one entry per group ({b.size - 1}), got shape {z.shape}")
+        raise ParameterError(f"noise must have one entry per group ({b.size - 1}), got shape {z.shape}", param="noise")
     sizes = np.diff(b)
     if z.dtype.kind in "iu" and h.dtype.kind in "iu":
         # integer noise on integer counts: exact group sums in int64, then the means (post-processing)

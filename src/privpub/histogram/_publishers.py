@@ -67,13 +67,13 @@ _NOISES = ("discrete", "laplace")
 
 def _check_noise(noise: str) -> str:
     if noise not in _NOISES:
-        raise ParameterError(f"noise must be 'discrete' or 'laplace', got {noise!r}")
+        raise ParameterError(f"noise must be 'discrete' or 'laplace', got {noise!r}", param="noise")
     return noise
 
 
 def _check_grouping(grouping: str) -> str:
     if grouping not in ("fast", "deque", "wavefront", "quadratic"):
-        raise ParameterError(f"grouping must be 'fast', 'deque', 'wavefront' or 'quadratic', got {grouping!r}")
+        raise ParameterError(f"grouping must be 'fast', 'deque', 'wavefront' or 'quadratic', got {grouping!r}", param="grouping")
     return grouping
 
 
@@ -276,7 +276,7 @@ class HistogramRelease(Release):
             raise ParameterError(f"lo and hi must be integers, got {lo!r} and {hi!r}")
         n = self.n_bins
         if np.any(lo_a < 0) or np.any(hi_a >= n) or np.any(lo_a > hi_a):
-            raise ParameterError(f"ranges must satisfy 0 <= lo <= hi < n={n}, got lo={lo!r}, hi={hi!r}")
+            raise ParameterError(f"ranges must satisfy 0 <= lo <= hi < n={n}, got lo={lo!r}, hi={hi!r}", param="ranges")
         prefix = np.concatenate([[0.0], np.cumsum(self.counts)])
         out = prefix[hi_a + 1] - prefix[lo_a]
         return float(out) if out.ndim == 0 else out
@@ -485,7 +485,7 @@ class HPHP(Publisher):
 
     def __post_init__(self) -> None:
         if self.variant not in ("private", "unattributed", "paper"):
-            raise ParameterError(f"variant must be 'private', 'unattributed' or 'paper', got {self.variant!r}")
+            raise ParameterError(f"variant must be 'private', 'unattributed' or 'paper', got {self.variant!r}", param="variant")
         if self.split is not None:
             _check_split(self.split)
         _check_noise(self.noise)
@@ -493,7 +493,7 @@ class HPHP(Publisher):
         if self.eta is not None:
             eta = check_real(self.eta, "eta")
             if eta < 0:
-                raise ParameterError(f"eta must be >= 0, got {eta}")
+                raise ParameterError(f"eta must be >= 0, got {eta}", param="eta")
 
     @property
     def rho(self) -> float:
@@ -601,7 +601,7 @@ class AHP(Publisher):
         _check_split(self.ratio, "ratio")
         eta = check_real(self.eta, "eta")
         if eta < 0:
-            raise ParameterError(f"eta must be >= 0, got {eta}")
+            raise ParameterError(f"eta must be >= 0, got {eta}", param="eta")
         _check_noise(self.noise)
 
     def publish(
@@ -783,22 +783,22 @@ def counts_from_records(
     if categories is not None:
         cats = pd.Index(np.asarray(categories, dtype=object))
         if cats.size == 0 or cats.has_duplicates:
-            raise ParameterError("categories must be non-empty and unique")
+            raise ParameterError("categories must be non-empty and unique", param="categories")
         vals = pd.Series(np.asarray(values, dtype=object))
         if vals.isna().any():
-            raise DomainError("values must not contain missing entries (NaN/None)")
+            raise DomainError("values must not contain missing entries (NaN/None)", param="values")
         codes = cats.get_indexer(vals.to_numpy())
         if np.any(codes < 0):
             bad = vals.to_numpy()[codes < 0][0]
-            raise DomainError(f"values must lie in the declared categories, got {bad!r}")
+            raise DomainError(f"values must lie in the declared categories, got {bad!r}", param="values")
         return np.bincount(codes, minlength=cats.size).astype(np.int64)
     edges = check_array(bins, "bins", ndim=1).astype(np.float64)
     if edges.size < 2 or np.any(np.diff(edges) <= 0):
-        raise ParameterError("bins must be at least two strictly increasing edges")
+        raise ParameterError("bins must be at least two strictly increasing edges", param="bins")
     vals_f = np.asarray(pd.to_numeric(pd.Series(np.asarray(values)), errors="coerce"), dtype=np.float64)
     if np.any(np.isnan(vals_f)):
-        raise DomainError("values must be numeric and not NaN")
+        raise DomainError("values must be numeric and not NaN", param="values")
     if np.any(vals_f < edges[0]) or np.any(vals_f > edges[-1]):
-        raise DomainError(f"values must lie in the declared range [{edges[0]}, {edges[-1]}]")
+        raise DomainError(f"values must lie in the declared range [{edges[0]}, {edges[-1]}]", param="values")
     idx = np.clip(np.searchsorted(edges, vals_f, side="right") - 1, 0, edges.size - 2)
     return np.bincount(idx, minlength=edges.size - 1).astype(np.int64)

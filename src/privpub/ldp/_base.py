@@ -241,13 +241,13 @@ class FrequencyOracle(ABC):
 
     def _epsilon(self, epsilon: float | None) -> float:
         if epsilon is None:
-            raise ParameterError(f"epsilon must be given to {type(self).__name__}, got None")
+            raise ParameterError(f"epsilon must be given to {type(self).__name__}, got None", param="epsilon")
         eps = check_epsilon(epsilon)
         if eps > MAX_LOCAL_EPSILON:
             raise ParameterError(
                 f"epsilon must be <= {MAX_LOCAL_EPSILON:g} for a local randomiser (a larger one is "
                 f"no meaningful guarantee: e^40 is about 2e17), got {eps:g}"
-            )
+            , param="epsilon")
         return eps
 
     def _pq_for_estimation(self, epsilon: float | None) -> tuple[float, float]:
@@ -278,7 +278,7 @@ class FrequencyOracle(ABC):
     def _values(self, values: ArrayLike) -> NDArray[np.int64]:
         codes = check_in_domain(values, "values", self.domain_size)
         if codes.ndim > 1:
-            raise ParameterError(f"values must be 1-dimensional (one value per user), got shape {codes.shape}")
+            raise ParameterError(f"values must be 1-dimensional (one value per user), got shape {codes.shape}", param="values")
         return codes.reshape(-1)
 
     @abstractmethod
@@ -312,7 +312,7 @@ class FrequencyOracle(ABC):
         p, q = self._pq_for_estimation(epsilon)
         sup = check_array(support, "support").astype(np.float64)
         if sup.shape != (self.domain_size,):
-            raise ParameterError(f"support must have shape ({self.domain_size},), got {sup.shape}")
+            raise ParameterError(f"support must have shape ({self.domain_size},), got {sup.shape}", param="support")
         return (sup - n * q) / (p - q)
 
     def estimate(self, reports: ArrayLike, *, epsilon: float | None = None) -> NDArray[np.float64]:
@@ -329,7 +329,7 @@ class FrequencyOracle(ABC):
         nn = check_positive_int(n, "n")
         freq = check_real(frequency, "frequency")
         if not 0.0 <= freq <= 1.0:
-            raise ParameterError(f"frequency must be in [0, 1], got {freq}")
+            raise ParameterError(f"frequency must be in [0, 1], got {freq}", param="frequency")
         frequency = freq
         p, q = self._pq_for_estimation(epsilon)
         return nn * (frequency * p * (1 - p) + (1 - frequency) * q * (1 - q)) / (p - q) ** 2
@@ -338,7 +338,7 @@ class FrequencyOracle(ABC):
     def _true_counts(self, true_counts: ArrayLike) -> NDArray[np.int64]:
         counts = check_counts(true_counts, "true_counts")
         if counts.shape != (self.domain_size,):
-            raise ParameterError(f"true_counts must have shape ({self.domain_size},), got {counts.shape}")
+            raise ParameterError(f"true_counts must have shape ({self.domain_size},), got {counts.shape}", param="true_counts")
         return counts
 
     def simulate_support(

@@ -102,7 +102,7 @@ class OLH(FrequencyOracle):
     def __post_init__(self) -> None:
         super().__post_init__()
         if self.domain_size >= _PRIME:
-            raise ParameterError(f"domain_size must be < {_PRIME} for OLH, got {self.domain_size}")
+            raise ParameterError(f"domain_size must be < {_PRIME} for OLH, got {self.domain_size}", param="domain_size")
         if self.g is not None:
             object.__setattr__(self, "g", check_positive_int(self.g, "g", minimum=2))
 

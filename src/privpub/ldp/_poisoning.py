@@ -92,7 +92,7 @@ _OLH_NOTE = ("OLH: the number of values a report supports depends on the value u
 
 def _check_oracle(oracle: FrequencyOracle) -> None:
     if not isinstance(oracle, UnaryEncoding | OLH | GRR):
-        raise ParameterError(f"oracle must be GRR, OUE, SUE or OLH, got {type(oracle).__name__}")
+        raise ParameterError(f"oracle must be GRR, OUE, SUE or OLH, got {type(oracle).__name__}", param="oracle")
 
 
 def support_size_pmf(oracle: FrequencyOracle, *, epsilon: float | None = None) -> NDArray[np.float64]:
@@ -183,7 +183,7 @@ def report_threshold(pmf: ArrayLike, alpha: float = DEFAULT_ALPHA) -> tuple[int 
     (3, 0.01)
     """
     if not 0.0 < float(alpha) < 1.0:
-        raise ParameterError(f"alpha must be in (0, 1), got {alpha}")
+        raise ParameterError(f"alpha must be in (0, 1), got {alpha}", param="alpha")
     p = np.asarray(pmf, dtype=np.float64)
     tail = np.cumsum(p[::-1])[::-1]  # tail[k] = P[K >= k]
     ok = np.flatnonzero((tail <= alpha) & (np.arange(p.size) > 0) & (p > 0))
@@ -217,7 +217,7 @@ def support_sizes(oracle: FrequencyOracle, reports: ArrayLike, *, epsilon: float
     if r.ndim == 2 and r.shape[1] == d:
         return np.asarray(r, dtype=bool).sum(axis=1, dtype=np.int64)
     raise ParameterError(f"reports must have shape (n, {d}) (bool) or (n, {(d + 7) // 8}) (packed uint8), "
-                         f"got {r.shape}")
+                         f"got {r.shape}", param="reports")
 
 
 _POPCOUNT = np.array([bin(i).count("1") for i in range(256)], dtype=np.int64)
@@ -263,7 +263,7 @@ def size_bins(oracle: FrequencyOracle, reports: ArrayLike, *, epsilon: float | N
     if not (r.ndim == 2 and r.dtype == np.uint8 and r.shape[1] == (d + 7) // 8 and r.shape[1] != d):
         if r.ndim != 2 or r.shape[1] != d:
             raise ParameterError(f"reports must have shape (n, {d}) (bool) or (n, {(d + 7) // 8}) (packed uint8), "
-                                 f"got {r.shape}")
+                                 f"got {r.shape}", param="reports")
         r = np.packbits(np.asarray(r, dtype=bool), axis=1, bitorder="little")
     sizes = _packed_ones(r, d)
     order = np.argsort(sizes, kind="stable")
@@ -426,10 +426,10 @@ def defend(oracle: FrequencyOracle, reports: ArrayLike, *, epsilon: float | None
     """
     _check_oracle(oracle)
     if method not in POISONING_DEFENSES:
-        raise ParameterError(f"method must be one of {', '.join(POISONING_DEFENSES)}, got {method!r}")
+        raise ParameterError(f"method must be one of {', '.join(POISONING_DEFENSES)}, got {method!r}", param="method")
     for name, val in (("alpha", alpha), ("group_alpha", group_alpha)):
         if not (isinstance(val, int | float) and 0.0 < float(val) < 1.0):
-            raise ParameterError(f"{name} must be in (0, 1), got {val!r}")
+            raise ParameterError(f"{name} must be in (0, 1), got {val!r}", param=name)
     r = np.asarray(reports)
     n_total = oracle.n_reports(r)
     d = oracle.domain_size
@@ -455,10 +455,10 @@ def defend_bins(oracle: FrequencyOracle, bins: SizeBins, *, epsilon: float | Non
     if not isinstance(oracle, UnaryEncoding):
         raise ParameterError("size bins apply to unary encodings (OUE, SUE)")
     if method not in POISONING_DEFENSES:
-        raise ParameterError(f"method must be one of {', '.join(POISONING_DEFENSES)}, got {method!r}")
+        raise ParameterError(f"method must be one of {', '.join(POISONING_DEFENSES)}, got {method!r}", param="method")
     for name, val in (("alpha", alpha), ("group_alpha", group_alpha)):
         if not (isinstance(val, int | float) and 0.0 < float(val) < 1.0):
-            raise ParameterError(f"{name} must be in (0, 1), got {val!r}")
+            raise ParameterError(f"{name} must be in (0, 1), got {val!r}", param=name)
     d = oracle.domain_size
     none_flagged = np.zeros(0, dtype=bool)
     counts = np.asarray(bins.counts, dtype=np.int64)
@@ -543,10 +543,10 @@ def fake_reports(oracle: FrequencyOracle, target: int, n: int, *, attack: str = 
     """
     _check_oracle(oracle)
     if attack not in ATTACKS:
-        raise ParameterError(f"attack must be one of {', '.join(ATTACKS)}, got {attack!r}")
+        raise ParameterError(f"attack must be one of {', '.join(ATTACKS)}, got {attack!r}", param="attack")
     d = oracle.domain_size
     if not 0 <= int(target) < d:
-        raise ParameterError(f"target must be in [0, {d - 1}], got {target}")
+        raise ParameterError(f"target must be in [0, {d - 1}], got {target}", param="target")
     gen = as_generator(rng)
     n = int(n)
     if isinstance(oracle, GRR):

@@ -14,10 +14,10 @@ __all__ = ["clip_renormalise", "isotonic_regression", "norm_sub"]
 def _total(total: float | None, est: NDArray[np.float64]) -> float:
     with np.errstate(over="ignore"):
         if not np.isfinite(np.abs(est).sum()):
-            raise DomainError("estimates are too large to normalise (their sum overflows)")
+            raise DomainError("estimates are too large to normalise (their sum overflows)", param="estimates")
     t = float(est.sum()) if total is None else check_real(total, "total")
     if t < 0:
-        raise ParameterError(f"total must be >= 0, got {t}")
+        raise ParameterError(f"total must be >= 0, got {t}", param="total")
     return t
 
 

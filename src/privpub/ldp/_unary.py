@@ -139,7 +139,7 @@ def sue_epsilon(f: float) -> float:
     """The LDP epsilon of one-hot RAPPOR with flip probability ``f``: ``2 ln((1 - f/2) / (f/2))``."""
     ff = check_probability(f, "f")
     if ff / 2.0 == 0.0:
-        raise ParameterError(f"f must be a flip probability whose half is representable, got {ff!r}")
+        raise ParameterError(f"f must be a flip probability whose half is representable, got {ff!r}", param="f")
     return 2.0 * math.log((1.0 - ff / 2.0) / (ff / 2.0))
 
 
@@ -272,7 +272,7 @@ class UnaryEncoding(FrequencyOracle):
         try:
             r = np.asarray(reports)
         except (TypeError, ValueError) as exc:
-            raise ParameterError(f"reports must be an (n, {self.domain_size}) array of bits") from exc
+            raise ParameterError(f"reports must be an (n, {self.domain_size}) array of bits", param="reports") from exc
         d = self.domain_size
         if r.ndim == 2 and r.shape[1] != d:
             if r.dtype == np.uint8 and r.shape[1] == self.packed_width:
@@ -283,7 +283,7 @@ class UnaryEncoding(FrequencyOracle):
             raise ParameterError(
                 f"reports must have shape (n, {d}) (bool), (n, {self.packed_width}) (packed uint8) or "
                 f"(n, {(d + 63) // 64}) (packed uint64), got {r.shape}"
-            )
+            , param="reports")
         if r.dtype != bool:
             if not np.isin(r, (0, 1)).all():
                 raise DomainError("reports of a unary encoding must be 0/1 bits")

@@ -18,6 +18,7 @@ Examples
 
 from __future__ import annotations
 
+from privpub.ldp_synth._calm import CALM, CALMRelease, calm_marginals, calm_reports, choose_oracle
 from privpub.ldp_synth._client import (
     LDPReports,
     encode,
@@ -45,6 +46,8 @@ from privpub.ldp_synth._synthesizer import (
 )
 
 __all__ = [
+    "CALM",
+    "CALMRelease",
     "EM_RATE",
     "EmpiricalJoints",
     "JointEstimate",
@@ -54,6 +57,9 @@ __all__ = [
     "METHODS",
     "ReportStore",
     "build_network",
+    "calm_marginals",
+    "calm_reports",
+    "choose_oracle",
     "conditional_tables",
     "edge_accuracy",
     "edges",

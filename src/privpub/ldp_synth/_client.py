@@ -42,16 +42,16 @@ MIN_FLIP_PROB = 1e-150
 def _check_f(f: Any, name: str = "flip_prob") -> float:
     value = check_real(f, name)
     if not 0.0 < value < 1.0:
-        raise ParameterError(f"{name} must be in (0, 1), got {value}")
+        raise ParameterError(f"{name} must be in (0, 1), got {value}", param=name)
     if value < MIN_FLIP_PROB:
         raise ParameterError(f"{name} must be >= {MIN_FLIP_PROB:g} (smaller values overflow the estimators; "
-                             f"the epsilon would be about {2 * math.log(2 / value):.0f} per attribute), got {value}")
+                             f"the epsilon would be about {2 * math.log(2 / value):.0f} per attribute), got {value}", param=name)
     return value
 
 
 def _check_d(d: Any) -> int:
     if isinstance(d, bool) or not isinstance(d, int | np.integer) or int(d) < 1:
-        raise ParameterError(f"d (number of attributes) must be an integer >= 1, got {d!r}")
+        raise ParameterError(f"d (number of attributes) must be an integer >= 1, got {d!r}", param="d")
     return int(d)
 
 
@@ -101,14 +101,14 @@ def resolve_flip_prob(epsilon: float | None, flip_prob: float | None, d: int) ->
             raise ParameterError(
                 f"flip_prob must be at least {_MIN_F:.3g} (each attribute's report is 2 ln((2 - f) / f)-LDP, "
                 f"at most {MAX_LOCAL_EPSILON:g}), got {f!r}"
-            )
+            , param="flip_prob")
         return f, epsilon_from_f(f, d)
     eps = check_epsilon(epsilon)
     if eps / _check_d(d) > MAX_LOCAL_EPSILON:
         raise ParameterError(
             f"epsilon must be at most {MAX_LOCAL_EPSILON:g} per attribute ({MAX_LOCAL_EPSILON * d:g} for {d} "
             f"attributes: the per-attribute randomisers accept no more), got {eps:g}"
-        )
+        , param="epsilon")
     f = f_from_epsilon(eps, d)
     if not MIN_FLIP_PROB <= f < 1.0:
         raise ParameterError(f"epsilon={eps} is too large for {d} attributes: its flip probability {f:.3g} is below "
@@ -142,7 +142,7 @@ class LDPReports:
     def __post_init__(self) -> None:
         sizes = tuple(int(s) for s in self.sizes)
         if not sizes or any(s < 1 for s in sizes):
-            raise ParameterError(f"sizes must be a non-empty list of integers >= 1, got {list(self.sizes)}")
+            raise ParameterError(f"sizes must be a non-empty list of integers >= 1, got {list(self.sizes)}", param="sizes")
         object.__setattr__(self, "sizes", sizes)
         object.__setattr__(self, "flip_prob", _check_f(self.flip_prob))
         bits = check_report_bits(self.bits, sum(sizes))
@@ -151,7 +151,7 @@ class LDPReports:
         if self.names is not None:
             names = tuple(str(n) for n in self.names)
             if len(names) != len(sizes):
-                raise ParameterError(f"names must have {len(sizes)} entries, got {len(names)}")
+                raise ParameterError(f"names must have {len(sizes)} entries, got {len(names)}", param="names")
             object.__setattr__(self, "names", names)
 
     @property
@@ -175,12 +175,12 @@ def check_report_bits(bits: ArrayLike, width: int) -> NDArray[np.bool_]:
         raise ParameterError(
             f"reports must have shape (n_users, {width}) (the sum of the schema's domain sizes), "
             f"got shape {arr.shape}"
-        )
+        , param="reports")
     if arr.shape[0] == 0:
-        raise ParameterError("reports must not be empty, got 0 users")
+        raise ParameterError("reports must not be empty, got 0 users", param="reports")
     if arr.dtype != np.bool_:
         if arr.dtype.kind not in "biuf" or not np.isin(arr, (0, 1)).all():
-            raise ParameterError("reports must hold 0/1 bits")
+            raise ParameterError("reports must hold 0/1 bits", param="reports")
         arr = arr.astype(bool)
     return np.array(arr, dtype=bool, copy=True)
 
@@ -204,7 +204,7 @@ def encode(codes: ArrayLike, sizes: Sequence[int]) -> NDArray[np.uint8]:
 def _check_codes(codes: ArrayLike, sizes: Sequence[int]) -> NDArray[np.int64]:
     arr = np.asarray(codes)
     if arr.ndim != 2 or arr.shape[1] != len(sizes):
-        raise ParameterError(f"codes must have shape (n, {len(sizes)}), got {arr.shape}")
+        raise ParameterError(f"codes must have shape (n, {len(sizes)}), got {arr.shape}", param="codes")
     cols = [check_in_domain(arr[:, j], f"codes of attribute {j}", int(s)) for j, s in enumerate(sizes)]
     return np.stack(cols, axis=1)
 
@@ -276,7 +276,7 @@ def simulate_clients(
     ((2, 5), 4.3944)
     """
     if not isinstance(schema, Schema):
-        raise ParameterError(f"schema must be a privpub.core.Schema, got {type(schema).__name__}")
+        raise ParameterError(f"schema must be a privpub.core.Schema, got {type(schema).__name__}", param="schema")
     f, _ = resolve_flip_prob(epsilon, flip_prob, len(schema))
     if not isinstance(data, pd.DataFrame):
         raise ParameterError(f"data must be a pandas DataFrame, got {type(data).__name__}")

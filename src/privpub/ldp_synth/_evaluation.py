@@ -42,7 +42,7 @@ class EmpiricalJoints:
     def __init__(self, codes: ArrayLike, sizes: Sequence[int]) -> None:
         arr = np.asarray(codes, dtype=np.int64)
         if arr.ndim != 2 or arr.shape[1] != len(sizes) or arr.shape[0] == 0:
-            raise ParameterError(f"codes must have shape (n > 0, {len(sizes)}), got {arr.shape}")
+            raise ParameterError(f"codes must have shape (n > 0, {len(sizes)}), got {arr.shape}", param="codes")
         self.codes = arr
         self._sizes = tuple(int(s) for s in sizes)
         self._cache: dict[tuple[int, ...], NDArray[np.float64]] = {}

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
 from numpy.typing import NDArray
@@ -28,6 +28,8 @@ STARTS = ("entropy", "random")
 SEARCHES = ("incremental", "exhaustive", "single_carry")
 
 ProgressFn = Callable[[int, int], None]
+#: a scored candidate: (mutual information, child, parents)
+_Pair = tuple[float, int, tuple[int, ...]]
 
 
 class _MICache:
@@ -56,7 +58,7 @@ class _MICache:
         return val
 
 
-def _beats(a: tuple[float, int, tuple[int, ...]], b: tuple[float, int, tuple[int, ...]] | None) -> bool:
+def _beats(a: _Pair, b: _Pair | None) -> bool:
     """Tie order of spec 2.5: larger rounded MI, then smaller child, then lexicographically smaller parents."""
     if b is None:
         return True
@@ -73,11 +75,11 @@ def _check_network_args(d: int, degree: int, start: str, search: str) -> int:
         raise ParameterError(
             f"degree (max parents k) must be an integer in [1, {d - 1}] (below the number of attributes {d}), "
             f"got {k}"
-        )
+        , param="degree")
     if start not in STARTS:
-        raise ParameterError(f"start must be one of {list(STARTS)}, got {start!r}")
+        raise ParameterError(f"start must be one of {list(STARTS)}, got {start!r}", param="start")
     if search not in SEARCHES:
-        raise ParameterError(f"search must be one of {list(SEARCHES)}, got {search!r}")
+        raise ParameterError(f"search must be one of {list(SEARCHES)}, got {search!r}", param="search")
     return k
 
 
@@ -120,85 +122,110 @@ def build_network(
     -----
     **Privacy:** post-processing of LDP reports when ``source`` is a :class:`ReportStore`; no budget.
     """
-    sizes = source.sizes
-    d = len(sizes)
+    d = len(source.sizes)
     k = _check_network_args(d, degree, start, search)
     mi = _MICache(source)
-    if start == "random":
-        first = int(as_generator(rng).integers(d))
-    else:
-        mi.prefetch_joints([(j,) for j in range(d)])
-        ents = [round(entropy(source.joint((j,))), 12) for j in range(d)]
-        first = int(np.argmax(ents))  # first maximum: lowest index on ties
+    first = _first_node(source, mi, start, rng)
     selected = [first]
     net: list[tuple[int, tuple[int, ...]]] = [(first, ())]
     if progress is not None:
         progress(1, d)
-    best: dict[int, tuple[float, int, tuple[int, ...]]] = {}
-    carry: tuple[float, int, tuple[int, ...]] | None = None
+    best: dict[int, _Pair] = {}  # the best pair per unselected child (incremental search)
+    carry: _Pair | None = None  # the runner-up carried to the next round (single_carry search)
     for i in range(1, d):
         rest = [x for x in range(d) if x not in selected]
-        chosen: tuple[float, int, tuple[int, ...]] | None = None
-        if len(selected) <= k:
-            s = tuple(sorted(selected))
-            mi.prefetch([(x, s) for x in rest])
-            cands = [(mi(x, s), x, s) for x in rest]
-            best = {c[1]: c for c in cands}
-            for c in cands:
-                if _beats(c, chosen):
-                    chosen = c
+        if len(selected) <= k:  # every selected node is a parent: one parent set per child
+            chosen, best = _round_all_parents(mi, selected, rest)
+            if search == "single_carry":
+                carry = _runner_up(best.values(), chosen)
         elif search == "exhaustive":
-            mi.prefetch([(x, combo) for combo in itertools.combinations(sorted(selected), k) for x in rest])
-            for combo in itertools.combinations(sorted(selected), k):
-                for x in rest:
-                    c = (mi(x, combo), x, combo)
-                    if _beats(c, chosen):
-                        chosen = c
+            chosen = _round_exhaustive(mi, selected, rest, k)
         elif search == "incremental":
-            newest = selected[-1]
-            others = sorted(set(selected) - {newest})
-            combos = [tuple(sorted((*sub, newest))) for sub in itertools.combinations(others, k - 1)]
-            mi.prefetch([(x, combo) for combo in combos for x in rest])
-            for combo in combos:
-                for x in rest:
-                    c = (mi(x, combo), x, combo)
-                    if _beats(c, best.get(x)):
-                        best[x] = c
-            for x in rest:
-                if _beats(best[x], chosen):
-                    chosen = best[x]
-        else:  # single_carry: candidates containing the newest node, plus one carried pair
-            newest = selected[-1]
-            others = sorted(set(selected) - {newest})
-            pool: list[tuple[float, int, tuple[int, ...]]] = []
-            combos = [tuple(sorted((*sub, newest))) for sub in itertools.combinations(others, k - 1)]
-            mi.prefetch([(x, combo) for combo in combos for x in rest])
-            for combo in combos:
-                pool.extend((mi(x, combo), x, combo) for x in rest)
-            if carry is not None and carry[1] in rest:
-                pool.append(carry)
-            for c in pool:
-                if _beats(c, chosen):
-                    chosen = c
-            runner: tuple[float, int, tuple[int, ...]] | None = None
-            for c in pool:
-                if chosen is not None and c[1] != chosen[1] and _beats(c, runner):
-                    runner = c
-            carry = runner
+            chosen = _round_incremental(mi, selected, rest, k, best)
+        else:
+            chosen, carry = _round_single_carry(mi, selected, rest, k, carry)
         if chosen is None:  # pragma: no cover - rest is never empty here
             raise RuntimeError("no candidate pair")
-        if search == "single_carry" and len(selected) <= k:
-            runner = None
-            for c in best.values():
-                if c[1] != chosen[1] and _beats(c, runner):
-                    runner = c
-            carry = runner
         selected.append(chosen[1])
         net.append((chosen[1], chosen[2]))
         best.pop(chosen[1], None)
         if progress is not None:
             progress(i + 1, d)
     return tuple(net)
+
+
+def _first_node(source: JointSource, mi: _MICache, start: str, rng: RNGLike) -> int:
+    """The network's root: a uniformly random attribute (Alg. 3) or the maximum-entropy one (Alg. 4)."""
+    d = len(source.sizes)
+    if start == "random":
+        return int(as_generator(rng).integers(d))
+    mi.prefetch_joints([(j,) for j in range(d)])
+    ents = [round(entropy(source.joint((j,))), 12) for j in range(d)]
+    return int(np.argmax(ents))  # first maximum: lowest index on ties
+
+
+def _best(pairs: Iterable[_Pair], chosen: _Pair | None = None) -> _Pair | None:
+    """The pair that beats every other (``_beats``; the first one on exact ties), starting from ``chosen``."""
+    for c in pairs:
+        if _beats(c, chosen):
+            chosen = c
+    return chosen
+
+
+def _runner_up(pairs: Iterable[_Pair], chosen: _Pair | None) -> _Pair | None:
+    """The best pair whose child is not ``chosen``'s (None when ``chosen`` is None: an empty pool)."""
+    return _best(c for c in pairs if chosen is not None and c[1] != chosen[1])
+
+
+def _new_parent_sets(selected: Sequence[int], k: int) -> list[tuple[int, ...]]:
+    """The k-subsets of ``selected`` that contain its newest node, each sorted."""
+    newest = selected[-1]
+    others = sorted(set(selected) - {newest})
+    return [tuple(sorted((*sub, newest))) for sub in itertools.combinations(others, k - 1)]
+
+
+def _round_all_parents(mi: _MICache, selected: Sequence[int],
+                       rest: Sequence[int]) -> tuple[_Pair | None, dict[int, _Pair]]:
+    """A round while at most k nodes are placed: every child's parents are all of them."""
+    s = tuple(sorted(selected))
+    mi.prefetch([(x, s) for x in rest])
+    cands = [(mi(x, s), x, s) for x in rest]
+    return _best(cands), {c[1]: c for c in cands}
+
+
+def _round_exhaustive(mi: _MICache, selected: Sequence[int], rest: Sequence[int], k: int) -> _Pair | None:
+    """Alg. 3: score every (child, k-subset of the placed nodes) pair."""
+    combos = list(itertools.combinations(sorted(selected), k))
+    mi.prefetch([(x, combo) for combo in combos for x in rest])
+    return _best((mi(x, combo), x, combo) for combo in combos for x in rest)
+
+
+def _round_incremental(mi: _MICache, selected: Sequence[int], rest: Sequence[int], k: int,
+                       best: dict[int, _Pair]) -> _Pair | None:
+    """Alg. 4 as reconstructed: score only the parent sets with the newest node; ``best`` keeps the rest."""
+    combos = _new_parent_sets(selected, k)
+    mi.prefetch([(x, combo) for combo in combos for x in rest])
+    for combo in combos:
+        for x in rest:
+            c = (mi(x, combo), x, combo)
+            if _beats(c, best.get(x)):
+                best[x] = c
+    return _best(best[x] for x in rest)
+
+
+def _round_single_carry(mi: _MICache, selected: Sequence[int], rest: Sequence[int], k: int,
+                        carry: _Pair | None) -> tuple[_Pair | None, _Pair | None]:
+    """The paper's literal Alg. 4: parent sets with the newest node plus the pair carried from the last round.
+
+    Returns the chosen pair and the runner-up to carry to the next round.
+    """
+    combos = _new_parent_sets(selected, k)
+    mi.prefetch([(x, combo) for combo in combos for x in rest])
+    pool = [(mi(x, combo), x, combo) for combo in combos for x in rest]
+    if carry is not None and carry[1] in rest:
+        pool.append(carry)
+    chosen = _best(pool)
+    return chosen, _runner_up(pool, chosen)
 
 
 def edges(network: Network) -> frozenset[frozenset[int]]:

@@ -402,14 +402,14 @@ class ReportStore:
         refine_iter: int | None = None,
     ) -> None:
         if not isinstance(reports, LDPReports):
-            raise ParameterError(f"reports must be LDPReports, got {type(reports).__name__}")
+            raise ParameterError(f"reports must be LDPReports, got {type(reports).__name__}", param="reports")
         if method not in METHODS:
-            raise ParameterError(f"method must be one of {list(METHODS)}, got {method!r}")
+            raise ParameterError(f"method must be one of {list(METHODS)}, got {method!r}", param="method")
         if stop not in ("max_abs", "paper"):
-            raise ParameterError(f"stop must be 'max_abs' or 'paper', got {stop!r}")
+            raise ParameterError(f"stop must be 'max_abs' or 'paper', got {stop!r}", param="stop")
         self.tol = check_real(tol, "tol")
         if self.tol <= 0:
-            raise ParameterError(f"tol must be > 0, got {self.tol}")
+            raise ParameterError(f"tol must be > 0, got {self.tol}", param="tol")
         self.max_iter = check_positive_int(max_iter, "max_iter")
         self.refine_iter = None if refine_iter is None else check_positive_int(refine_iter, "refine_iter")
         self.method = method
@@ -423,7 +423,7 @@ class ReportStore:
             raise ParameterError(
                 f"flip_prob must be at least 2e-150 for the estimator (the likelihood ratio (1 - f/2)^2 / (f/2)^2 "
                 f"overflows below), got {self.f!r}"
-            )
+            , param="flip_prob")
         self.rho = ratio**2
         self.n_users = reports.n_users
         offsets = reports.offsets
@@ -454,7 +454,7 @@ class ReportStore:
     def _check_attrs(self, attrs: Sequence[int]) -> tuple[int, ...]:
         out = tuple(int(a) for a in attrs)
         if not out or len(set(out)) != len(out) or min(out) < 0 or max(out) >= self.d:
-            raise ParameterError(f"attrs must be distinct attribute indices in [0, {self.d - 1}], got {list(attrs)}")
+            raise ParameterError(f"attrs must be distinct attribute indices in [0, {self.d - 1}], got {list(attrs)}", param="attrs")
         return out
 
     def estimate(self, attrs: Sequence[int], *, method: str | None = None) -> JointEstimate:
@@ -462,7 +462,7 @@ class ReportStore:
         a = self._check_attrs(attrs)
         meth = self.method if method is None else method
         if meth not in METHODS:
-            raise ParameterError(f"method must be one of {list(METHODS)}, got {meth!r}")
+            raise ParameterError(f"method must be one of {list(METHODS)}, got {meth!r}", param="method")
         key = (tuple(sorted(a)), meth)
         est = self._cache.get(key)
         if est is None:
@@ -612,8 +612,7 @@ class ReportStore:
             raise ParameterError(
                 f"EM on attributes {list(worst.attrs)} needs {biggest * 16 / 2**30:.1f} GiB of working memory "
                 f"({worst.counts.shape[0]} distinct report patterns, {math.prod(worst.sizes.tolist())} cells); "
-                "use method='linear' for domains this large"
-            )
+                "use the linear estimator for domains this large", param="method", fix={"method": "linear"})
         seconds = sum(t.work for t in trees) * max_iter / EM_RATE
         if seconds > EM_WARN_SECONDS and not self._warned:
             self._warned = True

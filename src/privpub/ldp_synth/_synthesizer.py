@@ -182,13 +182,13 @@ class LDPBayesSynthesizer(Publisher):
     def __post_init__(self) -> None:
         check_positive_int(self.degree, "degree")
         if self.start not in STARTS:
-            raise ParameterError(f"start must be one of {list(STARTS)}, got {self.start!r}")
+            raise ParameterError(f"start must be one of {list(STARTS)}, got {self.start!r}", param="start")
         if self.search not in SEARCHES:
-            raise ParameterError(f"search must be one of {list(SEARCHES)}, got {self.search!r}")
+            raise ParameterError(f"search must be one of {list(SEARCHES)}, got {self.search!r}", param="search")
         if self.method not in METHODS:
-            raise ParameterError(f"method must be one of {list(METHODS)}, got {self.method!r}")
+            raise ParameterError(f"method must be one of {list(METHODS)}, got {self.method!r}", param="method")
         if not check_real(self.tol, "tol") > 0:
-            raise ParameterError(f"tol must be > 0, got {self.tol}")
+            raise ParameterError(f"tol must be > 0, got {self.tol}", param="tol")
         check_positive_int(self.max_iter, "max_iter")
         if self.refine_iter is not None:
             check_positive_int(self.refine_iter, "refine_iter")
@@ -202,7 +202,7 @@ class LDPBayesSynthesizer(Publisher):
             raise ParameterError(
                 f"degree (max parents k) must be in [1, {d - 1}] (below the number of attributes {d}), "
                 f"got {self.degree}"
-            )
+            , param="degree")
 
     def publish(  # type: ignore[override]
         self,
@@ -241,7 +241,7 @@ class LDPBayesSynthesizer(Publisher):
             A value outside its declared domain, a missing value, or a column without a domain.
         """
         if not isinstance(schema, Schema):
-            raise ParameterError(f"schema must be a privpub.core.Schema, got {type(schema).__name__}")
+            raise ParameterError(f"schema must be a privpub.core.Schema, got {type(schema).__name__}", param="schema")
         self._check_degree(len(schema))
         f, eps = resolve_flip_prob(epsilon, flip_prob, len(schema))
         if not isinstance(data, pd.DataFrame):
@@ -287,7 +287,7 @@ class LDPBayesSynthesizer(Publisher):
             Reports of the wrong width, non-binary reports, f mismatch, ``degree >= d``.
         """
         if not isinstance(schema, Schema):
-            raise ParameterError(f"schema must be a privpub.core.Schema, got {type(schema).__name__}")
+            raise ParameterError(f"schema must be a privpub.core.Schema, got {type(schema).__name__}", param="schema")
         self._check_degree(len(schema))
         if isinstance(reports, LDPReports):
             if reports.sizes != schema.sizes:

@@ -1,8 +1,9 @@
 """The HTTP application (FastAPI): campaigns, reports, assignments, releases, streams, dashboards, health.
 
 Resources are routers listed in :data:`ROUTERS`; another resource (e.g. streams) adds its router
-there and its tables in its own migration. Error bodies are ``{"error": {"field": ..., "message":
-...}}`` and never echo a report's content or a participant's value; the access log is off (it
+there and its tables in its own migration. Error bodies are FastAPI's ``{"detail": [{"loc": ["body",
+field], "msg": ..., "type": ...}, ...]}`` (every problem of the request) beside privpub's ``{"error":
+{"field": ..., "message": ...}}`` (:func:`privpub.service._http.error_body`), and never echo a report's content or a participant's value; the access log is off (it
 would hold IP addresses) and the service logs only method, path template and status.
 """
 

@@ -19,7 +19,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from privpub.service._specs import spec_field
 
-__all__ = ["MAX_BATCH_BODY", "MAX_BODY", "ApiError", "BodyLimit", "read_body", "require_admin"]
+__all__ = ["MAX_BATCH_BODY", "MAX_BODY", "ApiError", "BodyLimit", "error_body", "error_message", "read_body",
+           "require_admin"]
 
 MAX_BATCH_BODY = 32 * 1024 * 1024
 MAX_BODY = 256 * 1024
@@ -38,11 +39,59 @@ class ApiError(Exception):
         self.status, self.message, self.field, self.headers = status, message, field, headers
 
 
-def _error(status: int, message: str, field: str | None = None, headers: dict[str, str] | None = None) -> JSONResponse:
+#: the ``type`` of an error the service raises itself (pydantic's errors keep their own), by status
+ERROR_TYPES = {400: "bad_request", 401: "unauthorized", 403: "forbidden", 404: "not_found", 408: "timeout",
+               409: "conflict", 410: "gone", 413: "too_large", 415: "unsupported_media_type", 422: "value_error",
+               429: "rate_limited", 500: "internal_error", 503: "unavailable"}
+#: where a named field lives when it is not in the JSON body (FastAPI's first ``loc`` element)
+FIELD_PLACES = {"campaign_id": "path", "release_id": "path", "stream_id": "path", "Content-Type": "header",
+                "content-type": "header",
+                "origin": "header"}
+#: the first element of a FastAPI ``loc``: where the field is
+_PLACES = ("body", "query", "path", "header", "cookie")
+#: at most this many problems are listed in one response (a batch can hold thousands)
+MAX_ERRORS = 100
+
+
+def error_body(status: int, message: str, field: str | None = None) -> dict[str, Any]:
+    """The JSON of an error response: FastAPI's ``detail`` list and privpub's ``error`` object.
+
+    ``detail`` is FastAPI's own 422 shape (``[{"loc": ["body", field], "msg": ..., "type": ...}]``),
+    for every status (``loc`` is empty for an error about no field: a missing stream, a bad token);
+    ``error`` (``message``, ``field``) is what privpub's clients read.
+
+    Examples
+    --------
+    >>> error_body(422, "must be > 0", "epsilon")
+    {'detail': [{'loc': ['body', 'epsilon'], 'msg': 'must be > 0', 'type': 'value_error'}], \
+'error': {'message': 'must be > 0', 'field': 'epsilon'}}
+    """
+    loc = [] if field is None else [FIELD_PLACES.get(field, "body"), field]
+    detail = {"loc": loc, "msg": message,
+              "type": ERROR_TYPES.get(status, "error")}
     body: dict[str, Any] = {"message": message}
     if field is not None:
         body["field"] = field
-    return JSONResponse({"error": body}, status_code=status, headers=headers)
+    return {"detail": [detail], "error": body}
+
+
+def _error(status: int, message: str, field: str | None = None, headers: dict[str, str] | None = None) -> JSONResponse:
+    return JSONResponse(error_body(status, message, field), status_code=status, headers=headers)
+
+
+def error_message(exc: Exception, fix: bool = True) -> str:
+    """A privpub error's message in the service's terms: its :attr:`~privpub.errors.PrivpubError.fix`
+    as JSON fields (``; send "clip": true``) instead of Python arguments; ``fix=False`` leaves it
+    out (when the fix belongs to another request, e.g. the stream's declaration)."""
+    import json
+
+    reason: str = getattr(exc, "reason", None) or str(exc)
+    remedy: dict[str, object] = getattr(exc, "fix", None) or {}
+    if not remedy:
+        return str(exc)
+    if not fix:
+        return reason
+    return f"{reason}; send {', '.join(f'{json.dumps(k)}: {json.dumps(v)}' for k, v in remedy.items())}"
 
 
 def _is_batch_path(path: str) -> bool:
@@ -122,11 +171,23 @@ async def read_body(receive: Receive, limit: int) -> bytes | None:
 
 
 def _validation_error(errors: Sequence[Any]) -> JSONResponse:
-    """422 naming the first problem (``message``, ``field``) and listing every one (``errors``)."""
+    """422 listing every problem of the request at once (up to :data:`MAX_ERRORS`), in FastAPI's shape
+    (``detail``: ``loc``, ``msg``, ``type``) and privpub's (``error``: the first's ``message`` and
+    ``field``, and ``errors``). The input itself is deliberately not returned."""
+    detail: list[dict[str, Any]] = []
     items = []
-    for err in errors or [{"loc": ("body",), "msg": "invalid request"}]:
-        # the field as the CLI names it too (spec_field); pydantic's messages never include the
-        # input; the input itself is deliberately not returned
-        items.append({"field": spec_field(err) or "body", "message": str(err.get("msg", "invalid value"))})
-    body = {"message": items[0]["message"], "field": items[0]["field"], "errors": items[:50]}
-    return JSONResponse({"error": body}, status_code=422)
+    problems = list(errors) or [{"loc": ("body",), "msg": "invalid request", "type": "value_error"}]
+    for err in problems[:MAX_ERRORS]:
+        loc = [p if isinstance(p, int) else str(p) for p in err.get("loc", ())]
+        if not loc or loc[0] not in _PLACES:  # a model validated by a fast path: the body's fields
+            loc = ["body", *loc]
+        msg = str(err.get("msg", "invalid value"))
+        detail.append({"loc": loc, "msg": msg, "type": str(err.get("type", "value_error"))})
+        field = spec_field({**err, "loc": loc[1:]})  # as the CLI names it (no union tag of a kind)
+        items.append({"field": field or "body", "message": msg})
+    if len(problems) > MAX_ERRORS:
+        more = f"and {len(problems) - MAX_ERRORS} more problems (the first {MAX_ERRORS} are listed)"
+        detail.append({"loc": ["body"], "msg": more, "type": "too_many_errors"})
+        items.append({"field": "body", "message": more})
+    body = {"message": items[0]["message"], "field": items[0]["field"], "errors": items}
+    return JSONResponse({"detail": detail, "error": body}, status_code=422)

@@ -45,6 +45,7 @@ __all__ = [
     "SpatialSpec",
     "StreamIn",
     "StreamSpec",
+    "StreamUnitIn",
     "SynthSpec",
     "TokenRequest",
     "UNSERVED_PUBLISHERS",
@@ -272,6 +273,21 @@ def publisher_key(name: str) -> str | None:
     return table.get(norm)
 
 
+class StreamUnitIn(BaseModel):
+    """Person-per-step privacy: all of one person's events of one step, at most ``max_contributions``
+    of them, are protected (events are posted with their ``privacy_ids``; the service keeps at
+    most ``max_contributions`` of each person's events per step)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    kind: Literal["person_per_step"] = "person_per_step"
+    privacy_id: str = Field(min_length=1, max_length=200, pattern=_PRINTABLE,
+                            description="what the events' privacy ids identify (e.g. 'user'), shown in the "
+                                        "stream's description")
+    max_contributions: int = Field(strict=True, ge=1, le=10**6,
+                                   description="k: the events of one person counted in one step at most")
+
+
 class _StreamBase(BaseModel):
     """The fields of every stream: its name, the budget, the window and how the service runs it."""
 
@@ -315,6 +331,9 @@ class _StreamBase(BaseModel):
     log_per_client: int | None = Field(default=None, ge=1, le=10**7,
                                        description=f"logged queries per client and hour (default {LOG_PER_CLIENT}); "
                                                    "further queries are answered, not logged")
+    privacy_unit: StreamUnitIn | None = Field(
+        default=None, description="whom the stream protects: omitted, one event (event level); "
+                                  "person_per_step: one person's events of one step, at most max_contributions")
     # the tree publishers' constructor parameters (every publisher the service serves is one)
     height: int | None = Field(default=None, ge=1, le=62, description="tree height (default: the optimal one)")
     noise: Literal["discrete", "laplace"] = "discrete"

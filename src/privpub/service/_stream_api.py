@@ -61,6 +61,10 @@ Count = Annotated[int | float, PlainValidator(_count), WithJsonSchema({"type": "
 Step = Annotated[int, Field(ge=-(2**62), le=2**62)]
 
 
+#: a person's id on an event: a JSON string (at most 200 characters) or integer (strict)
+PrivacyId = Annotated[str, Field(strict=True, min_length=1, max_length=200)] | Annotated[int, Field(strict=True)]
+
+
 class CountsIn(BaseModel):
     """Per-step counts from a producer that aggregates itself (one count per step, in order)."""
 
@@ -81,6 +85,11 @@ class EventsIn(BaseModel):
     time: Time | None = Field(default=None, ge=0, description="Unix time of one event")
     times: list[Time] | None = Field(default=None, min_length=1, max_length=MAX_ITEMS,
                                        description="Unix times of many events")
+    privacy_id: PrivacyId | None = Field(default=None, description="person-per-step streams: the person of "
+                                                                    "the one event ('time')")
+    privacy_ids: list[PrivacyId] | None = Field(default=None, min_length=1, max_length=MAX_ITEMS,
+                                                description="person-per-step streams: the person of each event "
+                                                            "of 'times' (in order)")
 
 
 class CloseStepIn(BaseModel):
@@ -170,7 +179,15 @@ def do_events(store: StreamStore, stream_id: str, body: EventsIn) -> dict[str, A
     if (times < 0).any():
         i = int(np.argmax(times < 0))
         raise StreamError(422, "must be a Unix time >= 0", f"times[{i}]")
-    return store.add_events(stream_id, times, body.batch_id)
+    if body.privacy_id is not None and body.time is None:
+        raise StreamError(422, "privacy_id goes with 'time' (one event); send 'privacy_ids' with 'times'", "privacy_id")
+    if body.privacy_ids is not None and body.times is None:
+        raise StreamError(422, "privacy_ids go with 'times' (a batch); send 'privacy_id' with 'time'", "privacy_ids")
+    ids = [body.privacy_id] if body.privacy_id is not None else body.privacy_ids
+    if ids is not None and len(ids) != times.shape[0]:
+        raise StreamError(422, f"must hold one id per event of 'times' ({times.shape[0]}), got {len(ids)}",
+                          "privacy_ids")
+    return store.add_events(stream_id, times, body.batch_id, privacy_ids=ids)
 
 
 @router.post("/{stream_id}/counts", dependencies=_PRODUCER)

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import inspect
 import io
 import json
 import logging
@@ -36,6 +37,7 @@ import os
 import secrets
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,9 +46,10 @@ import sqlalchemy as sa
 from numpy.typing import NDArray
 from sqlalchemy.engine import Connection, Engine
 
-from privpub.core import Session
+from privpub.core import PrivacyUnit, Session
 from privpub.errors import BudgetExceededError, PrivpubError
 from privpub.service._db import write_tx
+from privpub.service._http import error_message
 from privpub.service._specs import LOG_PER_CLIENT, publisher_key  # a declaration's limits live with its model
 from privpub.service._store import NotFound
 from privpub.service._tables import stream_batches, stream_parts, stream_queries, streams
@@ -197,12 +200,27 @@ class StreamInfo:
     def sensitivity(self) -> float:
         return float(self.params.get("sensitivity", 1.0))
 
+    @property
+    def unit(self) -> PrivacyUnit:
+        """Whom the stream protects (event level unless declared person per step)."""
+        d = self.params.get("privacy_unit")
+        return PrivacyUnit.event() if d is None else PrivacyUnit.from_dict(d)
+
     def privacy_words(self) -> str:
         sens = self.sensitivity
-        unit = "one event" if sens == 1 else f"{sens:g} events"
         step = f"{self.step_seconds:g}-second step" if self.step_seconds else "step"
+        unit = self.unit
+        if unit.kind == "person_per_step":
+            k = int(unit.max_contributions or 1)
+            each = "each event counts 1" if sens == 1 else f"each event counts at most {sens:g}"
+            return (f"Person-per-step differential privacy with epsilon = {self.epsilon:g} for the whole stream: "
+                    f"neighbouring streams differ by all of one person's events of one {step} (same "
+                    f"{unit.column!r}); the service counts at most {k} events of a person in a {step} "
+                    f"({each}), so the count of one {step} differs by at most {k * sens:g}. A person present in "
+                    "many steps is protected per step, not as a whole (person per step, not user level).")
+        what = "one event" if sens == 1 else f"{sens:g} events"
         return (f"Event-level differential privacy with epsilon = {self.epsilon:g} for the whole stream: "
-                f"neighbouring streams differ in the count of one {step} by at most {sens:g} ({unit}). "
+                f"neighbouring streams differ in the count of one {step} by at most {sens:g} ({what}). "
                 f"Whatever one individual contributes to a single {step}, up to {sens:g}, is protected; "
                 "an individual present in many steps is protected per step, not as a whole "
                 "(event level, not user level).")
@@ -212,7 +230,8 @@ class StreamInfo:
                 "params": self.params, "step_seconds": self.step_seconds, "origin": self.origin,
                 "late": self.late, "horizon": self.horizon, "session": self.session,
                 "created_at": self.created_at, "queries_from": self.queries_from,
-                "log_per_client": self.log_per_client, "neighbouring": self.privacy_words()}
+                "log_per_client": self.log_per_client, "neighbouring": self.privacy_words(),
+                "privacy_unit": {**self.unit.as_dict(), "description": str(self.unit)}}
 
 
 @dataclass(frozen=True)
@@ -356,7 +375,13 @@ class StreamStore:
         adaptive = key.startswith("hq_")
         if body.get("history"):
             params["history"] = list(body["history"])
-        scale = float(body.get("sensitivity") or 1.0) / float(body["epsilon"])
+        declared = body.get("privacy_unit")
+        unit = None if declared is None else PrivacyUnit.person_per_step(declared["privacy_id"],
+                                                                         declared["max_contributions"])
+        if unit is not None:
+            params["privacy_unit"] = unit
+        # the noise scale: k events of a person per step (person per step) x the per-event sensitivity
+        scale = float(body.get("sensitivity") or 1.0) * (unit.factor if unit else 1) / float(body["epsilon"])
         if scale > MAX_NOISE_SCALE:
             raise StreamError(422, f"sensitivity / epsilon must be at most 2**36 (the noise scale; int64 sums keep "
                                    f"their headroom), got {scale:.3g}: raise epsilon", "epsilon")
@@ -378,6 +403,11 @@ class StreamStore:
         if body.get("session") is not None:
             from privpub.service._sessions import DatabaseSessionStore
 
+            if unit is not None and "unit" not in inspect.signature(DatabaseSessionStore.reserve).parameters:
+                # until the database session store records privacy units (issue 25, sessions)
+                raise StreamError(422, "a person-per-step stream cannot draw on a budget session of this "
+                                       "service yet (its session store does not record privacy units)", "session")
+
             try:
                 session = Session(store=DatabaseSessionStore(self.url, name=body["session"], migrate=False))
             except PrivpubError as exc:
@@ -389,11 +419,9 @@ class StreamStore:
             pub = cls(**params, epsilon=body["epsilon"], rng=rng, session=session)
         except BudgetExceededError as exc:
             raise StreamError(409, f"the budget session cannot pay for this stream: {exc}", "session") from None
-        except PrivpubError as exc:
-            msg = str(exc)
-            first = msg.split(" ", 1)[0]
-            fld = first if first in {*params, "epsilon", "history"} else None
-            raise StreamError(422, msg, fld) from None
+        except PrivpubError as exc:  # the field is the parameter the error names (as data, not from its text)
+            fld = exc.param if exc.param in {*params, "epsilon", "history"} else None
+            raise StreamError(422, error_message(exc), fld) from None
         finally:
             if session is not None:
                 session.store.close()  # type: ignore[attr-defined]
@@ -402,7 +430,9 @@ class StreamStore:
         reader = secrets.token_urlsafe(24)
         if step is not None and origin is None:
             origin = math.floor(now / step) * step  # steps aligned on the clock
-        stored = {k: v for k, v in params.items() if k != "history"}
+        stored = {k: v for k, v in params.items() if k not in ("history", "privacy_unit")}
+        if unit is not None:
+            stored["privacy_unit"] = unit.as_dict()
         if adaptive:
             stored["history_length"] = len(params.get("history", ()))
         info = StreamInfo(id=sid, name=body["name"], method=key, params=stored, epsilon=float(pub.epsilon),
@@ -532,8 +562,12 @@ class StreamStore:
                                                       received=int(time.time())))
 
     def _close_steps(self, conn: Connection, live: Live, counts: NDArray[Any], open_count: int,
-                     open_since: float, added: int) -> None:
-        """Release ``counts`` as the next steps and persist everything in ``conn``'s transaction."""
+                     open_since: float, added: int,
+                     person_tally: tuple[dict[str, Any], dict[str, Any]] | None = None) -> None:
+        """Release ``counts`` as the next steps and persist everything in ``conn``'s transaction.
+
+        ``person_tally``: (the open step's tally, the stored head) of a person-per-step stream;
+        the tally is written into the new head (or into the stored one if no step closes)."""
         pub = live.pub
         predictor = getattr(pub, "predictor", None)
         log_seq = live.log_seq
@@ -557,11 +591,13 @@ class StreamStore:
                 except PrivpubError as exc:  # e.g. a running total beyond int64: refused, never wrapped
                     with self._guard:  # the copy may be part-way: reload it (the transaction rolls back)
                         self._live.pop(live.info.id, None)
-                    raise StreamError(422, str(exc).replace("items", "counts", 1), "counts") from None
+                    raise StreamError(422, error_message(exc, fix=False), "counts") from None
                 # O(steps closed): the new nodes go to a new part, the small head replaces the old one;
                 # every PARTS_COMPACT parts, one part with the whole window replaces them all
                 compact = live.parts >= PARTS_COMPACT
                 head, part = split_state(pub.state(checkpoint=False, since=None if compact else t_before))
+            if person_tally is not None:
+                head = {**head, "person_tally": person_tally[0]}
             values["state"] = pack_state(head)
             pc = stream_parts.c
             conn.execute(sa.insert(stream_parts).values(stream_id=live.info.id, t_end=part["t"],
@@ -570,6 +606,8 @@ class StreamStore:
             gone = conn.execute(sa.delete(stream_parts).where(pc.stream_id == live.info.id,
                                                               pc.t_end < drop_before)).rowcount
             live.parts = 1 if compact else live.parts + 1 - max(0, gone or 0)
+        elif person_tally is not None:  # no step closed: the stored head with the open step's new tally
+            values["state"] = pack_state({**person_tally[1], "person_tally": person_tally[0]})
         values["t"] = pub.t
         if self.checks and added:
             values["true_total"] = sa.func.coalesce(streams.c.true_total, 0) + added
@@ -595,12 +633,16 @@ class StreamStore:
         info = self.info(sid)
         if info.step_seconds is not None:
             raise StreamError(409, "this stream's steps close by its clock (step_seconds); post events", "counts")
+        if info.unit.kind == "person_per_step":
+            raise StreamError(409, "this stream protects each person's events of a step (person per step): post "
+                                   "events with their privacy_ids, which the service bounds; counts cannot be "
+                                   "bounded", "counts")
         pub = self.live(sid).pub
         arr = exact_counts(counts, real=bool(info.params.get("real")))
         try:
             items = pub._check_items(arr)
         except PrivpubError as exc:
-            raise StreamError(422, str(exc).replace("items", "counts", 1), "counts") from None
+            raise StreamError(422, error_message(exc, fix=False), "counts") from None
 
         def apply(conn: Connection, live: Live) -> dict[str, Any]:
             if self._seen(conn, sid, batch_id):
@@ -618,9 +660,54 @@ class StreamStore:
 
         return self._write(sid, apply)  # type: ignore[no-any-return]
 
-    def add_events(self, sid: str, times: NDArray[np.float64], batch_id: str) -> dict[str, Any]:
-        """Count timed events in their steps (see the late-event policy)."""
+    def _person_counts(self, conn: Connection, live: Live, steps: NDArray[np.int64],
+                       ids: Sequence[Any]) -> tuple[NDArray[np.int64], dict[str, Any], dict[str, Any]]:
+        """Person per step: the events counted in steps ``t+1 .. max(steps)`` (at most ``k`` of a
+        person's events per step, the open step's earlier events included), the open step's new
+        tally and the stored head it goes into.
+
+        The tally of the open step (keyed hashes of the ids -> events counted, at most ``k``) lives
+        in the stream's stored state head, read inside the write transaction (another worker may
+        have added events to the open step); it is discarded when its step closes. Events of a
+        count stream are alike (each counts 1), so keeping ``min(events, k)`` of a person is
+        exactly what :func:`privpub.core.bound_contributions` keeps.
+        """
+        import pandas as pd
+
+        k = int(live.info.unit.max_contributions or 1)
+        head = unpack_state(bytes(conn.execute(sa.select(streams.c.state).where(streams.c.id == live.info.id))
+                                  .scalar_one()))
+        open_step = live.t + 1
+        stored = head.get("person_tally") or {}
+        before: dict[str, int] = dict(stored.get("ids", {})) if stored.get("step") == open_step else {}
+        key = (live.pub.contribution_key or "").encode("utf-8")
+        hashed = [hmac.new(key, f"{type(i).__name__}:{i}".encode(), hashlib.sha256).hexdigest()[:20] for i in ids]
+        pairs = pd.DataFrame({"s": steps, "h": hashed}).groupby(["s", "h"]).size()
+        s_idx = pairs.index.get_level_values(0).to_numpy(np.int64)
+        h_idx = pairs.index.get_level_values(1).to_numpy(dtype=object)
+        prev = np.array([before.get(h, 0) if st == open_step else 0 for st, h in zip(s_idx, h_idx)], dtype=np.int64)
+        total = np.minimum(prev + pairs.to_numpy(np.int64), k)
+        last = int(steps.max())
+        per = np.bincount(s_idx - open_step, weights=total - prev, minlength=last - live.t).astype(np.int64)
+        tally = dict(before) if last == open_step else {}
+        at_last = s_idx == last
+        tally.update(zip(h_idx[at_last].tolist(), total[at_last].tolist()))
+        return per, {"step": last, "ids": tally}, head
+
+    def add_events(self, sid: str, times: NDArray[np.float64], batch_id: str,
+                   privacy_ids: Sequence[Any] | None = None) -> dict[str, Any]:
+        """Count timed events in their steps (see the late-event policy); a person-per-step stream
+        counts at most ``k`` events of a person (``privacy_ids``) in one step."""
         info = self.info(sid)
+        per_person = info.unit.kind == "person_per_step"
+        if per_person and privacy_ids is None:
+            raise StreamError(422, f"this stream protects each person's events of a step (person per step, "
+                                   f"{info.unit.column!r}): every event needs its person's id ('privacy_id' with "
+                                   "'time', 'privacy_ids' with 'times')", "privacy_ids")
+        if not per_person and privacy_ids is not None:
+            raise StreamError(422, "this stream is event level: it takes no privacy ids (declare privacy_unit "
+                                   "person_per_step when creating a stream that bounds each person's events)",
+                              "privacy_ids")
 
         def apply(conn: Connection, live: Live) -> dict[str, Any]:
             if self._seen(conn, sid, batch_id):
@@ -643,6 +730,15 @@ class StreamStore:
                     i = int(np.argmax(late))
                     raise StreamError(422, "is before the open step (its step is closed and released); this "
                                            "stream rejects late events (late='reject')", f"times[{i}]")
+                if per_person:
+                    assert privacy_ids is not None
+                    kept, tally, head = self._person_counts(conn, live, np.full(n, live.t + 1, dtype=np.int64),
+                                                            privacy_ids)
+                    counted = int(kept[0])
+                    self._close_steps(conn, live, np.zeros(0, dtype=np.int64), live.open_count + counted,
+                                      live.open_since, counted, person_tally=(tally, head))
+                    self._mark(conn, sid, batch_id, n)
+                    return {"batch_id": batch_id, "duplicate": False, "t": live.t, "accepted": n, "counted": counted}
                 self._close_steps(conn, live, np.zeros(0, dtype=np.int64), live.open_count + n, live.open_since, n)
                 self._mark(conn, sid, batch_id, n)
                 return {"batch_id": batch_id, "duplicate": False, "t": live.t, "accepted": n}
@@ -670,12 +766,24 @@ class StreamStore:
                 steps = np.maximum(steps, live.t + 1)
             # steps t+1 .. last: close those before the newest (and any due by the clock)
             last = int(max(int(steps.max()), min(due + 1, info.horizon or due + 1), live.t + 1))
-            per = np.bincount(steps - (live.t + 1), minlength=last - live.t).astype(np.int64)
+            pt: tuple[dict[str, Any], dict[str, Any]] | None = None
+            if per_person:
+                assert privacy_ids is not None
+                kept, tally, head = self._person_counts(conn, live, steps, privacy_ids)
+                per = np.zeros(last - live.t, dtype=np.int64)
+                per[: kept.shape[0]] = kept
+                if tally["step"] != last:  # the newest event's step closes here too: a fresh open step
+                    tally = {"step": last, "ids": {}}
+                pt, counted = (tally, head), int(kept.sum())
+            else:
+                per = np.bincount(steps - (live.t + 1), minlength=last - live.t).astype(np.int64)
+                counted = n
             per[0] += live.open_count
             close = per[:-1]
-            self._close_steps(conn, live, close, int(per[-1]), info.origin + (last - 1) * L, n)
+            self._close_steps(conn, live, close, int(per[-1]), info.origin + (last - 1) * L, counted, person_tally=pt)
             self._mark(conn, sid, batch_id, n)
-            return {"batch_id": batch_id, "duplicate": False, "t": live.t, "accepted": n}
+            out = {"batch_id": batch_id, "duplicate": False, "t": live.t, "accepted": n}
+            return {**out, "counted": counted} if per_person else out
 
         return self._write(sid, apply)  # type: ignore[no-any-return]
 

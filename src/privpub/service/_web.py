@@ -22,6 +22,8 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from privpub.service._http import error_body
+
 __all__ = ["CampaignCORS", "check_origins", "client_js_router"]
 
 #: the campaign endpoints a web page may use, with their methods
@@ -107,8 +109,8 @@ class CampaignCORS:
             want_headers = {h.strip().lower() for h in (_header(scope, b"access-control-request-headers") or "")
                             .split(",") if h.strip()}
             if not ok or want_method not in methods or not want_headers <= {"content-type"}:
-                await JSONResponse({"error": {"message": "this origin, method or header is not allowed by the "
-                                              "campaign's allowed_origins", "field": "origin"}},
+                await JSONResponse(error_body(403, "this origin, method or header is not allowed by the "
+                                              "campaign's allowed_origins", "origin"),
                                    status_code=403, headers=vary)(scope, receive, send)
                 return
             await Response(status_code=204, headers={
@@ -117,14 +119,14 @@ class CampaignCORS:
             })(scope, receive, send)
             return
         if not ok:
-            await JSONResponse({"error": {"message": f"the origin {origin!r} may not use this campaign (it is not "
-                                          "in the campaign's allowed_origins)", "field": "origin"}},
+            await JSONResponse(error_body(403, f"the origin {origin!r} may not use this campaign (it is not "
+                                          "in the campaign's allowed_origins)", "origin"),
                                status_code=403, headers=vary)(scope, receive, send)
             return
         ctype = (_header(scope, b"content-type") or "").split(";")[0].strip().lower()
         if scope["method"] == "POST" and ctype != "application/json":
-            await JSONResponse({"error": {"message": "a cross-origin request body must be application/json",
-                                          "field": "content-type"}},
+            await JSONResponse(error_body(415, "a cross-origin request body must be application/json",
+                                          "content-type"),
                                status_code=415, headers={**vary, "Access-Control-Allow-Origin": origin}
                                )(scope, receive, send)
             return

@@ -44,14 +44,14 @@ def require_pyspark() -> Any:
 def check_frame(df: Any, name: str = "df") -> DataFrame:
     """``df`` if it is a ``pyspark.sql.DataFrame``, else a ParameterError naming the argument."""
     if not is_spark_frame(df):
-        raise ParameterError(f"{name} must be a pyspark.sql.DataFrame, got {type(df).__name__}")
+        raise ParameterError(f"{name} must be a pyspark.sql.DataFrame, got {type(df).__name__}", param=name)
     return df  # type: ignore[no-any-return]
 
 
 def check_columns(df: DataFrame, columns: Sequence[str], what: str = "data") -> None:
     missing = [c for c in columns if c not in df.columns]
     if missing:
-        raise DomainError(f"{what} is missing the columns {missing} (it has {list(df.columns)})")
+        raise DomainError(f"{what} is missing the columns {missing} (it has {list(df.columns)})", param=what)
 
 
 def local_session(cores: int = 2, *, app_name: str = "privpub", shuffle_partitions: int | None = None,

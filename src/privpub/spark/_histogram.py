@@ -74,30 +74,30 @@ def counts(
     F = require_pyspark()
     frame = check_frame(df)
     if not isinstance(column, str):
-        raise ParameterError(f"column must be a column name, got {column!r}")
+        raise ParameterError(f"column must be a column name, got {column!r}", param="column")
     if (bins is None) == (categories is None):
         raise ParameterError("give exactly one of bins (numeric edges) or categories (declared values)")
     check_columns(frame, [column], "df")
     if categories is not None:
         cats = [str(c) for c in categories]
         if not cats or len(set(cats)) != len(cats):
-            raise ParameterError("categories must be non-empty and unique")
+            raise ParameterError("categories must be non-empty and unique", param="categories")
         missing = is_missing(frame, column)
         code = category_code(column, cats)
         kind = F.when(missing, _NAN).when(code.isNull(), _ABOVE).otherwise(_VALID)
         got = _aggregate(frame.select(kind.alias("k"), F.coalesce(code, F.lit(0).cast("long")).alias("b")))
         if got[_NAN]:
-            raise DomainError(f"values must not contain missing entries (NaN/None); {got[_NAN]} of them")
+            raise DomainError(f"values must not contain missing entries (NaN/None); {got[_NAN]} of them", param="values")
         if got[_ABOVE]:
             rows = (frame.where(~missing & code.isNull()).select(F.col(column).cast("string").alias("v"))
                     .distinct().orderBy("v").limit(1).collect())
             raise DomainError(f"values must lie in the declared categories, got {rows[0]['v']!r} "
-                              f"({got[_ABOVE]} undeclared values)")
+                              f"({got[_ABOVE]} undeclared values)", param="values")
         return _dense(got["bins"], len(cats))
     assert bins is not None
     edges = check_array(bins, "bins", ndim=1).astype(np.float64)
     if edges.size < 2 or np.any(np.diff(edges) <= 0):
-        raise ParameterError("bins must be at least two strictly increasing edges")
+        raise ParameterError("bins must be at least two strictly increasing edges", param="bins")
     x = F.col(column).try_cast("double")
     kind = (F.when(x.isNull() | F.isnan(x), _NAN).when(x < F.lit(float(edges[0])), _BELOW)
             .when(x > F.lit(float(edges[-1])), _ABOVE).otherwise(_VALID))
@@ -112,10 +112,10 @@ def counts(
             "k", F.col("bd").cast("long").alias("b"))
     got = _aggregate(binned)
     if got[_NAN]:
-        raise DomainError(f"values must be numeric and not NaN; {got[_NAN]} missing or non-numeric values")
+        raise DomainError(f"values must be numeric and not NaN; {got[_NAN]} missing or non-numeric values", param="values")
     if got[_BELOW] or got[_ABOVE]:
         raise DomainError(f"values must lie in the declared range [{edges[0]}, {edges[-1]}]; "
-                          f"{got[_BELOW]} below and {got[_ABOVE]} above it")
+                          f"{got[_BELOW]} below and {got[_ABOVE]} above it", param="values")
     return _dense(got["bins"], edges.size - 1)
 
 

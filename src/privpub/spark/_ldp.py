@@ -111,7 +111,7 @@ def aggregate_reports(oracle: Any, reports: Any, *, epsilon: float | None = None
     if isinstance(oracle, OLH):
         cols = tuple(columns or OLH_COLUMNS)
         if len(cols) != 3:
-            raise ParameterError(f"columns must name the three OLH fields (a, b, y), got {cols!r}")
+            raise ParameterError(f"columns must name the three OLH fields (a, b, y), got {cols!r}", param="columns")
         check_columns(frame, cols, "reports")
         g = oracle.buckets(epsilon)
         a, b, y = (F.col(c).cast("long") for c in cols)

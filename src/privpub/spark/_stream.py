@@ -93,11 +93,11 @@ def step_counts(df: Any, column: str, *, start: Any, step: Any, steps: int) -> N
     unit, s0, width = time_grid(start, step)
     missing, before, idx, cnt = _aggregate(frame, column, unit, s0, width)
     if missing:
-        raise DomainError(f"times must be datetimes or numbers; {missing} missing or unparsable values")
+        raise DomainError(f"times must be datetimes or numbers; {missing} missing or unparsable values", param="times")
     after = int(cnt[idx >= n].sum())
     if before or after:
         raise DomainError(f"times must lie in the declared grid of {n} steps from {start!r} by {step!r}; "
-                          f"{before} events before it and {after} after it")
+                          f"{before} events before it and {after} after it", param="times")
     out = np.zeros(n, dtype=np.int64)
     out[idx] = cnt
     return out
@@ -139,18 +139,18 @@ class StreamSink:
     def __init__(self, publisher: Any, column: str, *, start: Any, step: Any, lateness: float = 0.0,
                  on_late: str = "raise", clock: Callable[[], float] | None = None) -> None:
         if not hasattr(publisher, "extend") or not hasattr(publisher, "t"):
-            raise ParameterError(f"publisher must be a privpub.stream publisher, got {type(publisher).__name__}")
+            raise ParameterError(f"publisher must be a privpub.stream publisher, got {type(publisher).__name__}", param="publisher")
         if on_late not in ("raise", "drop"):
-            raise ParameterError(f"on_late must be 'raise' or 'drop', got {on_late!r}")
+            raise ParameterError(f"on_late must be 'raise' or 'drop', got {on_late!r}", param="on_late")
         if not isinstance(column, str):
-            raise ParameterError(f"column must be a column name, got {column!r}")
+            raise ParameterError(f"column must be a column name, got {column!r}", param="column")
         self.publisher = publisher
         self.column = column
         self.start, self.step = start, step
         self._unit, self._s0, self._width = time_grid(start, step)
         lat = float(lateness)
         if not (np.isfinite(lat) and lat >= 0):
-            raise ParameterError(f"lateness must be finite and >= 0, got {lateness!r}")
+            raise ParameterError(f"lateness must be finite and >= 0, got {lateness!r}", param="lateness")
         self.lateness = lat
         self.on_late = on_late
         self.clock = clock or time.time

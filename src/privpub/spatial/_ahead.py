@@ -104,9 +104,9 @@ class AHEAD(Publisher):
         check_positive_int(self.height, "height", minimum=1)
         check_grid_height(self.height, "AHEAD's finest grid 2**height x 2**height", "height")
         if self.theta is not None and check_real(self.theta, "theta") <= 0:
-            raise ParameterError(f"theta must be > 0, got {self.theta}")
+            raise ParameterError(f"theta must be > 0, got {self.theta}", param="theta")
         if self.postprocess not in ("normsub", "none"):
-            raise ParameterError(f"postprocess must be 'normsub' or 'none', got {self.postprocess!r}")
+            raise ParameterError(f"postprocess must be 'normsub' or 'none', got {self.postprocess!r}", param="postprocess")
 
     def publish(  # type: ignore[override]
         self, points: ArrayLike, *, bounds: Any, epsilon: float, rng: RNGLike = None, mode: str = "simulate",

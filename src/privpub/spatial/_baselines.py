@@ -64,7 +64,7 @@ def ug_granularity(n_users: int, epsilon: float, rule: str = "qardaji") -> int:
     elif rule == "hdg":
         g = math.sqrt(2.0 * 0.03 * e1 * math.sqrt(n_users / math.exp(epsilon)))
     else:
-        raise ParameterError(f"grid_rule must be 'qardaji' or 'hdg', got {rule!r}")
+        raise ParameterError(f"grid_rule must be 'qardaji' or 'hdg', got {rule!r}", param="grid_rule")
     return max(2, round_half_up(g))
 
 
@@ -136,7 +136,7 @@ class _FlatGrid(Publisher):
         check_positive_int(self.cap, "cap", minimum=2)
         check_cells(self.cap * self.cap, f"{type(self).__name__}'s largest default grid cap x cap", "cap")
         if self.postprocess not in ("normsub", "none"):
-            raise ParameterError(f"postprocess must be 'normsub' or 'none', got {self.postprocess!r}")
+            raise ParameterError(f"postprocess must be 'normsub' or 'none', got {self.postprocess!r}", param="postprocess")
 
     def granularity(self, n_users: int, epsilon: float) -> int:
         raise NotImplementedError
@@ -214,7 +214,7 @@ class UniformGrid(_FlatGrid):
     def __post_init__(self) -> None:
         super().__post_init__()
         if self.grid_rule not in ("qardaji", "hdg"):
-            raise ParameterError(f"grid_rule must be 'qardaji' or 'hdg', got {self.grid_rule!r}")
+            raise ParameterError(f"grid_rule must be 'qardaji' or 'hdg', got {self.grid_rule!r}", param="grid_rule")
 
     def granularity(self, n_users: int, epsilon: float) -> int:
         return min(ug_granularity(n_users, epsilon, self.grid_rule), self.cap)
@@ -323,9 +323,9 @@ class GTR(Publisher):
             check_positive_int(self.height, "height", minimum=1)
             check_grid_height(self.height, "GT-R's leaf grid 2**height x 2**height", "height")
         if self.combine not in ("ci", "last"):
-            raise ParameterError(f"combine must be 'ci' or 'last', got {self.combine!r}")
+            raise ParameterError(f"combine must be 'ci' or 'last', got {self.combine!r}", param="combine")
         if self.postprocess not in ("normsub", "none"):
-            raise ParameterError(f"postprocess must be 'normsub' or 'none', got {self.postprocess!r}")
+            raise ParameterError(f"postprocess must be 'normsub' or 'none', got {self.postprocess!r}", param="postprocess")
 
     def publish(  # type: ignore[override]
         self, points: ArrayLike, *, bounds: Any, epsilon: float, rng: RNGLike = None, mode: str = "simulate",

@@ -91,9 +91,9 @@ def check_bounds(bounds: Any) -> Bounds:
         raise ParameterError(
             f"bounds must have finite side lengths and area in float64, got {(x0, y0, x1, y1)} "
             f"(x1 - x0 = {w:g}, y1 - y0 = {h:g}); rescale the coordinates"
-        )
+        , param="bounds")
     if area <= 0.0 or not area > 0:
-        raise ParameterError(f"bounds must have a non-zero area in float64, got {(x0, y0, x1, y1)}")
+        raise ParameterError(f"bounds must have a non-zero area in float64, got {(x0, y0, x1, y1)}", param="bounds")
     for lo, hi, side, axis in ((x0, x1, w, "x"), (y0, y1, h, "y")):
         ulp = float(np.spacing(max(abs(lo), abs(hi))))
         if side < ulp * 2.0**_RESOLUTION_BITS:
@@ -101,7 +101,7 @@ def check_bounds(bounds: Any) -> Bounds:
                 f"bounds are too narrow along {axis} for their magnitude in float64: the side "
                 f"{side:g} must be at least {ulp * 2.0**_RESOLUTION_BITS:g} (2**{_RESOLUTION_BITS} "
                 f"float steps at {max(abs(lo), abs(hi)):g}); shift the coordinates towards 0"
-            )
+            , param="bounds")
     return (x0, y0, x1, y1)
 
 
@@ -110,7 +110,7 @@ def check_points(points: ArrayLike, bounds: Bounds, *, clip: bool = False, name:
     """Validate an ``(n, 2)`` array of finite points inside ``bounds`` (or clamp them if ``clip``)."""
     arr = np.asarray(check_array(points, name, ndim=2), dtype=np.float64)
     if arr.shape[1] != 2:
-        raise ParameterError(f"{name} must have shape (n, 2), got {arr.shape}")
+        raise ParameterError(f"{name} must have shape (n, 2), got {arr.shape}", param=name)
     x0, y0, x1, y1 = bounds
     lo = np.array([x0, y0])
     hi = np.array([x1, y1])
@@ -122,7 +122,7 @@ def check_points(points: ArrayLike, bounds: Bounds, *, clip: bool = False, name:
             k = int(np.argmax(outside))
             raise DomainError(
                 f"{name} must lie inside the declared bounds {bounds}, got {int(outside.sum())} outside "
-                f"(first: {tuple(arr[k])}); pass clip=True to clamp them to the boundary"
+                f"(first: {tuple(float(v) for v in arr[k])}), or be clamped to the boundary", param=name, fix={"clip": True}
             )
         arr = np.clip(arr, lo, hi)
     return arr
@@ -134,9 +134,9 @@ def check_rects(rects: ArrayLike, bounds: Bounds) -> F64:
     if arr.ndim == 1 and arr.size == 4:
         arr = arr.reshape(1, 4)
     if arr.ndim != 2 or arr.shape[1] != 4:
-        raise ParameterError(f"rects must have shape (q, 4) with rows [x0, y0, x1, y1], got {arr.shape}")
+        raise ParameterError(f"rects must have shape (q, 4) with rows [x0, y0, x1, y1], got {arr.shape}", param="rects")
     if np.any(arr[:, 2] < arr[:, 0]) or np.any(arr[:, 3] < arr[:, 1]):
-        raise ParameterError("rects must satisfy x0 <= x1 and y0 <= y1 in every row [x0, y0, x1, y1]")
+        raise ParameterError("rects must satisfy x0 <= x1 and y0 <= y1 in every row [x0, y0, x1, y1]", param="rects")
     x0, y0, x1, y1 = bounds
     out = arr.copy()
     out[:, [0, 2]] = np.clip(out[:, [0, 2]], x0, x1)
@@ -146,7 +146,7 @@ def check_rects(rects: ArrayLike, bounds: Bounds) -> F64:
 
 def check_mode(mode: Any) -> str:
     if mode not in MODES:
-        raise ParameterError(f"mode must be one of {MODES}, got {mode!r}")
+        raise ParameterError(f"mode must be one of {MODES}, got {mode!r}", param="mode")
     return str(mode)
 
 
@@ -155,7 +155,7 @@ def _oracle(mechanism: str, d: int) -> OUE | SUE:
         return OUE(domain_size=d)
     if mechanism == "SUE":
         return SUE(domain_size=d)
-    raise ParameterError(f"mechanism must be 'OUE' or 'SUE', got {mechanism!r}")
+    raise ParameterError(f"mechanism must be 'OUE' or 'SUE', got {mechanism!r}", param="mechanism")
 
 
 def check_local_epsilon(epsilon: Any, mechanism: str = "OUE", *, name: str = "epsilon",
@@ -177,7 +177,7 @@ def check_local_epsilon(epsilon: Any, mechanism: str = "OUE", *, name: str = "ep
         raise ParameterError(
             f"{name} must be large enough for a local randomiser to carry information, got {eps:g}: "
             f"{mechanism}'s two response probabilities coincide at {share:g} (use epsilon >= 1e-9)"
-        )
+        , param=name)
     return eps
 
 

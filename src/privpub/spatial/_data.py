@@ -112,7 +112,7 @@ def random_queries(
         sx = a
         sy = np.clip(a * np.exp(log_r), lo, hi)
     else:
-        raise ParameterError(f"size_mode must be 'area' or 'side', got {size_mode!r}")
+        raise ParameterError(f"size_mode must be 'area' or 'side', got {size_mode!r}", param="size_mode")
     x0 = gen.random(n) * (1.0 - sx)
     y0 = gen.random(n) * (1.0 - sy)
     return np.column_stack([x0, y0, x0 + sx, y0 + sy])

@@ -157,7 +157,7 @@ class HDG(Publisher):
             if value is not None:
                 check_positive_int(value, name, minimum=2)
                 if value & (value - 1):
-                    raise ParameterError(f"{name} must be a power of two (HDG nests its grids), got {value}")
+                    raise ParameterError(f"{name} must be a power of two (HDG nests its grids), got {value}", param=name)
                 check_cells(value * value, f"HDG's {name} x {name} grid", name)
         check_positive_int(self.cap, "cap", minimum=2)
         check_cells(self.cap * self.cap, "HDG's largest default grid cap x cap", "cap")

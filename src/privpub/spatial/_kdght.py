@@ -85,7 +85,7 @@ def kdg_intervals(n_axis: int, epsilon: float, *, kdg_split: str = "users", rule
     [4, 11, 19]
     """
     if rule not in _INTERVAL_RULES:
-        raise ParameterError(f"interval_rule must be one of {_INTERVAL_RULES}, got {rule!r}")
+        raise ParameterError(f"interval_rule must be one of {_INTERVAL_RULES}, got {rule!r}", param="interval_rule")
     if n_axis <= 0:
         return 4
     va = oue_v1(epsilon) if kdg_split == "users" else oue_v1(epsilon / 2.0)
@@ -188,7 +188,7 @@ class KDGHT(Publisher):
     def __post_init__(self) -> None:
         check_probability(self.eta, "eta")
         if self.kdg_split not in ("users", "budget"):
-            raise ParameterError(f"kdg_split must be 'users' or 'budget', got {self.kdg_split!r}")
+            raise ParameterError(f"kdg_split must be 'users' or 'budget', got {self.kdg_split!r}", param="kdg_split")
         for name in ("m", "n"):
             if getattr(self, name) is not None:
                 check_positive_int(getattr(self, name), name, minimum=1)
@@ -201,22 +201,22 @@ class KDGHT(Publisher):
                     f"privpub builds, 4096 x 4096 cells; the sparse test of finer intervals compares lam / "
                     f"{name} with a noise that needs over 10^8 users to resolve): lower {name}, got "
                     f"{getattr(self, name)}"
-                )
+                , param=name)
         if self.interval_rule not in _INTERVAL_RULES:
-            raise ParameterError(f"interval_rule must be one of {_INTERVAL_RULES}, got {self.interval_rule!r}")
+            raise ParameterError(f"interval_rule must be one of {_INTERVAL_RULES}, got {self.interval_rule!r}", param="interval_rule")
         check_probability(self.lam, "lam", closed="right")
         if check_real(self.rgdd_tau, "rgdd_tau") <= 0:
-            raise ParameterError(f"rgdd_tau must be > 0, got {self.rgdd_tau}")
+            raise ParameterError(f"rgdd_tau must be > 0, got {self.rgdd_tau}", param="rgdd_tau")
         if self.h is not None:
             check_positive_int(self.h, "h", minimum=1)
         if check_real(self.kappa, "kappa") <= 0:
-            raise ParameterError(f"kappa must be > 0, got {self.kappa}")
+            raise ParameterError(f"kappa must be > 0, got {self.kappa}", param="kappa")
         if self.theta is not None and check_real(self.theta, "theta") <= 0:
-            raise ParameterError(f"theta must be > 0, got {self.theta}")
+            raise ParameterError(f"theta must be > 0, got {self.theta}", param="theta")
         if self.combine not in ("ci", "last"):
-            raise ParameterError(f"combine must be 'ci' or 'last', got {self.combine!r}")
+            raise ParameterError(f"combine must be 'ci' or 'last', got {self.combine!r}", param="combine")
         if self.postprocess not in ("normsub", "none"):
-            raise ParameterError(f"postprocess must be 'normsub' or 'none', got {self.postprocess!r}")
+            raise ParameterError(f"postprocess must be 'normsub' or 'none', got {self.postprocess!r}", param="postprocess")
 
     def publish(  # type: ignore[override]
         self, points: ArrayLike, *, bounds: Any, epsilon: float, rng: RNGLike = None, mode: str = "simulate",
@@ -253,7 +253,7 @@ class KDGHT(Publisher):
         mode = check_mode(mode)
         n_users = pts.shape[0]
         if n_users < 2:
-            raise ParameterError(f"points must hold at least 2 users, got {n_users}")
+            raise ParameterError(f"points must hold at least 2 users, got {n_users}", param="points")
         gen = as_generator(rng)
         role_gen, noise_gen = gen.spawn(2)
         with accounting(eps, method="kdght", session=session, data=describe_data(pts)) as acc:

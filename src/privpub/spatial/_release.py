@@ -131,7 +131,7 @@ class SpatialRelease(Release):
         """Answer queries on this partition with other leaf values (e.g. exact counts for NE)."""
         vals = np.asarray(values, dtype=np.float64)
         if vals.shape != (self.n_leaves,):
-            raise ParameterError(f"values must have shape ({self.n_leaves},), got {vals.shape}")
+            raise ParameterError(f"values must have shape ({self.n_leaves},), got {vals.shape}", param="values")
         r = check_rects(rects, self.bounds)
         if r.shape[0] == 0:
             return np.zeros(0)

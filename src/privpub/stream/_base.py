@@ -31,16 +31,21 @@ from privpub.core import (
     ZCDP,
     Accountant,
     BudgetLedger,
+    PrivacyUnit,
     RNGLike,
     Session,
     TreeNoise,
     active_accountant,
+    as_generator,
+    bound_contributions,
     charge,
     check_array,
     check_epsilon,
     check_positive_int,
+    check_privacy_unit,
     check_real,
     check_session,
+    contribution_key,
     discrete_gaussian_sigma2,
     measure_unit,
     memory_budget,
@@ -63,6 +68,10 @@ INT_NOISE_LIMIT = 2**54
 _NP_MARGIN = 2**56
 #: integer streams: items given as floats must be below this (from it on, a float64 cannot hold every integer)
 FLOAT_INT_LIMIT = 2**53
+#: the unit every stream publisher protects by default: one event
+EVENT = PrivacyUnit.event()
+#: the privacy units a stream publisher offers (``w_event`` is refused: no publisher provides it)
+STREAM_UNITS = ("event", "person_per_step")
 _STATE_FORMAT = "privpub-stream-state"
 _STATE_VERSION = 1
 
@@ -102,12 +111,24 @@ COMMON_PARAMS = """
         Bytes the publisher's state may need (default: :func:`privpub.core.memory_budget`, i.e.
         ``PRIVPUB_MEMORY_BUDGET`` or half the physical memory, at most 64 GiB unless the variable
         sets it); checked at construction, before anything is allocated.
+    privacy_unit : PrivacyUnit, optional
+        Whom the stream protects: ``PrivacyUnit.event()`` (default: one event, i.e. one item
+        changing by at most ``sensitivity``) or ``PrivacyUnit.person_per_step(column, k)``: all of
+        one person's events of one step, at most ``k`` of them, each contributing at most
+        ``sensitivity``. The nodes then draw at ``epsilon / k`` (``rho / k^2``), i.e. noise for
+        the per-step sensitivity ``k x sensitivity``, and the ledger states every charge for the
+        person (group privacy). Feed events with their ids through :meth:`append_events` /
+        :meth:`extend_events`, which keep at most ``k`` events per person and step; counts given
+        to ``append``/``extend`` must already respect that bound. ``w_event`` is refused: no
+        stream publisher provides it.
 """
 
 #: the neighbouring relation, shared by the publishers' docstrings
 NEIGHBOURS = (
     "neighbouring streams have the same length and differ at one time step by at most "
-    "``sensitivity`` (event level; not user level, not w-event)"
+    "``sensitivity`` (event level; not user level, not w-event); with "
+    "``privacy_unit=PrivacyUnit.person_per_step(column, k)`` they differ by one person's events of "
+    "one step, at most ``k x sensitivity``"
 )
 
 
@@ -261,41 +282,48 @@ class StreamPublisher:
         max_item: Any,
         memory_limit: Any,
         rho: Any = None,
+        privacy_unit: Any = None,
     ) -> None:
         """Validate the shared parameters (nothing is allocated or reserved yet).
 
         Exactly one of ``epsilon`` (pure DP) and ``rho`` (zCDP, publishers with ``_takes_rho``)
-        is given; :attr:`measure` and :attr:`budget` state which.
+        is given; :attr:`measure` and :attr:`budget` state which. :attr:`privacy_unit` is the
+        unit (event by default) and ``_node_budget`` what the record-level (per-event) node
+        noise may spend: ``budget / k`` (``rho / k^2``) for ``k`` events per person and step.
         """
         self.window = check_positive_int(window, "window")
         if self.window > 2**52:
-            raise ParameterError(f"window must be at most 2**52, got {self.window}")
+            raise ParameterError(f"window must be at most 2**52, got {self.window}", param="window")
         sens = check_real(sensitivity, "sensitivity")
         if sens <= 0:
-            raise ParameterError(f"sensitivity must be > 0, got {sens}")
+            raise ParameterError(f"sensitivity must be > 0, got {sens}", param="sensitivity")
+        self.privacy_unit = self._check_unit(privacy_unit)
         if rho is not None or epsilon is None:
             self._check_rho(epsilon, rho, sens, noise, real)
         else:
             self.measure = PURE_DP
             self.rho = None
             self.epsilon = self.budget = check_epsilon(epsilon)
-        if self.measure == PURE_DP and not (sens / self.epsilon <= 2.0**52 and math.isfinite(self.epsilon / sens)):
+        self._node_budget = self.privacy_unit.record_amount(self.budget, self.measure)
+        nb = self._node_budget
+        if self.measure == PURE_DP and not (sens / nb <= 2.0**52 and math.isfinite(nb / sens)):
             # the node noise's check (privpub.core.TreeNoise), made here before any session is charged
+            k = self.privacy_unit.factor
+            per = f" / max_contributions={k}" if k != 1 else ""
             raise ParameterError(
                 f"sensitivity / epsilon must be a noise scale in (0, 2**52] with a finite inverse, got "
-                f"sensitivity={sens:g}, epsilon={self.epsilon:g}"
+                f"sensitivity={sens:g}, epsilon={self.epsilon:g}{per}"
             )
         self.sensitivity = sens
         if not isinstance(real, bool):
-            raise ParameterError(f"real must be True or False, got {real!r}")
+            raise ParameterError(f"real must be True or False, got {real!r}", param="real")
         self.real = real
         if noise not in NOISE_KINDS:
-            raise ParameterError(f"noise must be one of {NOISE_KINDS}, got {noise!r}")
+            raise ParameterError(f"noise must be one of {NOISE_KINDS}, got {noise!r}", param="noise")
         if real and noise == "discrete":
             raise ParameterError(
-                "noise='discrete' (the default) needs an integer stream; a stream declared real=True "
-                "takes noise='laplace'"
-            )
+                "the default discrete noise needs an integer stream; a stream of real values takes Laplace noise",
+                param="noise", fix={"noise": "laplace"})
         self.noise = noise
         self._discrete = noise == "discrete"
         # exact: integer items, int64 sums and int64 noise end to end
@@ -310,7 +338,7 @@ class StreamPublisher:
             if mi <= 0 or mi > self._sum_limit:
                 raise ParameterError(
                     f"max_item must be in (0, {'2**61' if self._exact else '2**52'}], got {mi:g}"
-                )
+                , param="max_item")
             self.max_item = int(mi) if (not real and mi == math.floor(mi)) else mi
             self._item_limit = mi
         if memory_limit is None:
@@ -333,11 +361,27 @@ class StreamPublisher:
         self.measure = ZCDP
         self.epsilon = None  # type: ignore[assignment]
         self.rho = self.budget = check_epsilon(rho, "rho")
-        discrete_gaussian_sigma2(rho=self.rho, sensitivity=sens)  # a usable variance (raises)
+        # a usable variance (raises) at the per-event rho (rho / k^2 for k events per person and step)
+        discrete_gaussian_sigma2(rho=self.privacy_unit.record_amount(self.rho, ZCDP), sensitivity=sens)
         if noise != "discrete" or (real is True and not self._real_with_rho):
             raise ParameterError(
                 f"rho= (zCDP) uses exact discrete Gaussian noise on integer streams: leave noise='discrete' "
                 f"and real=False, got noise={noise!r}, real={real!r}", param="noise")
+
+    def _check_unit(self, privacy_unit: Any) -> PrivacyUnit:
+        """The stream's :class:`~privpub.PrivacyUnit` (default one event); refuses the units no
+        stream publisher provides."""
+        unit = check_privacy_unit(privacy_unit, default=EVENT)
+        if unit.kind == "w_event":
+            raise ParameterError(
+                f"{self.method or 'this publisher'} does not provide w-event privacy (no privpub stream publisher "
+                "does: its budget is spent once for the whole stream, per event); use PrivacyUnit.event() or "
+                "PrivacyUnit.person_per_step(column, k)", param="privacy_unit")
+        if unit.kind not in STREAM_UNITS:
+            raise ParameterError(
+                f"a stream publisher protects events: privacy_unit must be PrivacyUnit.event() or "
+                f"PrivacyUnit.person_per_step(column, k), got {unit}", param="privacy_unit")
+        return unit
 
     def _check_memory(self, nbytes: float, what: str, option: str) -> None:
         """Refuse (before any allocation) a configuration whose state would not fit in memory."""
@@ -349,30 +393,49 @@ class StreamPublisher:
 
     def _start(self, rng: RNGLike, session: Session | None, *, restoring: bool = False) -> None:
         """Reserve the budget (session), create the accountant and the node noise."""
+        unit = self.privacy_unit
+        per_person = unit.kind == "person_per_step"
         if not restoring:
             session = check_session(session)
+            if per_person and active_accountant() is not None:
+                raise ParameterError(
+                    "a stream publisher used as a step of another release is event level (the outer release "
+                    "states the unit): leave privacy_unit unset here and give the unit to the outer release",
+                    param="privacy_unit")
             if session is not None:
-                res = session.reserve(self.budget, method=self.method, data="stream (event level)",
-                                      measure=self.measure)
-                res.settle(spent=True, note=f"stream publisher: event-level {measure_unit(self.measure)} for the "
-                                            "stream's whole life")
+                # an event-level stream is reserved as before (one event is one record of the stream,
+                # and stores written before units existed take no unit); a person-level one states its unit
+                res = session.reserve(self.budget, method=self.method,
+                                      data="stream (person per step)" if per_person else "stream (event level)",
+                                      measure=self.measure, unit=unit if per_person else None)
+                res.settle(spent=True, note=f"stream publisher: {measure_unit(self.measure)} for the stream's whole "
+                                            f"life; unit: {unit}")
             if active_accountant() is None and self.measure == PURE_DP:
                 warn_meaningless_epsilon(self.epsilon, f"the {self.method} stream")
             charge(self.method, self.budget, note="a whole stream publisher used as one step", measure=self.measure)
-        self._acc = Accountant(self.budget, label=self.method, measure=self.measure)
+        self._contribution_key: str | None = None
+        if per_person:
+            # the key of the per-step bounding: drawn once from the publisher's rng (before any noise),
+            # kept for the stream's life and in its state (a restored stream keeps the same choice)
+            rng = as_generator(rng)
+            if not restoring:
+                self._contribution_key = contribution_key(rng)
+        self._acc = Accountant(self.budget, label=self.method, measure=self.measure, unit=unit)
         self._noise = self._make_noise(rng)
         self._t = 0
 
     def _make_noise(self, rng: RNGLike) -> Any:
-        """The node noise (a :class:`~privpub.core.TreeNoise` charging the accountant)."""
-        return TreeNoise(epsilon=self.budget, sensitivity=self.sensitivity, accountant=self._acc,
+        """The node noise (a :class:`~privpub.core.TreeNoise` charging the accountant at the
+        per-event budget; the accountant states each charge for the unit)."""
+        return TreeNoise(epsilon=self._node_budget, sensitivity=self.sensitivity, accountant=self._acc,
                          rng=rng, noise="gaussian" if self.measure == ZCDP else self.noise,
                          structure=self._structure, name="trees (disjoint blocks of the stream)")
 
     # -- read-only state ------------------------------------------------------------------------
     @property
     def ledger(self) -> BudgetLedger:
-        """What the node noise has charged so far: event-level epsilon for the whole stream.
+        """What the node noise has charged so far: epsilon for the whole stream, stated for its
+        :attr:`privacy_unit` (event level by default; person per step: each charge ``x k``).
 
         One parallel block; each tree configuration is a branch kind (trees hold disjoint
         items) whose charges are the nodes of the item that spends most (sequential). The
@@ -380,6 +443,13 @@ class StreamPublisher:
         """
         self._noise.flush()
         return self._acc.snapshot()
+
+    @property
+    def contribution_key(self) -> str | None:
+        """The 16-character key of the per-step bounding (person-per-step streams; None at event
+        level): drawn once from the publisher's rng, kept in its state. Knowing it does not weaken
+        the guarantee (the bound holds for any key); it fixes which of a person's events are kept."""
+        return self._contribution_key
 
     @property
     def t(self) -> int:
@@ -401,23 +471,24 @@ class StreamPublisher:
     def _check_item(self, x: Any) -> int | float:
         if type(x) is int:
             if x < 0:
-                raise DomainError(f"items must be >= 0 (counts), got {x}")
+                raise DomainError(f"items must be >= 0 (counts), got {x}", param="items")
             if x > self._item_limit:
                 raise self._item_error(x)
             return x if not self.real else float(x)
         if isinstance(x, bool) or not isinstance(x, numbers.Real):
-            raise DomainError(f"items must be real numbers, got {x!r}")
+            raise DomainError(f"items must be real numbers, got {x!r}", param="items")
         if isinstance(x, numbers.Integral):
             return self._check_item(int(x))
         v = float(x)
         if not math.isfinite(v) or v < 0:
-            raise DomainError(f"items must be finite and >= 0, got {v}")
+            raise DomainError(f"items must be finite and >= 0, got {v}", param="items")
         if v > self._item_limit:
             raise self._item_error(v)
         if self.real:
             return v
         if v != math.floor(v):
-            raise DomainError(f"items must be integers (the stream was not declared real=True, which needs noise='laplace'), got {v}")
+            raise DomainError(f"items must be integers (a stream of real values is declared so, with Laplace noise), "
+                              f"got {v}", param="items", fix={"real": True, "noise": "laplace"})
         if v >= FLOAT_INT_LIMIT:
             raise self._float_int_error(v)
         return int(v)
@@ -425,7 +496,7 @@ class StreamPublisher:
     def _check_items(self, items: ArrayLike) -> NDArray[Any]:
         arr = check_array(items, "items", ndim=1, allow_empty=True)
         if arr.dtype.kind == "b":
-            raise DomainError("items must be numbers (counts), got booleans")
+            raise DomainError("items must be numbers (counts), got booleans", param="items")
         if arr.size == 0:
             return np.zeros(0, dtype=np.float64 if self.real else np.int64)
         if arr.dtype.kind == "u":
@@ -434,7 +505,7 @@ class StreamPublisher:
             return arr.astype(np.float64 if self.real else np.int64, copy=False)
         lo = arr.min()
         if lo < 0:
-            raise DomainError(f"items must be >= 0 (counts), got {lo}")
+            raise DomainError(f"items must be >= 0 (counts), got {lo}", param="items")
         hi = arr.max()
         if hi > self._item_limit:
             raise self._item_error(float(hi))
@@ -444,9 +515,9 @@ class StreamPublisher:
             frac = arr != np.floor(arr)
             if frac.any():
                 raise DomainError(
-                    "items must be integers (the stream was not declared real=True, which needs noise='laplace'), "
-                    f"got {arr[frac].flat[0]} at index {int(np.argmax(frac))}"
-                )
+                    "items must be integers (a stream of real values is declared so, with Laplace noise), "
+                    f"got {arr[frac].flat[0]} at index {int(np.argmax(frac))}", param="items",
+                    fix={"real": True, "noise": "laplace"})
             if hi >= FLOAT_INT_LIMIT:
                 raise self._float_int_error(float(hi))
         return arr.astype(np.int64, copy=False)
@@ -490,7 +561,7 @@ class StreamPublisher:
     def _check_query(self, l: Any, r: Any) -> tuple[int, int]:
         for name, v in (("l", l), ("r", r)):
             if isinstance(v, bool) or not isinstance(v, numbers.Integral):
-                raise ParameterError(f"{name} must be an integer time index, got {v!r}")
+                raise ParameterError(f"{name} must be an integer time index, got {v!r}", param=name)
         l_, r_ = int(l), int(r)
         if not (self._t - self.window < l_ <= r_ <= self._t and l_ >= 1):
             raise ParameterError(self._query_msg(l_, r_))
@@ -504,13 +575,13 @@ class StreamPublisher:
         if q.ndim == 1 and q.shape[0] == ncol:
             q = q.reshape(1, ncol)
         if q.ndim != 2 or q.shape[1] != ncol:
-            raise ParameterError(f"{name} must have shape {shape_msg}, got shape {q.shape}")
+            raise ParameterError(f"{name} must have shape {shape_msg}, got shape {q.shape}", param=name)
         if q.dtype.kind == "u":
             if int(q.max()) > 2**62:
-                raise ParameterError(f"{name} must hold time indices below 2**62, got {int(q.max())}")
+                raise ParameterError(f"{name} must hold time indices below 2**62, got {int(q.max())}", param=name)
         elif q.dtype.kind != "i":
             extra = " (NaN is not a time index)" if q.dtype.kind == "f" and np.isnan(q).any() else ""
-            raise ParameterError(f"{name} must be integer time indices, got dtype {q.dtype}{extra}")
+            raise ParameterError(f"{name} must be integer time indices, got dtype {q.dtype}{extra}", param=name)
         return q.astype(np.int64)
 
     def _check_queries(self, queries: ArrayLike) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
@@ -535,6 +606,105 @@ class StreamPublisher:
         self._check_total(float(np.sum(arr, dtype=np.float64)))
         for a in range(0, arr.shape[0], _CHUNK):
             self._ingest(arr[a : a + _CHUNK])
+
+    # -- events with a privacy id (person-per-step streams) ---------------------------------------
+    def _bounded_events(self, steps: NDArray[np.int64], privacy_ids: ArrayLike, values: ArrayLike | None,
+                        n_steps: int) -> tuple[NDArray[Any], int]:
+        """Per-step items of events bounded to ``k`` per person and step (validated first), and
+        the number of events kept."""
+        unit = self.privacy_unit
+        if unit.kind != "person_per_step" or self._contribution_key is None:
+            raise ParameterError(
+                f"events with privacy ids are bounded per person and step only by a stream declared with "
+                f"privacy_unit=PrivacyUnit.person_per_step(column, k); this one protects {unit}: give it counts "
+                "(append/extend)", param="privacy_unit")
+        ids = np.asarray(privacy_ids, dtype=object)
+        if ids.ndim != 1 or ids.shape[0] != steps.shape[0]:
+            raise ParameterError(f"privacy_ids must hold one id per event ({steps.shape[0]}), got shape {ids.shape}",
+                                 param="privacy_ids")
+        if values is None:
+            if self.sensitivity < 1:
+                raise DomainError(f"each event counts 1, more than sensitivity={self.sensitivity:g}: give values "
+                                  "(at most sensitivity each) or declare sensitivity >= 1")
+            vals: NDArray[Any] = np.ones(steps.shape[0], dtype=np.float64 if self.real else np.int64)
+        else:
+            vals = self._check_items(values)
+            if vals.shape[0] != steps.shape[0]:
+                raise ParameterError(f"values must hold one value per event ({steps.shape[0]}), got {vals.shape[0]}",
+                                     param="values")
+            if vals.shape[0] and float(vals.max()) > self.sensitivity:
+                i = int(np.argmax(vals > self.sensitivity))
+                raise DomainError(f"an event contributes at most sensitivity={self.sensitivity:g}, got "
+                                  f"values[{i}]={vals[i]}")
+        out: NDArray[Any] = np.zeros(n_steps, dtype=vals.dtype)
+        if steps.shape[0] == 0:
+            return out, 0
+        import pandas as pd
+
+        pid = pd.Series(ids, dtype=object)
+        if bool(pid.isna().any()):
+            raise ParameterError("privacy_ids must not be missing (an event with no person cannot be bounded)",
+                                 param="privacy_ids")
+        # one bounding group per (step, person): the keyed hash keeps k of a person's events of a
+        # step, chosen from that person's events and the key alone
+        groups = (pd.Series(steps).astype(str) + "\x1f" + pid.astype(str)).to_numpy(dtype=object)
+        keep = bound_contributions(groups, int(unit.factor), key=self._contribution_key,
+                                   content=None if values is None else vals)
+        np.add.at(out, steps[keep], vals[keep])
+        return out, int(keep.sum())
+
+    def append_events(self, privacy_ids: ArrayLike, values: ArrayLike | None = None) -> int:
+        """Receive one time step made of events with a privacy id (person-per-step streams).
+
+        Keeps at most ``k`` events per person (``k`` of the unit; :func:`privpub.core.bound_contributions`,
+        keyed by the stream's contribution key, drawn once from its rng and kept in its state) and
+        appends their sum (each event counts 1, or its value, at most ``sensitivity``) as the
+        step's item. Returns the number of events kept.
+
+        Parameters
+        ----------
+        privacy_ids : array_like
+            One id per event (missing ids are refused).
+        values : array_like, optional
+            Each event's contribution in ``[0, sensitivity]`` (default 1 each).
+        """
+        n = int(np.asarray(privacy_ids, dtype=object).reshape(-1).shape[0])
+        item, kept = self._bounded_events(np.zeros(n, dtype=np.int64), privacy_ids, values, 1)
+        self.extend(item)
+        return kept
+
+    def extend_events(self, steps: ArrayLike, privacy_ids: ArrayLike, values: ArrayLike | None = None, *,
+                      n_steps: int | None = None) -> NDArray[Any]:
+        """Receive many steps of events with privacy ids at once (person-per-step streams).
+
+        ``steps[i]`` is event ``i``'s step counted from the next one (``0``: time ``t + 1``);
+        ``n_steps`` steps are appended (default ``max(steps) + 1``; steps without events get 0).
+        Each person keeps at most ``k`` events per step (as :meth:`append_events`). Returns the
+        items appended (one per step).
+        """
+        items = self.bound_events(steps, privacy_ids, values, n_steps=n_steps)
+        self.extend(items)
+        return items
+
+    def bound_events(self, steps: ArrayLike, privacy_ids: ArrayLike, values: ArrayLike | None = None, *,
+                     n_steps: int | None = None) -> NDArray[Any]:
+        """The items :meth:`extend_events` would append, without appending them (nothing changes).
+
+        For callers that feed the items another way (:meth:`replay` with queries along the way).
+        """
+        st = np.asarray(steps)
+        if st.ndim != 1 or (st.size and st.dtype.kind not in "iu"):
+            raise ParameterError(f"steps must be a 1-D array of integer step offsets, got shape {st.shape}, "
+                                 f"dtype {st.dtype}", param="steps")
+        st = st.astype(np.int64)
+        if st.size and int(st.min()) < 0:
+            raise ParameterError(f"steps must be >= 0 (0 is the next step), got {int(st.min())}", param="steps")
+        last = int(st.max()) + 1 if st.size else 0
+        n = last if n_steps is None else check_positive_int(n_steps, "n_steps")
+        if n < last:
+            raise ParameterError(f"n_steps={n} is less than the last event's step + 1 ({last})", param="n_steps")
+        items, _ = self._bounded_events(st, privacy_ids, values, n)
+        return items
 
     def query(self, l: int, r: int) -> Any:
         """Noisy sum of items ``l..r`` (1-based, inclusive, inside the window).
@@ -605,7 +775,11 @@ class StreamPublisher:
                "memory_limit": self.memory_limit}
         if self.measure == ZCDP:
             out["rho"] = self.rho
-        return out
+        return {**out, **self._unit_params()}
+
+    def _unit_params(self) -> dict[str, Any]:
+        """The unit among the saved parameters (left out for the default event unit)."""
+        return {} if self.privacy_unit == EVENT else {"privacy_unit": self.privacy_unit.as_dict()}
 
     def state(self, *, checkpoint: bool = True, since: int | None = None) -> dict[str, Any]:
         """Everything the stream needs to continue, for persistence (see :meth:`from_state`).
@@ -635,10 +809,12 @@ class StreamPublisher:
             self._noise.checkpoint()
         if since is not None:
             if isinstance(since, bool) or not isinstance(since, numbers.Integral) or not 0 <= since <= self._t:
-                raise ParameterError(f"since must be an integer time in [0, t={self._t}], got {since!r}")
+                raise ParameterError(f"since must be an integer time in [0, t={self._t}], got {since!r}", param="since")
             since = int(since)
         out = {"format": _STATE_FORMAT, "version": _STATE_VERSION, "method": self.method,
                "params": self._params(), "t": self._t, "ledger": self._noise.record(), **self._get_state(since)}
+        if self._contribution_key is not None:
+            out["contribution_key"] = self._contribution_key
         if since is not None:
             out["since"] = since
         return out
@@ -652,15 +828,20 @@ class StreamPublisher:
         was reserved when the stream was created).
         """
         if not isinstance(state, dict) or state.get("format") != _STATE_FORMAT:
-            raise ParameterError("state must be a dict made by a stream publisher's state()")
+            raise ParameterError("state must be a dict made by a stream publisher's state()", param="state")
         if state.get("since") is not None:
-            raise ParameterError("state is a delta (state(since=...)): rebuild the full state with join_state first")
+            raise ParameterError("state is a delta (state(since=...)): rebuild the full state with join_state first", param="state")
         if state.get("version") != _STATE_VERSION:
             raise ParameterError(f"state version {state.get('version')!r} is not supported (expected {_STATE_VERSION})")
         target = StreamPublisher._by_method.get(str(state.get("method")))
         if target is None or (cls is not StreamPublisher and not issubclass(target, cls)):
             raise ParameterError(f"state of method {state.get('method')!r} cannot restore a {cls.__name__}")
         pub = target._restoring(dict(state["params"]), rng, state)
+        if pub.privacy_unit.kind == "person_per_step":
+            key = state.get("contribution_key")
+            if not isinstance(key, str) or len(key.encode("utf-8")) != 16:
+                raise ParameterError("state of a person-per-step stream must hold its 16-character contribution_key")
+            pub._contribution_key = key
         pub._noise.restore(state["ledger"])
         pub._t = int(state["t"])
         pub._set_state(state)

@@ -17,7 +17,7 @@ from typing import Any, ClassVar
 import numpy as np
 from numpy.typing import NDArray
 
-from privpub.core import MAX_TREE_HEIGHT, RNGLike, Session, check_positive_int
+from privpub.core import MAX_TREE_HEIGHT, PrivacyUnit, RNGLike, Session, check_positive_int
 from privpub.errors import DomainError, ParameterError
 from privpub.stream import _kernels as K
 from privpub.stream._base import _CHUNK, COMMON_PARAMS, INT_NP_LIMIT, NEIGHBOURS, StreamPublisher
@@ -64,16 +64,17 @@ class _BinaryTreePublisher(StreamPublisher):
         session: Session | None = None,
         memory_limit: int | None = None,
         rho: float | None = None,
+        privacy_unit: PrivacyUnit | None = None,
     ) -> None:
         self._init(window=window, epsilon=epsilon, rng=rng, sensitivity=sensitivity, height=height, noise=noise,
                    real=real, max_item=max_item, session=session, memory_limit=memory_limit, restoring=False,
-                   rho=rho)
+                   rho=rho, privacy_unit=privacy_unit)
 
     def _init(self, *, window: Any, epsilon: Any, rng: RNGLike, sensitivity: Any, height: Any, noise: Any,
               real: Any, max_item: Any, session: Session | None, memory_limit: Any, restoring: bool,
-              rho: Any = None) -> None:
+              rho: Any = None, privacy_unit: Any = None) -> None:
         self._check_common(window=window, epsilon=epsilon, sensitivity=sensitivity, noise=noise, real=real,
-                           max_item=max_item, memory_limit=memory_limit, rho=rho)
+                           max_item=max_item, memory_limit=memory_limit, rho=rho, privacy_unit=privacy_unit)
         if height is None:
             # the window alone (at the smallest height) must fit before the height search, whose
             # BT_H error model (optimal_height_bth) works on arrays up to twice the window (measured
@@ -85,7 +86,7 @@ class _BinaryTreePublisher(StreamPublisher):
                       else K.optimal_height_bt(self.window, gaussian=gauss))
         self.height = check_positive_int(height, "height")
         if self.height > MAX_TREE_HEIGHT:
-            raise ParameterError(f"height must be at most {MAX_TREE_HEIGHT}, got {self.height}")
+            raise ParameterError(f"height must be at most {MAX_TREE_HEIGHT}, got {self.height}", param="height")
         k = self.height
         Tb = 1 << (k - 1)
         self._check_memory(self._state_bytes(k), f"window={self.window} with blocks of 2**{k - 1} items (height {k})",
@@ -387,7 +388,7 @@ class _BinaryTreePublisher(StreamPublisher):
         lo, t = int(state["store_from"]), int(state["t"])
         Y: NDArray[Any] = np.asarray(state["Y"], dtype=self._dtype)
         if Y.shape != (self._k, t - lo + 1):
-            raise ParameterError("state is damaged: the stored arrays do not match its time range")
+            raise ParameterError("state is damaged: the stored arrays do not match its time range", param="state")
         self._cap = 0
         self._base = lo
         self._alloc(max(1024, 2 * Y.shape[1]))

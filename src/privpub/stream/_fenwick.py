@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import bisect
 import math
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from privpub.core import MAX_TREE_HEIGHT, RNGLike, Session, TreePlan, check_positive_int
+from privpub.core import MAX_TREE_HEIGHT, PrivacyUnit, RNGLike, Session, TreePlan, check_positive_int
 from privpub.errors import DomainError, ParameterError
 from privpub.stream import _kernels as K
 from privpub.stream._base import (
@@ -67,6 +67,18 @@ class _MultiConfig:
 AnyConfig = TreeConfig | _MultiConfig
 
 
+class _Run(NamedTuple):
+    """A run of equal trees that one ingestion fills: ``m`` trees of ``cfg`` from time ``s``."""
+
+    s: int
+    cfg: AnyConfig
+    m: int
+    n_old: int  # items the first tree already holds
+    a: int  # the run's first and last items, 1-based positions in the ingested array
+    b: int
+    Pm: NDArray[Any]  # (m, T + 1) local prefix sums of the trees' items
+
+
 def _mem_height(height: int | None, kmax: int, default: int, adaptive: bool) -> int:
     """The largest tree height a publisher can use (adaptive: up to ``kmax``, which is
     ``k*_MM(W)`` for the MM ones: the MM optimum is non-decreasing and lengths are <= W)."""
@@ -100,21 +112,22 @@ class _FenwickPublisher(StreamPublisher):
         history: ArrayLike = (),
         session: Session | None = None,
         memory_limit: int | None = None,
+        privacy_unit: PrivacyUnit | None = None,
     ) -> None:
         self._init(window=window, epsilon=epsilon, rng=rng, sensitivity=sensitivity, height=height, noise=noise,
                    real=real, max_item=max_item, predictor=predictor, history=history, session=session,
-                   memory_limit=memory_limit, restoring=False)
+                   memory_limit=memory_limit, restoring=False, privacy_unit=privacy_unit)
 
     def _init(self, *, window: Any, epsilon: Any, rng: RNGLike, sensitivity: Any, height: Any, noise: Any,
               real: Any, max_item: Any, predictor: Any, history: ArrayLike, session: Session | None,
-              memory_limit: Any, restoring: bool) -> None:
+              memory_limit: Any, restoring: bool, privacy_unit: Any = None) -> None:
         self._check_common(window=window, epsilon=epsilon, sensitivity=sensitivity, noise=noise, real=real,
-                           max_item=max_item, memory_limit=memory_limit)
+                           max_item=max_item, memory_limit=memory_limit, privacy_unit=privacy_unit)
         self._kmax = K.max_height(self.window)
         if height is not None:
             height = check_positive_int(height, "height")
             if height > MAX_TREE_HEIGHT:
-                raise ParameterError(f"height must be at most {MAX_TREE_HEIGHT}, got {height}")
+                raise ParameterError(f"height must be at most {MAX_TREE_HEIGHT}, got {height}", param="height")
         self.height = height
         if self._adaptive:
             if predictor is None:
@@ -348,6 +361,21 @@ class _FenwickPublisher(StreamPublisher):
             return
         t0 = self._t
         open_rem = self._T - self._u if self._cfg is not None else 0
+        runs = self._runs(x, self._segments(n, open_rem, layout))
+        self._compact_to(max(r.s + r.m * r.cfg.T - 1 for r in runs))
+        # the root of the open tree when it is full: it joins the running total when the next tree opens
+        finished_root = self._store.Y[t0 - self._store.base].item() if (self._cfg is not None and open_rem == 0) \
+            else None
+        rc = self._rc
+        rc_f = abs(float(rc))  # a bound on |running total| that never rounds down (overflow checks)
+        for run in runs:
+            rc, rc_f, finished_root = self._ingest_run(run, t0, rc, rc_f, finished_root)
+        self._t = t0 + n
+        self._rc = rc
+
+    def _segments(self, n: int, open_rem: int,
+                  layout: list[tuple[int, int, AnyConfig]] | None) -> list[tuple[int, int, AnyConfig]]:
+        """The trees ``n`` new items fill, as ``(start, n_trees, cfg)``: the open tree, then the new ones."""
         segs: list[tuple[int, int, AnyConfig]] = []
         if open_rem > 0:
             assert self._cfg is not None
@@ -355,10 +383,15 @@ class _FenwickPublisher(StreamPublisher):
         if n > open_rem:
             if layout is None:
                 cfg_new = self._choose(self._predict())
-                segs.append((t0 + open_rem + 1, -(-(n - open_rem) // cfg_new.T), cfg_new))
+                segs.append((self._t + open_rem + 1, -(-(n - open_rem) // cfg_new.T), cfg_new))
             else:
                 segs.extend(layout)
-        last = t0 + n
+        return segs
+
+    def _runs(self, x: NDArray[Any], segs: list[tuple[int, int, AnyConfig]]) -> list[_Run]:
+        """The segments the items of ``x`` reach, with their items' local prefix sums (checked)."""
+        t0 = self._t
+        last = t0 + x.shape[0]
         runs = []
         for s, nt, cfg in segs:
             first = max(s, t0 + 1)
@@ -368,69 +401,77 @@ class _FenwickPublisher(StreamPublisher):
             m = (seg_last - s) // cfg.T + 1
             n_old = first - s
             a, b = first - t0, seg_last - t0
-            runs.append((s, cfg, m, n_old, a, b, self._sums(x[a - 1 : b], m, cfg.T, n_old)))
-        self._compact_to(max(s + m * cfg.T - 1 for s, cfg, m, *_ in runs))
+            runs.append(_Run(s, cfg, m, n_old, a, b, self._sums(x[a - 1 : b], m, cfg.T, n_old)))
+        return runs
+
+    def _ingest_run(self, run: _Run, t0: int, rc: Any, rc_f: float, finished_root: Any) -> tuple[Any, float, Any]:
+        """Noise, store and index the nodes of one run of equal trees; open its trees.
+
+        ``rc`` is the noisy running total before the run (``rc_f`` its overflow bound) and
+        ``finished_root`` the noisy root of a full tree not yet added to it; returns the three after
+        the run.
+        """
+        s, cfg, m, n_old, a, b, Pm = run
+        T = cfg.T
+        cnt = b - a + 1
+        val = K.fenwick_node_values(Pm).reshape(-1)
+        first_new_tree = 0 if n_old == 0 else 1
+        sl = slice(n_old, n_old + cnt)
+        noise = self._run_noise(cfg, m, n_old, cnt, first_new_tree)
         st = self._store
-        base = st.base
-        rc = self._rc
-        finished_root = st.Y[t0 - base].item() if (self._cfg is not None and open_rem == 0) else None
-        rc_f = abs(float(rc))
-        for s, cfg, m, n_old, a, b, Pm in runs:
-            T = cfg.T
-            cnt = b - a + 1
-            val = K.fenwick_node_values(Pm).reshape(-1)
-            first_new_tree = 0 if n_old == 0 else 1
-            plan = cfg.plan
-            sl = slice(n_old, n_old + cnt)
-            # charge the trees that open here, then draw their nodes' noise (completion order)
-            if isinstance(cfg, _MultiConfig):
-                if m > first_new_tree:
-                    self._noise.open(plan.take(slice(first_new_tree, m)))
-                pos = np.arange(n_old, n_old + cnt)
-                noise = self._noise.draw(plan, cnt, pos % T, pos // T)
-            else:
-                if m > first_new_tree:
-                    self._noise.open(plan, m - first_new_tree, cfg.row)
-                noise = self._noise.draw_span(plan, n_old, cnt, cfg.row)
-            if self._exact and float(plan.scales.max()) > 2.0**40 and noise.size \
-                    and int(np.abs(noise).max()) > INT_NOISE_LIMIT:  # pragma: no cover
-                raise DomainError("a node's noise exceeds 2**54; int64 sums could overflow (lower the noise scale)")
-            lo = s - base
-            yflat = st.Y[lo : lo + m * T]
-            np.add(val[sl], noise, out=yflat[sl])  # old nodes of the open tree are already there
-            yflat[n_old + cnt :] = 0  # scratch past the last item
-            y = yflat.reshape(m, T)
-            LP = K.fenwick_local_prefix(y)
-            if n_old == 0 and finished_root is not None:
-                rc = rc + finished_root  # the previous (full) tree's root joins rc as this tree opens
-                rc_f = abs(float(rc))
-                if self._exact and rc_f > INT_NP_LIMIT:  # pragma: no cover - _check_total refuses first
-                    raise DomainError("the stream's noisy running total exceeds 2**62; int64 sums would overflow")
-            roots = y[:-1, T - 1]
-            if self._exact and roots.size:
-                rc_f = rc_f + float(np.abs(roots).sum(dtype=np.float64))
-                if rc_f > INT_NP_LIMIT:
-                    raise DomainError("the stream's noisy running total exceeds 2**62; int64 sums would overflow")
-            rc_rows = np.cumsum(np.concatenate([np.array([rc], dtype=self._dtype), roots]))
-            np.add(LP, rc_rows[:, None], out=st.NP[lo : lo + m * T].reshape(m, T))
-            if isinstance(cfg, _MultiConfig):
-                self._trees.extend_rows(s + T * np.arange(first_new_tree, m, dtype=np.int64),
-                                        cfg.rows[first_new_tree:m])
-            elif m > first_new_tree:
-                self._trees.extend(s + T * np.arange(first_new_tree, m, dtype=np.int64), cfg)
-            # state after this run
-            rc = rc_rows[-1].item()
-            u_last = (b + t0 - s) % T + 1
-            finished_root = y[-1, T - 1].item() if u_last == T else None
-            self._cfg = cfg.rows[m - 1] if isinstance(cfg, _MultiConfig) else cfg
-            self._T = T
-            self._u = u_last
-            self._s = s + (m - 1) * T
-            self._p = Pm[-1, u_last].item()
-            self._anchors = [Pm[-1, (u_last >> (lev + 1)) << (lev + 1)].item() for lev in range(cfg.k)]
-            self._open_lp = [0, *LP[-1].tolist()]
-        self._t = t0 + n
-        self._rc = rc
+        lo = s - st.base
+        yflat = st.Y[lo : lo + m * T]
+        np.add(val[sl], noise, out=yflat[sl])  # old nodes of the open tree are already there
+        yflat[n_old + cnt :] = 0  # scratch past the last item
+        y = yflat.reshape(m, T)
+        LP = K.fenwick_local_prefix(y)
+        if n_old == 0 and finished_root is not None:
+            rc = rc + finished_root  # the previous (full) tree's root joins rc as this tree opens
+            rc_f = abs(float(rc))
+            self._check_running_total(rc_f)  # pragma: no cover - _check_total refuses first
+        roots = y[:-1, T - 1]
+        if self._exact and roots.size:
+            rc_f = rc_f + float(np.abs(roots).sum(dtype=np.float64))
+            self._check_running_total(rc_f)
+        rc_rows = np.cumsum(np.concatenate([np.array([rc], dtype=self._dtype), roots]))
+        np.add(LP, rc_rows[:, None], out=st.NP[lo : lo + m * T].reshape(m, T))
+        if isinstance(cfg, _MultiConfig):
+            self._trees.extend_rows(s + T * np.arange(first_new_tree, m, dtype=np.int64),
+                                    cfg.rows[first_new_tree:m])
+        elif m > first_new_tree:
+            self._trees.extend(s + T * np.arange(first_new_tree, m, dtype=np.int64), cfg)
+        # state after this run: its last tree is the open one
+        u_last = (b + t0 - s) % T + 1
+        self._cfg = cfg.rows[m - 1] if isinstance(cfg, _MultiConfig) else cfg
+        self._T = T
+        self._u = u_last
+        self._s = s + (m - 1) * T
+        self._p = Pm[-1, u_last].item()
+        self._anchors = [Pm[-1, (u_last >> (lev + 1)) << (lev + 1)].item() for lev in range(cfg.k)]
+        self._open_lp = [0, *LP[-1].tolist()]
+        return rc_rows[-1].item(), rc_f, (y[-1, T - 1].item() if u_last == T else None)
+
+    def _run_noise(self, cfg: AnyConfig, m: int, n_old: int, cnt: int, first_new_tree: int) -> NDArray[Any]:
+        """Charge the trees that open in a run, then draw its nodes' noise (completion order)."""
+        plan = cfg.plan
+        noise: NDArray[Any]
+        if isinstance(cfg, _MultiConfig):
+            if m > first_new_tree:
+                self._noise.open(plan.take(slice(first_new_tree, m)))
+            pos = np.arange(n_old, n_old + cnt)
+            noise = self._noise.draw(plan, cnt, pos % cfg.T, pos // cfg.T)
+        else:
+            if m > first_new_tree:
+                self._noise.open(plan, m - first_new_tree, cfg.row)
+            noise = self._noise.draw_span(plan, n_old, cnt, cfg.row)
+        if self._exact and float(plan.scales.max()) > 2.0**40 and noise.size \
+                and int(np.abs(noise).max()) > INT_NOISE_LIMIT:  # pragma: no cover
+            raise DomainError("a node's noise exceeds 2**54; int64 sums could overflow (lower the noise scale)")
+        return noise
+
+    def _check_running_total(self, rc_f: float) -> None:
+        if self._exact and rc_f > INT_NP_LIMIT:
+            raise DomainError("the stream's noisy running total exceeds 2**62; int64 sums would overflow")
 
     def _compact_to(self, end: int) -> None:
         """Make room for times up to ``end``, dropping what the window no longer needs."""
@@ -515,7 +556,7 @@ class _FenwickPublisher(StreamPublisher):
         tt = np.asarray(times, dtype=np.int64)
         st = self._store
         if tt.size and (tt.min() <= st.base or tt.max() > self._t):
-            raise ParameterError(f"times must be released nodes still stored, i.e. in [{st.base + 1}, {self._t}]")
+            raise ParameterError(f"times must be released nodes still stored, i.e. in [{st.base + 1}, {self._t}]", param="times")
         return st.Y[tt - st.base].copy()
 
     def answer_variance(self, l: int, r: int) -> float:
@@ -658,7 +699,7 @@ class _FenwickPublisher(StreamPublisher):
         Y: NDArray[Any] = np.asarray(state["Y"], dtype=self._dtype)
         NPa: NDArray[Any] = np.asarray(state["NP"], dtype=self._dtype)
         if Y.shape != (t - lo + 1,) or NPa.shape != Y.shape:
-            raise ParameterError("state is damaged: the stored arrays do not match its time range")
+            raise ParameterError("state is damaged: the stored arrays do not match its time range", param="state")
         st = self._store
         st.base = lo
         st.capacity = max(1024, 2 * Y.shape[0])

@@ -342,7 +342,7 @@ def bt_gaussian_max_variance(horizon: int, rho: float, sensitivity: float = 1.0)
     """
     T = int(horizon)
     if T < 1 or T & (T - 1):
-        raise ParameterError(f"horizon must be a power of two, got {horizon!r}")
+        raise ParameterError(f"horizon must be a power of two, got {horizon!r}", param="horizon")
     m = T.bit_length() - 1
     return float(max(m, 1) * (m + 1) * sensitivity**2 / (2.0 * rho))
 

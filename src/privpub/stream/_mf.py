@@ -32,6 +32,7 @@ from scipy.signal import fftconvolve, lfilter
 from privpub.core import (
     Accountant,
     Charge,
+    PrivacyUnit,
     RNGLike,
     Session,
     as_generator,
@@ -200,6 +201,7 @@ class MFSqrt(StreamPublisher):
         height: int | None = None,
         noise: str = "discrete",
         real: bool = False,
+        privacy_unit: PrivacyUnit | None = None,
     ) -> None:
         # the shared stream keywords are accepted (registry, CLI and service callers pass them);
         # only their defaults are meaningful here
@@ -214,14 +216,15 @@ class MFSqrt(StreamPublisher):
                 f"{self.method} is a zCDP mechanism (Gaussian noise): give rho=, not epsilon= (under pure DP "
                 "the factorisation loses to the binary tree; privpub.core.pure_dp_to_zcdp converts)", param="epsilon")
         self._init(window=window, rho=rho, rng=rng, sensitivity=sensitivity, horizon=horizon, max_item=max_item,
-                   session=session, memory_limit=memory_limit, restoring=False)
+                   session=session, memory_limit=memory_limit, restoring=False, privacy_unit=privacy_unit)
 
     def _init(self, *, window: Any, rho: Any, rng: RNGLike, sensitivity: Any, horizon: Any, max_item: Any,
-              session: Session | None, memory_limit: Any, restoring: bool, **extra: Any) -> None:
+              session: Session | None, memory_limit: Any, restoring: bool, privacy_unit: Any = None,
+              **extra: Any) -> None:
         if rho is None:
             raise ParameterError(f"{self.method} needs rho= (zCDP)", param="rho")
         self._check_common(window=window, epsilon=None, rho=rho, sensitivity=sensitivity, noise="discrete",
-                           real=False, max_item=max_item, memory_limit=memory_limit)
+                           real=False, max_item=max_item, memory_limit=memory_limit, privacy_unit=privacy_unit)
         H = self.window if horizon is None else check_positive_int(horizon, "horizon")
         if H > MAX_HORIZON:
             raise ParameterError(f"horizon must be at most 2**28, got {H}", param="horizon")
@@ -253,14 +256,15 @@ class MFSqrt(StreamPublisher):
         return self._w[u : u + m]
 
     def _make_noise(self, rng: RNGLike) -> Any:
-        return _BlockNoise(self._acc, rng, self.rho, self._node_sens,  # type: ignore[arg-type]
+        return _BlockNoise(self._acc, rng, self._node_budget, self._node_sens,
                            f"z of one block of {self.horizon} items: L2 sensitivity Δ sqrt(sum c_k^2) "
                            f"= {self._node_sens:.6g}")
 
     @property
     def sigma2(self) -> float:
         """The variance parameter of ``z``: ``Δ² sum_{k<T} c_k^2 / (2ρ)`` (rounded up)."""
-        return discrete_gaussian_sigma2(rho=self.rho, sensitivity=self._node_sens)  # type: ignore[arg-type]
+        # the per-event rho (rho / k^2 for k events per person and step)
+        return discrete_gaussian_sigma2(rho=self._node_budget, sensitivity=self._node_sens)
 
     def max_variance(self) -> float:
         """Largest variance of a prefix answer inside one block (at its last item), exactly.
@@ -368,7 +372,7 @@ class MFSqrt(StreamPublisher):
     # -- persistence --------------------------------------------------------------------------
     def _params(self) -> dict[str, Any]:
         return {"window": self.window, "rho": self.rho, "sensitivity": self.sensitivity, "horizon": self.horizon,
-                "max_item": self.max_item, "memory_limit": self.memory_limit}
+                "max_item": self.max_item, "memory_limit": self.memory_limit, **self._unit_params()}
 
     def _get_state(self, since: int | None = None) -> dict[str, Any]:
         # ``since`` (incremental persistence, where the base class offers it): NP is written once per
@@ -387,7 +391,7 @@ class MFSqrt(StreamPublisher):
         lo, t = int(state["store_from"]), int(state["t"])
         NP = np.asarray(state["NP"], dtype=np.float64)
         if NP.shape != (t - lo + 1,):
-            raise ParameterError("state is damaged: the stored noisy prefixes do not match its time range")
+            raise ParameterError("state is damaged: the stored noisy prefixes do not match its time range", param="state")
         self._NP = np.zeros(max(1024, 2 * NP.shape[0]))
         self._NP[: NP.shape[0]] = NP
         self._base = lo
@@ -396,10 +400,10 @@ class MFSqrt(StreamPublisher):
         if ob["z"] is not None:
             z = np.asarray(ob["z"], dtype=np.int64)
             if z.shape != (self.horizon,):
-                raise ParameterError("state is damaged: the open block's noise has the wrong length")
+                raise ParameterError("state is damaged: the open block's noise has the wrong length", param="state")
             self._set_block_noise(z)
         elif self._u != self.horizon:
-            raise ParameterError("state is damaged: an open block without its noise")
+            raise ParameterError("state is damaged: an open block without its noise", param="state")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -536,11 +540,12 @@ class BLT(MFSqrt):
     def __init__(self, *, window: int, rho: float | None = None, rng: RNGLike = None, sensitivity: float = 1.0,
                  horizon: int | None = None, buffers: int = 4, max_item: float | None = None,
                  session: Session | None = None, memory_limit: int | None = None, epsilon: float | None = None,
-                 height: int | None = None, noise: str = "discrete", real: bool = False) -> None:
+                 height: int | None = None, noise: str = "discrete", real: bool = False,
+                 privacy_unit: PrivacyUnit | None = None) -> None:
         self._buffers = check_positive_int(buffers, "buffers")
         super().__init__(window=window, rho=rho, rng=rng, sensitivity=sensitivity, horizon=horizon,
                          max_item=max_item, session=session, memory_limit=memory_limit, epsilon=epsilon,
-                         height=height, noise=noise, real=real)
+                         height=height, noise=noise, real=real, privacy_unit=privacy_unit)
 
     def _factor(self, H: int, buffers: int | None = None) -> None:
         if buffers is not None:

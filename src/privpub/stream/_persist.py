@@ -34,7 +34,7 @@ def split_state(state: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     plus, for the Fenwick publishers, the trees it lists. The head holds everything else.
     """
     if not isinstance(state, dict) or "store_from" not in state or "t" not in state:
-        raise ParameterError("state must be a dict made by a stream publisher's state()")
+        raise ParameterError("state must be a dict made by a stream publisher's state()", param="state")
     head = {k: v for k, v in state.items() if k not in TIME_KEYS and k not in ("trees", "since", "arrays_from")}
     part: dict[str, Any] = {"t": int(state["t"]), "arrays_from": int(state.get("arrays_from", state["store_from"]))}
     for k in TIME_KEYS:
@@ -69,7 +69,7 @@ def join_state(head: dict[str, Any], parts: Sequence[dict[str, Any]]) -> dict[st
     parts win where they overlap); every part ending before :func:`state_needs_from` may be
     left out. Refuses (``ParameterError``) parts that do not cover the head's window."""
     if not parts:
-        raise ParameterError("state is damaged: no parts to join")
+        raise ParameterError("state is damaged: no parts to join", param="state")
     lo, t = int(head["store_from"]), int(head["t"])
     n = t - lo + 1
     out = {k: v for k, v in head.items() if k not in ("trees_from", "head")}
@@ -88,7 +88,7 @@ def join_state(head: dict[str, Any], parts: Sequence[dict[str, Any]]) -> dict[st
             covered[i0 - lo : i1 - lo + 1] = True
         if not covered.all():
             raise ParameterError(f"state is damaged: the stored parts do not cover times {lo}..{t} "
-                                 f"(first gap at {lo + int(np.argmin(covered))})")
+                                 f"(first gap at {lo + int(np.argmin(covered))})", param="state")
         out[k] = arr
     if "LP" in out:  # Fenwick: the trees and the open tree's local prefixes
         lp = out.pop("LP")

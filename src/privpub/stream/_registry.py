@@ -29,5 +29,5 @@ def make_publisher(method: str, **params: Any) -> StreamPublisher:
     """Build a publisher by name (``"rtp"``, ``"hq_rtp"``, ``"rtp_mm"``, ``"hq_rtpmm"``, ``"bt"``, ``"bth"``, ``"mf_sqrt"``, ``"blt"``)."""
     cls = PUBLISHERS.get(method)
     if cls is None:
-        raise ParameterError(f"method must be one of {sorted(PUBLISHERS)}, got {method!r}")
+        raise ParameterError(f"method must be one of {sorted(PUBLISHERS)}, got {method!r}", param="method")
     return cls(**params)

@@ -26,23 +26,23 @@ def time_grid(start: Any, step: Any) -> tuple[str, int | float, int | float]:
         try:
             ts = pd.Timestamp(start)
         except (ValueError, TypeError) as exc:
-            raise ParameterError(f"start must be a datetime or a number, got {start!r}") from exc
+            raise ParameterError(f"start must be a datetime or a number, got {start!r}", param="start") from exc
         ts = ts.tz_localize("UTC") if ts.tzinfo is None else ts.tz_convert("UTC")
         try:
             width = pd.Timedelta(step)
         except (ValueError, TypeError) as exc:
-            raise ParameterError(f"step must be a timedelta for a datetime start, got {step!r}") from exc
+            raise ParameterError(f"step must be a timedelta for a datetime start, got {step!r}", param="step") from exc
         us = int(width / pd.Timedelta(microseconds=1))
         if us <= 0:
-            raise ParameterError(f"step must be a positive duration of at least 1 microsecond, got {step!r}")
+            raise ParameterError(f"step must be a positive duration of at least 1 microsecond, got {step!r}", param="step")
         return "us", int(ts.value // 1000), us
     for name, v in (("start", start), ("step", step)):
         if isinstance(v, bool) or not isinstance(v, int | float | np.integer | np.floating):
-            raise ParameterError(f"{name} must be a number (or start a datetime, step a timedelta), got {v!r}")
+            raise ParameterError(f"{name} must be a number (or start a datetime, step a timedelta), got {v!r}", param=name)
         if not np.isfinite(float(v)):
-            raise ParameterError(f"{name} must be finite, got {v!r}")
+            raise ParameterError(f"{name} must be finite, got {v!r}", param=name)
     if not float(step) > 0:
-        raise ParameterError(f"step must be > 0, got {step!r}")
+        raise ParameterError(f"step must be > 0, got {step!r}", param="step")
     if isinstance(start, int | np.integer) and isinstance(step, int | np.integer):
         return "number", int(start), int(step)
     return "number", float(start), float(step)
@@ -52,13 +52,13 @@ def _as_grid_values(times: Any, unit: str) -> NDArray[Any]:
     if unit == "us":
         ser = pd.to_datetime(pd.Series(times), utc=True, errors="coerce")
         if ser.isna().any():
-            raise DomainError(f"times must be datetimes; {int(ser.isna().sum())} missing or unparsable values")
+            raise DomainError(f"times must be datetimes; {int(ser.isna().sum())} missing or unparsable values", param="times")
         return np.asarray(ser.astype("datetime64[us, UTC]").astype("int64"), dtype=np.int64)
     arr = np.asarray(times)
     if arr.dtype.kind not in "iuf":
-        raise DomainError(f"times must be numbers for a numeric start, got dtype {arr.dtype}")
+        raise DomainError(f"times must be numbers for a numeric start, got dtype {arr.dtype}", param="times")
     if arr.dtype.kind == "f" and not np.all(np.isfinite(arr)):
-        raise DomainError(f"times must be finite; {int(np.sum(~np.isfinite(arr)))} NaN or infinite values")
+        raise DomainError(f"times must be finite; {int(np.sum(~np.isfinite(arr)))} NaN or infinite values", param="times")
     return arr
 
 
@@ -91,5 +91,5 @@ def step_counts(times: ArrayLike, *, start: Any, step: Any, steps: int) -> NDArr
     after = int(np.sum(idx >= n))
     if before or after:
         raise DomainError(f"times must lie in the declared grid of {n} steps from {start!r} by {step!r}; "
-                          f"{before} events before it and {after} after it")
+                          f"{before} events before it and {after} after it", param="times")
     return np.bincount(idx, minlength=n).astype(np.int64)
