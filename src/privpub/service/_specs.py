@@ -9,6 +9,7 @@ package (FastAPI, SQLAlchemy) and no publisher: the CLI checks a declaration bef
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from datetime import datetime
 from typing import Annotated, Any, Literal
@@ -49,6 +50,7 @@ __all__ = [
     "SynthSpec",
     "TokenRequest",
     "UNSERVED_PUBLISHERS",
+    "check_origins",
     "spec_field",
     "validate_spec",
 ]
@@ -75,6 +77,24 @@ def _legacy(key: str, value: Any, fields: Mapping[str, Any]) -> bool:
         return True
     default = _LEGACY_FIELDS[key]
     return key not in fields and default is not None and type(value) is type(default) and value == default
+
+
+_ORIGIN = re.compile(r"^https?://[a-z0-9.\-]+(:[0-9]{1,5})?$|^https?://\[[0-9a-f:.]+\](:[0-9]{1,5})?$")
+
+
+def check_origins(origins: list[str] | None) -> list[str] | None:
+    """Validate and normalise ``allowed_origins``: each exactly ``scheme://host[:port]`` (lower case)."""
+    if origins is None:
+        return None
+    out: list[str] = []
+    for i, origin in enumerate(origins):
+        o = str(origin).strip().lower().rstrip("/")
+        if not _ORIGIN.match(o):
+            raise ValueError(f"allowed_origins[{i}] must be an origin like https://example.org or "
+                             f"http://127.0.0.1:8080 (scheme, host and optional port; no path, no '*'), got {origin!r}")
+        if o not in out:
+            out.append(o)
+    return out
 
 
 #: the type of the errors of rules across fields (their context names the field)
@@ -138,10 +158,6 @@ class _CampaignBase(BaseModel):
     @field_validator("allowed_origins")
     @classmethod
     def _origins(cls, v: list[str] | None) -> list[str] | None:
-        if v is None:
-            return None
-        from privpub.service._web import check_origins
-
         return check_origins(v)
 
 
