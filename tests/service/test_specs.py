@@ -123,7 +123,8 @@ def test_openapi_describes_every_stream_publisher(openapi: dict[str, Any]) -> No
 
 def _cli_field(output: str) -> str:
     line = next(ln for ln in output.splitlines() if ln.startswith("error:"))
-    m = re.match(r"error: (?:campaign file '[^']*'|stream): ([A-Za-z0-9_.]+):", line)
+    # the CLI may prefix the option the field comes from (``--window: stream: window: ...``)
+    m = re.match(r"error: (?:--[a-z-]+: )?(?:campaign file '[^']*'|stream): ([A-Za-z0-9_.]+):", line)
     assert m is not None, line
     return m.group(1)
 

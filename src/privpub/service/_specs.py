@@ -52,6 +52,7 @@ __all__ = [
     "UNSERVED_PUBLISHERS",
     "check_origins",
     "spec_field",
+    "spec_loc",
     "validate_spec",
 ]
 
@@ -97,8 +98,9 @@ def check_origins(origins: list[str] | None) -> list[str] | None:
     return out
 
 
-#: the type of the errors of rules across fields (their context names the field)
-_SPEC_ERROR = "spec"
+#: the type of the errors of rules across fields (their context names the field, which pydantic's
+#: own value errors never have)
+_SPEC_ERROR = "value_error"
 
 
 def _not_here(data: dict[str, Any], model: type[BaseModel], models: Mapping[str, type[BaseModel]], tag: str,
@@ -440,20 +442,31 @@ StreamIn = StreamSpec
 _TAGS = frozenset(CAMPAIGN_SPECS) | frozenset(STREAM_SPECS)
 
 
-def spec_field(error: Mapping[str, Any]) -> str:
-    """The field a pydantic error is about, as the service's 422 and the CLI name it: ``a.0.b``
-    (no ``body`` prefix, no discriminator tag of a campaign kind or stream publisher)."""
+#: where a request's part is (the first element of a FastAPI error location)
+_PLACES = ("body", "query", "path", "header", "cookie")
+
+
+def spec_loc(error: Mapping[str, Any]) -> list[str | int]:
+    """The path of the field a pydantic error is about, without its place (``body`` ...) and
+    without the discriminator tag of a campaign kind or stream publisher."""
     ctx = error.get("ctx")
     ctx = ctx if isinstance(ctx, Mapping) else {}
     kind = str(error.get("type", ""))
     if kind == _SPEC_ERROR and isinstance(ctx.get("field"), str):  # a rule across fields names its field
-        return str(ctx["field"])
-    loc = [p for p in error.get("loc", ()) if p not in ("body", "query", "path")]
+        return [str(ctx["field"])]
+    loc: list[str | int] = [p if isinstance(p, int) else str(p) for p in error.get("loc", ())]
+    loc = [p for p in loc if p not in _PLACES]
     if len(loc) > 1 and isinstance(loc[0], str) and loc[0] in _TAGS:  # the union's tag: not a field
         loc = loc[1:]
     if not loc and kind.startswith("union_tag"):  # no or an unknown kind / publisher
-        return str(ctx.get("discriminator", "kind")).strip("'")
-    return ".".join(str(p) for p in loc)
+        return [str(ctx.get("discriminator", "kind")).strip("'")]
+    return loc
+
+
+def spec_field(error: Mapping[str, Any]) -> str:
+    """The field a pydantic error is about, as the service's 422 and the CLI name it: ``a.0.b``
+    (:func:`spec_loc` joined)."""
+    return ".".join(str(p) for p in spec_loc(error))
 
 
 def validate_spec(model: type[BaseModel], body: Any, what: str) -> dict[str, Any]:
