@@ -173,7 +173,7 @@ def test_service_errors_read_one_way(live: dict[str, Any], tmp_path: Path) -> No
     # what the stream's model refuses is refused before sending, naming the same field
     result = runner.invoke(app, ["stream", "create", "--name", "s", "-e", "100", "-w", "8", "--url", url],
                            env={"PRIVPUB_ADMIN_TOKEN": ADMIN_TOKEN})
-    _one_error(result, "error: stream: epsilon:")
+    _one_error(result, "stream: epsilon:")
     # 404
     result = runner.invoke(app, ["campaign", "status", ID, "--url", url])
     _one_error(result, "the service refused the request (404)")
