@@ -13,21 +13,21 @@ from service_helpers import ADMIN_TOKEN, Server
 
 from privpub.client import Gateway
 from privpub.service import head_revision, make_engine, upgrade
-from privpub.service._catalog import make_kind, normalise_spec
+from privpub.service._catalog import make_kind
 from privpub.service._db import current_revision, write_tx
-from privpub.service._specs import CampaignIn
 from privpub.service._store import N_SHARDS
 from privpub.service._tables import aggregates, campaign_groups, campaigns
 
 
 def test_campaign_of_revision_0003_upgrades_keeps_behaving_and_archives(db_url: str, tmp_path: Path) -> None:
     assert upgrade(db_url, "0003_streams") == "0003_streams"
-    spec = normalise_spec(CampaignIn(name="old", kind="frequency", oracle="OUE", epsilon=2.0,
-                                     categories=["a", "b", "c"], min_reports=10).model_dump(mode="json"))
-    spec.pop("poisoning_defense")  # written by an older privpub
-    spec.pop("allow_unenrolled_phases")
-    spec.pop("opens_at")
-    spec.pop("closes_at")
+    # the spec exactly as privpub stored it before issue 22 (one flat model: every kind's field, most
+    # null; no poisoning_defense, no allow_unenrolled_phases)
+    spec = {"name": "old", "kind": "frequency", "epsilon": 2.0, "min_reports": 10, "time_precision": 3600,
+            "enrollment": False, "oracle": "OUE", "categories": ["a", "b", "c"], "method": None, "bounds": None,
+            "expected_participants": None, "g": None, "eta": 0.05, "intervals": None, "lam": 0.6, "rgdd_tau": 1.0,
+            "kappa": 4.0, "h": None, "assignment_ttl": 600, "attributes": None, "degree": 2, "estimator": "em",
+            "allowed_origins": None, "requested_oracle": "OUE"}
     kind = make_kind(spec)
     engine = make_engine(db_url, pool_size=1)
     try:

@@ -30,7 +30,7 @@ FREQ = {"name": "x", "kind": "frequency", "epsilon": 1.0, "categories": ["a", "b
     ({"kind": "synth", "categories": None, "attributes": [{"name": "a", "categories": ["x", "y"]},
                                                           {"name": "b", "categories": ["u", "v"]}], "degree": 2},
      "degree"),
-    ({"kind": "synth", "categories": None, "attributes": [{"name": "a"}, {"name": "b"}]}, "attributes[0].categories"),
+    ({"kind": "synth", "categories": None, "attributes": [{"name": "a"}, {"name": "b"}]}, "attributes.0.categories"),
     ({"closes_at": "2020-01-01T00:00:00Z", "opens_at": "2021-01-01T00:00:00Z"}, "closes_at"),
     ({"unknown": 1}, "unknown"),
 ])

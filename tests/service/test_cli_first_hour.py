@@ -166,10 +166,14 @@ def test_service_errors_read_one_way(live: dict[str, Any], tmp_path: Path) -> No
     counts.write_text("1\n2\n")
     result = runner.invoke(app, ["stream", "produce", str(counts), "--stream", s["id"], "--url", url, "--token", "bad"])
     _one_error(result, "the service refused the request (40", "PRIVPUB_PRODUCER_TOKEN")
-    # 422 naming the field
+    # 422 naming the field (a check only the service makes: the noise scale sensitivity / epsilon)
+    result = runner.invoke(app, ["stream", "create", "--name", "s", "-e", "0.001", "--sensitivity", "1e12", "-w", "8",
+                                 "--url", url], env={"PRIVPUB_ADMIN_TOKEN": ADMIN_TOKEN})
+    _one_error(result, "the service refused the request (422): epsilon:")
+    # what the stream's model refuses is refused before sending, naming the same field
     result = runner.invoke(app, ["stream", "create", "--name", "s", "-e", "100", "-w", "8", "--url", url],
                            env={"PRIVPUB_ADMIN_TOKEN": ADMIN_TOKEN})
-    _one_error(result, "the service refused the request (422): epsilon:")
+    _one_error(result, "stream: epsilon:")
     # 404
     result = runner.invoke(app, ["campaign", "status", ID, "--url", url])
     _one_error(result, "the service refused the request (404)")

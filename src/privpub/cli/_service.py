@@ -60,6 +60,17 @@ def _need_extra(client: bool = False) -> None:
         raise ParameterError(f"the service needs the privpub[service] extra: pip install 'privpub[service]' ({exc})") from None
 
 
+def check_spec(kind: str, body: Any, what: str) -> None:
+    """Validate a campaign (``kind="campaign"``) or stream declaration with the service's own model
+    (:class:`privpub.service.CampaignSpec` / :class:`~privpub.service.StreamSpec`) before sending it:
+    the error names the same field as the service's 422."""
+    try:
+        from privpub.service import CampaignSpec, StreamSpec, validate_spec
+    except ImportError as exc:
+        raise ParameterError(f"the service needs the privpub[service] extra: pip install 'privpub[service]' ({exc})") from None
+    validate_spec(CampaignSpec if kind == "campaign" else StreamSpec, body, what)
+
+
 @handle_errors
 def serve(
     db: Annotated[str, _DB] = "campaigns.db",
@@ -429,6 +440,7 @@ def campaign_create(
     if not isinstance(body, dict):
         raise ParameterError(f"campaign file {str(spec)!r} must hold a mapping (name, kind, epsilon, ...), "
                              f"got {type(body).__name__}")
+    check_spec("campaign", body, f"campaign file {str(spec)!r}")
     client, _ = _client(url, connect_timeout)
     typer.echo(json.dumps(_json(client.post("/campaigns", json=body)), indent=2))
 

@@ -27,6 +27,7 @@ from privpub.cli._service import (
     _need_extra,
     base_url,
     check_connect_timeout,
+    check_spec,
     connect,
     submission_errors,
 )
@@ -131,6 +132,7 @@ def register_service_commands(stream_app: typer.Typer) -> None:
         body["queries_from"] = queries_from
         if log_per_client is not None:
             body["log_per_client"] = log_per_client
+        check_spec("stream", body, "stream")
         client, _ = connect(url, connect_timeout)
         typer.echo(json.dumps(client.post("/streams", json=body).json(), indent=2))
 

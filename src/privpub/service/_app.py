@@ -208,7 +208,7 @@ def metrics(request: Request) -> Response:
 @campaigns_router.post("", status_code=201, dependencies=[Depends(require_admin)])
 def create_campaign(request: Request, body: CampaignIn) -> dict[str, Any]:
     """Create a campaign (admin). Returns its id and public configuration."""
-    info = _store(request).create_campaign(body.model_dump(mode="json"))
+    info = _store(request).create_campaign(body.root.model_dump(mode="json"))
     log.info("campaign %s created (%s)", info.id, info.kind.kind)
     return info.public_config()
 

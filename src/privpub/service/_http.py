@@ -17,6 +17,8 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from privpub.service._specs import spec_loc
+
 __all__ = ["MAX_BATCH_BODY", "MAX_BODY", "ApiError", "BodyLimit", "error_body", "error_message", "read_body",
            "require_admin"]
 
@@ -184,12 +186,13 @@ def _validation_error(errors: Sequence[Any]) -> JSONResponse:
     items = []
     problems = list(errors) or [{"loc": ("body",), "msg": "invalid request", "type": "value_error"}]
     for err in problems[:MAX_ERRORS]:
-        loc = [p if isinstance(p, int) else str(p) for p in err.get("loc", ())]
-        if not loc or loc[0] not in _PLACES:  # a model validated by a fast path: the body's fields
-            loc = ["body", *loc]
+        first = next(iter(err.get("loc", ())), None)
+        place = first if first in _PLACES else "body"  # none: a model validated by a fast path (the body)
+        path = spec_loc(err)  # as the CLI names it (no union tag of a campaign kind or stream publisher)
+        loc = [place, *path]
         msg = str(err.get("msg", "invalid value"))
         detail.append({"loc": loc, "msg": msg, "type": str(err.get("type", "value_error"))})
-        field = ".".join(str(p) for p in loc[1:])
+        field = ".".join(str(p) for p in path)
         items.append({"field": field or "body", "message": msg})
     if len(problems) > MAX_ERRORS:
         more = f"and {len(problems) - MAX_ERRORS} more problems (the first {MAX_ERRORS} are listed)"

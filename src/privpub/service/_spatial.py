@@ -32,8 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from privpub.core import Accountant, BudgetLedger, check_bounds_2d
-from privpub.errors import PrivpubError
+from privpub.core import Accountant, BudgetLedger
 from privpub.ldp import OUE, norm_sub
 from privpub.service._kinds import (
     Group,
@@ -73,19 +72,12 @@ class SpatialKind(Kind):
 
     @classmethod
     def normalise(cls, spec: dict[str, Any]) -> dict[str, Any]:
+        # bounds (checked box), expected_participants and the phase rules are the model's (SpatialSpec)
         method = spec.get("method") or "kdght"
-        if spec.get("bounds") is None:
-            raise SpecError("bounds", "a spatial campaign must declare its public bounds [x0, y0, x1, y1]")
-        try:
-            box = check_bounds_2d(spec["bounds"])
-        except PrivpubError as exc:
-            raise SpecError("bounds", str(exc)) from None
-        n_plan = spec.get("expected_participants")
-        if n_plan is None:
-            raise SpecError("expected_participants", "a spatial campaign must declare how many participants it "
-                                                     "expects (it sizes the grid and the phases)")
+        box = [float(b) for b in spec["bounds"]]
+        n_plan = int(spec["expected_participants"])
         eps = float(spec["epsilon"])
-        out = dict(spec, method=method, bounds=list(box))
+        out = dict(spec, method=method, bounds=box)
         if method == "ug":
             out["g"] = int(spec.get("g") or ug_granularity(int(n_plan), eps))
         else:

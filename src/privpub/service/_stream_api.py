@@ -11,7 +11,7 @@ import hashlib
 import hmac
 import logging
 import math
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 import anyio
 import numpy as np
@@ -22,10 +22,8 @@ from pydantic import BaseModel, ConfigDict, Field, PlainValidator, WithJsonSchem
 
 from privpub.service._endpoint import Call, Endpoint
 from privpub.service._http import AUTHENTICATED, MAX_BATCH_BODY
+from privpub.service._specs import StreamIn
 from privpub.service._streams import (
-    LOG_PER_CLIENT,
-    MAX_WINDOW,
-    MIN_STEP_SECONDS,
     Asker,
     StreamError,
     StreamStore,
@@ -41,8 +39,6 @@ MAX_RANGES = 10_000
 
 StreamId = Path(pattern=r"^[0-9a-f]{16}$", description="the stream's id")
 _BATCH = r"^[A-Za-z0-9._:-]{1,64}$"
-#: names: no control characters (NUL, newlines ...)
-_PRINTABLE = r"^[^\x00-\x1f\x7f]+$"
 #: an event time: a JSON number (strict: ``true`` and ``"5"`` are refused)
 Time = Annotated[float, Field(strict=True, allow_inf_nan=False)]
 
@@ -64,73 +60,8 @@ Count = Annotated[int | float, PlainValidator(_count), WithJsonSchema({"type": "
 Step = Annotated[int, Field(ge=-(2**62), le=2**62)]
 
 
-class StreamUnitIn(BaseModel):
-    """Person-per-step privacy: all of one person's events of one step, at most ``max_contributions``
-    of them, are protected (events are posted with their ``privacy_ids``; the service keeps at
-    most ``max_contributions`` of each person's events per step)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    kind: Literal["person_per_step"] = "person_per_step"
-    privacy_id: str = Field(min_length=1, max_length=200, pattern=_PRINTABLE,
-                            description="what the events' privacy ids identify (e.g. 'user'), shown in the "
-                                        "stream's description")
-    max_contributions: int = Field(strict=True, ge=1, le=10**6,
-                                   description="k: the events of one person counted in one step at most")
-
-
 #: a person's id on an event: a JSON string (at most 200 characters) or integer (strict)
 PrivacyId = Annotated[str, Field(strict=True, min_length=1, max_length=200)] | Annotated[int, Field(strict=True)]
-
-
-class StreamIn(BaseModel):
-    """A stream as an operator declares it. ``publisher`` is a name of ``privpub.stream.PUBLISHERS``
-    (``"rtp"``, ``"hq_rtp"``, ``"rtp_mm"``, ``"hq_rtpmm"``, ``"bt"``, ``"bth"``; class names such as
-    ``"HQRTP"`` also work); ``window``, ``sensitivity``, ``height``, ``noise``, ``real``,
-    ``max_item`` and ``history`` are that publisher's constructor parameters."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    name: str = Field(min_length=1, max_length=200, pattern=_PRINTABLE,
-                      description="a label (no control characters: PostgreSQL text cannot hold NUL)")
-    publisher: str = Field(min_length=1, max_length=32)
-    epsilon: float = Field(gt=0, le=40, allow_inf_nan=False,
-                           description="event-level epsilon of the whole stream, spent once")
-    window: int = Field(ge=1, le=MAX_WINDOW, description="sliding window W: ranges inside the last W steps")
-    sensitivity: float = Field(default=1.0, gt=0, allow_inf_nan=False,
-                               description="what one individual may contribute to one step's count "
-                                           "(neighbouring streams differ by at most this in one step)")
-    height: int | None = Field(default=None, ge=1, le=62)
-    noise: Literal["discrete", "laplace"] = "discrete"
-    real: bool = False
-    max_item: float | None = Field(default=None, gt=0, allow_inf_nan=False,
-                                   description="largest count of one step; larger counts are refused")
-    history: list[int] | None = Field(default=None, max_length=10_000,
-                                      description="HQ publishers: public past query lengths")
-    step_seconds: float | None = Field(default=None, gt=0, le=366 * 86400, allow_inf_nan=False,
-                                       description=f"step length (at least {MIN_STEP_SECONDS} s): the service's "
-                                                   "clock closes steps; omitted: steps close by POST counts or "
-                                                   "close-step")
-    origin: float | None = Field(default=None, ge=0, allow_inf_nan=False,
-                                 description="Unix time where step 1 starts (default: now, aligned to the step); "
-                                             "at most 1,000,000 steps in the past, 366 days in the future")
-    horizon: int | None = Field(default=None, ge=1, le=2**52, description="last step of the stream")
-    late: Literal["reject", "current"] = Field(
-        default="reject", description="events of a closed step: rejected (default) or counted in the open step")
-    session: str | None = Field(default=None, min_length=1, max_length=200, pattern=_PRINTABLE,
-                                description="budget session (in this database) charged with epsilon")
-    rng: int | None = Field(default=None, ge=0, le=2**63 - 1,
-                            description="seed for reproducible tests; never stored; leave unset in production")
-    queries_from: Literal["readers", "anyone", "none"] = Field(
-        default="readers", description="which range queries feed the query log the HQ publishers learn tree "
-                                       "heights from: those sent with the stream's reader token (or the admin "
-                                       "token; default), anyone's, or none")
-    log_per_client: int | None = Field(default=None, ge=1, le=10**7,
-                                       description=f"logged queries per client and hour (default {LOG_PER_CLIENT}); "
-                                                   "further queries are answered, not logged")
-    privacy_unit: StreamUnitIn | None = Field(
-        default=None, description="whom the stream protects: omitted, one event (event level); "
-                                  "person_per_step: one person's events of one step, at most max_contributions")
 
 
 class CountsIn(BaseModel):
@@ -223,7 +154,7 @@ _PRODUCER = [Depends(require_producer)]
 @router.post("", status_code=201, dependencies=[_admin_dep()])
 def create_stream(request: Request, body: StreamIn) -> dict[str, Any]:
     """Create a stream (admin). Returns its id, its status and its producer token (shown once)."""
-    info, token, reader = _streams(request).create(body.model_dump())
+    info, token, reader = _streams(request).create(body.root.model_dump())
     return {**_streams(request).status(info.id), "producer_token": token, "reader_token": reader}
 
 

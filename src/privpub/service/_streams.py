@@ -51,6 +51,7 @@ from privpub.core import PrivacyUnit, Session
 from privpub.errors import BudgetExceededError, PrivpubError
 from privpub.service._db import write_tx
 from privpub.service._http import error_message
+from privpub.service._specs import LOG_PER_CLIENT, publisher_key  # a declaration's limits live with its model
 from privpub.service._store import NotFound
 from privpub.service._tables import stream_batches, stream_parts, stream_queries, streams
 from privpub.stream import PUBLISHERS, StreamPublisher, join_state, split_state, state_needs_from
@@ -61,10 +62,6 @@ __all__ = ["Asker", "StreamError", "StreamInfo", "StreamStore", "exact_counts", 
 log = logging.getLogger("privpub.service")
 _T = TypeVar("_T")
 
-#: largest window a service stream may declare
-MAX_WINDOW = 1 << 20
-#: shortest step of a clocked stream (seconds): at most 100 steps a second per stream
-MIN_STEP_SECONDS = 0.01
 #: most steps the clock closes for one stream in one tick, and most steps a new stream's origin
 #: may lie in the past (catching up from origin is bounded work)
 MAX_CATCHUP_STEPS = 1_000_000
@@ -72,10 +69,6 @@ MAX_CATCHUP_STEPS = 1_000_000
 MAX_ORIGIN_AHEAD = 366 * 86400.0
 #: largest noise scale sensitivity / epsilon of a service stream (int64 sums keep their headroom)
 MAX_NOISE_SCALE = 2.0**36
-#: who feeds an HQ publisher's query log (the lengths its tree heights learn from)
-QUERIES_FROM = ("readers", "anyone", "none")
-#: default cap of logged queries per client and stream per hour (the rest are answered, not logged)
-LOG_PER_CLIENT = 1000
 #: stored state parts of one stream before a write replaces them by one part holding the window
 #: (bounds the rows a restart reads; amortised, a write costs O(steps closed + window / 256))
 PARTS_COMPACT = 256
@@ -90,9 +83,6 @@ TICK = 0.2
 #: environment variable enabling the non-private check endpoint (tests only)
 CHECKS_ENV = "PRIVPUB_TEST_CHECKS"
 
-_ALIASES = {"binarytree": "bt", "binary": "bt", "honaker": "bth"}
-
-
 class StreamError(Exception):
     """A request the stream refuses (-> 4xx naming ``field``)."""
 
@@ -100,13 +90,6 @@ class StreamError(Exception):
         super().__init__(message)
         self.status, self.message, self.field = status, message, field
 
-
-def publisher_key(name: str) -> str | None:
-    """The :data:`privpub.stream.PUBLISHERS` key of ``name`` ("HQRTP", "hq_rtp", "HQ_RTP" ...)."""
-    norm = str(name).lower().replace("_", "").replace("-", "").replace(" ", "")
-    table = {k.replace("_", ""): k for k in PUBLISHERS}
-    table.update(_ALIASES)
-    return table.get(norm)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -384,10 +367,11 @@ class StreamStore:
     def create(self, body: dict[str, Any]) -> tuple[StreamInfo, str, str]:
         """Create a stream (validated publisher, budget charged); returns it, its producer token and
         its reader token."""
+        # ``body`` is a StreamSpec (privpub.service._specs): the publisher's model checked its fields
+        # (which it takes, their ranges); what follows needs the clock, the budget or the publisher
         key = publisher_key(body["publisher"])
-        if key is None:
-            raise StreamError(422, f"must be one of {sorted(PUBLISHERS)} (or their class names), "
-                                   f"got {body['publisher']!r}", "publisher")
+        if key is None:  # pragma: no cover - the model refuses first
+            raise StreamError(422, f"must be one of {sorted(PUBLISHERS)}, got {body['publisher']!r}", "publisher")
         cls = PUBLISHERS[key]
         params: dict[str, Any] = {"window": body["window"]}
         for name in ("sensitivity", "height", "noise", "real", "max_item"):
@@ -395,11 +379,7 @@ class StreamStore:
                 params[name] = body[name]
         adaptive = key.startswith("hq_")
         if body.get("history"):
-            if not adaptive:
-                raise StreamError(422, f"history is only used by the adaptive (HQ) publishers, not {key}", "history")
             params["history"] = list(body["history"])
-        if params["window"] > MAX_WINDOW:
-            raise StreamError(422, f"must be at most {MAX_WINDOW} in the service, got {params['window']}", "window")
         declared = body.get("privacy_unit")
         unit = None if declared is None else PrivacyUnit.person_per_step(declared["privacy_id"],
                                                                          declared["max_contributions"])
@@ -414,9 +394,6 @@ class StreamStore:
         step = body.get("step_seconds")
         origin = body.get("origin")
         if step is not None:
-            if step < MIN_STEP_SECONDS:
-                raise StreamError(422, f"must be at least {MIN_STEP_SECONDS} s (the clock closes at most "
-                                       f"{1 / MIN_STEP_SECONDS:g} steps a second), got {step:g}", "step_seconds")
             if origin is not None:
                 behind = (now - origin) / step
                 if behind > MAX_CATCHUP_STEPS:
@@ -426,8 +403,6 @@ class StreamStore:
                 if origin > now + MAX_ORIGIN_AHEAD:
                     raise StreamError(422, f"is more than {MAX_ORIGIN_AHEAD / 86400:g} days in the future", "origin")
         queries_from = body.get("queries_from") or "readers"
-        if queries_from not in QUERIES_FROM:  # pragma: no cover - the model refuses first
-            raise StreamError(422, f"must be one of {QUERIES_FROM}, got {queries_from!r}", "queries_from")
         log_per_client = body.get("log_per_client") or LOG_PER_CLIENT
         session = None
         if body.get("session") is not None:

@@ -24,7 +24,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from privpub.service._http import error_body
 
-__all__ = ["CampaignCORS", "check_origins", "client_js_router"]
+__all__ = ["CampaignCORS", "client_js_router"]
 
 #: the campaign endpoints a web page may use, with their methods
 _PATHS = (
@@ -34,22 +34,6 @@ _PATHS = (
 )
 #: seconds a browser may cache a preflight answer
 MAX_AGE = 600
-_ORIGIN = re.compile(r"^https?://[a-z0-9.\-]+(:[0-9]{1,5})?$|^https?://\[[0-9a-f:.]+\](:[0-9]{1,5})?$")
-
-
-def check_origins(origins: list[str] | None) -> list[str] | None:
-    """Validate and normalise ``allowed_origins``: each exactly ``scheme://host[:port]`` (lower case)."""
-    if origins is None:
-        return None
-    out: list[str] = []
-    for i, origin in enumerate(origins):
-        o = str(origin).strip().lower().rstrip("/")
-        if not _ORIGIN.match(o):
-            raise ValueError(f"allowed_origins[{i}] must be an origin like https://example.org or "
-                             f"http://127.0.0.1:8080 (scheme, host and optional port; no path, no '*'), got {origin!r}")
-        if o not in out:
-            out.append(o)
-    return out
 
 
 def _match(path: str) -> tuple[str, tuple[str, ...]] | None:
