@@ -284,7 +284,9 @@ def test_fast_path_and_route_answer_alike(sides: tuple[Side, Side], endpoint: st
         assert got_fast == got_framework, f"{endpoint}, {name}: fast path {got_fast} != route {got_framework}"
         assert got_fast[0] == status, f"{endpoint}, {name}: {got_fast}"
         if status >= 400:
-            assert isinstance(got_fast[1], dict) and set(got_fast[1]) == {"error"}, got_fast
+            # the service's error shape: FastAPI's "detail" list beside the "error" object (issue 24)
+            assert isinstance(got_fast[1], dict) and set(got_fast[1]) == {"detail", "error"}, got_fast
+            assert got_fast[1]["detail"] and all("loc" in d and "msg" in d for d in got_fast[1]["detail"])
             assert got_fast[1]["error"]["message"]
 
 

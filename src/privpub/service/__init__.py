@@ -59,8 +59,8 @@ _MODULES = {
 __all__ = [
     "CAMPAIGN_SPECS",
     "CampaignSpec",
-    "PUBLISHER_KEYS",
     "DatabaseSessionStore",
+    "PUBLISHER_KEYS",
     "ROUTERS",
     "STREAM_SPECS",
     "Store",

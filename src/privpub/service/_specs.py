@@ -446,6 +446,12 @@ _TAGS = frozenset(CAMPAIGN_SPECS) | frozenset(STREAM_SPECS)
 _PLACES = ("body", "query", "path", "header", "cookie")
 
 
+#: pydantic's error types for a missing or unknown tag of a discriminated union
+_UNION_TAG_ERRORS = ("union_tag_not_found", "union_tag_invalid")
+#: pydantic's ``ctx["discriminator"]`` (the tag's name, quoted) -> the field it names
+_DISCRIMINATORS = {"'kind'": "kind", "'publisher'": "publisher"}
+
+
 def spec_loc(error: Mapping[str, Any]) -> list[str | int]:
     """The path of the field a pydantic error is about, without its place (``body`` ...) and
     without the discriminator tag of a campaign kind or stream publisher."""
@@ -458,8 +464,8 @@ def spec_loc(error: Mapping[str, Any]) -> list[str | int]:
     loc = [p for p in loc if p not in _PLACES]
     if len(loc) > 1 and isinstance(loc[0], str) and loc[0] in _TAGS:  # the union's tag: not a field
         loc = loc[1:]
-    if not loc and kind.startswith("union_tag"):  # no or an unknown kind / publisher
-        return [str(ctx.get("discriminator", "kind")).strip("'")]
+    if not loc and kind in _UNION_TAG_ERRORS:  # no or an unknown kind / publisher
+        return [_DISCRIMINATORS.get(str(ctx.get("discriminator")), "kind")]
     return loc
 
 
