@@ -27,7 +27,7 @@ from privpub.core._mechanisms import exponential_mechanism
 from privpub.core._publisher import Release, describe_data
 from privpub.core._rng import RNGLike, as_generator
 from privpub.core._session import Session
-from privpub.core._unit import PrivacyUnit
+from privpub.core._unit import PrivacyUnit, check_privacy_ids
 from privpub.core._validation import check_epsilon, check_positive_int, check_probability
 from privpub.errors import ParameterError
 
@@ -129,7 +129,6 @@ def suggest_max_contributions(
     >>> s.max_contributions, s.ledger.total
     (9, 1.0)
     """
-    import pandas as pd
 
     eps = check_epsilon(epsilon)
     q = check_probability(quantile, "quantile", low=0.0, high=1.0, closed="right")
@@ -141,12 +140,9 @@ def suggest_max_contributions(
         series_name = getattr(privacy_ids, "name", None)
         name = series_name if isinstance(series_name, str) and series_name else "privacy_id"
     unit = PrivacyUnit.person(name, max_contributions=1)
-    ids = pd.Series(np.asarray(privacy_ids, dtype=object) if not isinstance(privacy_ids, pd.Series)
-                    else privacy_ids.to_numpy(dtype=object), dtype=object)
-    if ids.ndim != 1 or ids.size == 0:
+    ids = check_privacy_ids(privacy_ids)
+    if ids.size == 0:
         raise ParameterError("privacy_ids must be a non-empty column of ids (one per row)", param="privacy_ids")
-    if bool(ids.isna().any()):
-        raise ParameterError("privacy_ids must not be missing", param="privacy_ids")
     gen = as_generator(rng)
     with accounting(eps, method="suggest_max_contributions", session=session, data=describe_data(ids),
                     unit=unit) as acc:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Callable
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any, overload
 
@@ -326,14 +327,21 @@ def discrete_laplace(
     >>> discrete_laplace([10, 0, 3], epsilon=1.0, rng=0).dtype
     dtype('int64')
     """
+    return _integer_mechanism(values, "the discrete Laplace mechanism; use privpub.core.laplace for real-valued "
+                              "queries", lambda shape: discrete_laplace_noise(
+                                  shape, epsilon=epsilon, sensitivity=sensitivity, rng=rng, accountant=accountant,
+                                  note=note))
+
+
+def _integer_mechanism(values: ArrayLike, what: str,
+                       draw: Callable[[tuple[int, ...]], NDArray[np.int64]]) -> NDArray[np.int64] | int:
+    """``values`` (integers) plus ``draw(shape)`` in exact int64: the body of :func:`discrete_laplace`
+    and :func:`discrete_gaussian` (``what`` completes "values must be integers for ...")."""
     arr = check_array(values, "values", allow_empty=True)
     if arr.dtype.kind == "f" and not np.all(arr == np.round(arr)):
-        raise DomainError("values must be integers for the discrete Laplace mechanism; "
-                          "use privpub.core.laplace for real-valued queries", param="values")
+        raise DomainError(f"values must be integers for {what}", param="values")
     ints = check_int_values(arr, "values")
-    noise = discrete_laplace_noise(ints.shape, epsilon=epsilon, sensitivity=sensitivity, rng=rng,
-                                   accountant=accountant, note=note)
-    noisy = add_int_noise(ints, noise)
+    noisy = add_int_noise(ints, draw(ints.shape))
     return int(noisy) if noisy.ndim == 0 else noisy
 
 
@@ -498,14 +506,8 @@ def discrete_gaussian(
     >>> noisy.dtype, acc.total, acc.measure
     (dtype('int64'), 0.5, 'zcdp')
     """
-    arr = check_array(values, "values", allow_empty=True)
-    if arr.dtype.kind == "f" and not np.all(arr == np.round(arr)):
-        raise DomainError("values must be integers for the discrete Gaussian mechanism", param="values")
-    ints = check_int_values(arr, "values")
-    noise = discrete_gaussian_noise(ints.shape, rho=rho, sensitivity=sensitivity, rng=rng,
-                                    accountant=accountant, note=note)
-    noisy = add_int_noise(ints, noise)
-    return int(noisy) if noisy.ndim == 0 else noisy
+    return _integer_mechanism(values, "the discrete Gaussian mechanism", lambda shape: discrete_gaussian_noise(
+        shape, rho=rho, sensitivity=sensitivity, rng=rng, accountant=accountant, note=note))
 
 
 # ---------------------------------------------------------------------------------------------

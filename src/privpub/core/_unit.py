@@ -241,6 +241,21 @@ def check_privacy_unit(unit: Any, default: PrivacyUnit = RECORD) -> PrivacyUnit:
     raise ParameterError(f"privacy_unit must be a privpub.PrivacyUnit, got {unit!r:.60}", param="privacy_unit")
 
 
+def check_privacy_ids(privacy_ids: ArrayLike) -> Any:
+    """``privacy_ids`` as a pandas Series of objects (one id per row), or raise
+    :class:`~privpub.errors.ParameterError` (``param="privacy_ids"``) for a missing id."""
+    import pandas as pd
+
+    ids = pd.Series(np.asarray(privacy_ids, dtype=object) if not isinstance(privacy_ids, pd.Series)
+                    else privacy_ids.to_numpy(dtype=object), dtype=object)
+    if ids.ndim != 1:
+        raise ParameterError("privacy_ids must be one id per row (1-D)", param="privacy_ids")
+    if bool(ids.isna().any()):
+        raise ParameterError("privacy_ids must not be missing (a row with no person cannot be bounded)",
+                             param="privacy_ids")
+    return ids
+
+
 def contribution_key(rng: RNGLike = None) -> str:
     """A fresh 16-character key for :func:`bound_contributions`, drawn from ``rng``."""
     return as_generator(rng).bytes(8).hex()
@@ -295,13 +310,7 @@ def bound_contributions(
     import pandas as pd
 
     k = check_positive_int(max_contributions, "max_contributions")
-    ids = pd.Series(np.asarray(privacy_ids, dtype=object) if not isinstance(privacy_ids, pd.Series)
-                    else privacy_ids.to_numpy(dtype=object), dtype=object)
-    if ids.ndim != 1:
-        raise ParameterError("privacy_ids must be one id per row (1-D)", param="privacy_ids")
-    if bool(ids.isna().any()):
-        raise ParameterError("privacy_ids must not be missing (a row with no person cannot be bounded)",
-                             param="privacy_ids")
+    ids = check_privacy_ids(privacy_ids)
     if key is None:
         key = contribution_key(rng)
     if not isinstance(key, str) or len(key.encode("utf-8")) != 16:
