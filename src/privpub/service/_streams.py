@@ -682,12 +682,15 @@ class StreamStore:
         open_step = live.t + 1
         stored = head.get("person_tally") or {}
         before: dict[str, int] = dict(stored.get("ids", {})) if stored.get("step") == open_step else {}
-        key = (live.pub.contribution_key or "").encode("utf-8")
-        hashed = [hmac.new(key, f"{type(i).__name__}:{i}".encode(), hashlib.sha256).hexdigest()[:20] for i in ids]
+        key = live.pub.contribution_key
+        assert key is not None  # a person-per-step publisher draws its key before any noise
+        # the ids' keyed SipHash (as privpub.core.bound_contributions hashes them), as text for the stored tally
+        hashed = pd.util.hash_array(np.asarray(list(ids), dtype=object), hash_key=key).astype(str)
         pairs = pd.DataFrame({"s": steps, "h": hashed}).groupby(["s", "h"]).size()
         s_idx = pairs.index.get_level_values(0).to_numpy(np.int64)
         h_idx = pairs.index.get_level_values(1).to_numpy(dtype=object)
-        prev = np.array([before.get(h, 0) if st == open_step else 0 for st, h in zip(s_idx, h_idx)], dtype=np.int64)
+        prev = np.where(s_idx == open_step,
+                        pd.Series(h_idx, dtype=object).map(before).fillna(0).to_numpy(np.int64), 0)
         total = np.minimum(prev + pairs.to_numpy(np.int64), k)
         last = int(steps.max())
         per = np.bincount(s_idx - open_step, weights=total - prev, minlength=last - live.t).astype(np.int64)
