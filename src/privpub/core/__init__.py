@@ -73,6 +73,7 @@ from privpub.core._unit import (
     UNIT_KINDS,
     PrivacyUnit,
     bound_contributions,
+    check_privacy_ids,
     check_privacy_unit,
     contribution_key,
 )
@@ -138,6 +139,7 @@ __all__ = [
     "check_float_exact",
     "check_in_domain",
     "check_positive_int",
+    "check_privacy_ids",
     "check_privacy_unit",
     "check_probability",
     "check_real",

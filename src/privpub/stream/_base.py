@@ -43,6 +43,7 @@ from privpub.core import (
     check_array,
     check_epsilon,
     check_positive_int,
+    check_privacy_ids,
     check_privacy_unit,
     check_real,
     check_session,
@@ -668,10 +669,7 @@ class StreamPublisher:
             return out, 0
         import pandas as pd
 
-        pid = pd.Series(ids, dtype=object)
-        if bool(pid.isna().any()):
-            raise ParameterError("privacy_ids must not be missing (an event with no person cannot be bounded)",
-                                 param="privacy_ids")
+        pid = check_privacy_ids(ids)
         # one bounding group per (step, person): the keyed hash keeps k of a person's events of a
         # step, chosen from that person's events and the key alone
         groups = (pd.Series(steps).astype(str) + "\x1f" + pid.astype(str)).to_numpy(dtype=object)
