@@ -242,3 +242,16 @@ def test_audit_mf_range_on_neighbouring_streams() -> None:
     assert ok.passed
     leaky = audit_epsilon(_mech(50 * PRIV_RHO), x, y, epsilon=bound, trials=10_000, batch=True, rng=0)
     assert not leaky.passed, leaky
+
+
+def test_reproduction_expected_mse_is_the_mean_answer_variance() -> None:
+    """The state-of-the-art section's exact expected MSE (one block) is the publisher's per-range variance."""
+    from privpub.experiments.stream import _toeplitz_expected_mse
+
+    T = 40
+    pub = MFRange(window=T, rho=RHO, rng=0)
+    pub.extend(_items(T))
+    q = np.array([[T, 1, 1], [T, 1, T], [T, 5, 9], [T, 17, 40], [T, 40, 40], [T, 2, 39]])
+    want = np.mean([pub.answer_variance(int(a), int(b)) for _, a, b in q])
+    got = _toeplitz_expected_mse(pub._c, discrete_gaussian_variance(pub.sigma2), q)
+    assert got == pytest.approx(want, rel=1e-12)
