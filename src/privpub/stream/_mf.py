@@ -736,8 +736,8 @@ class MFRange(MFSqrt):
 
     Ingest, answers, blocks, persistence and costs are those of :class:`MFSqrt` (``w = L z`` by FFT
     convolution when a block opens: ``O(log horizon)`` amortised work per item). Parameters are
-    those of :class:`MFSqrt`; ``horizon`` is at most ``2**20`` (the optimisation takes about a
-    second at ``2**15``, once per horizon and process).
+    those of :class:`MFSqrt`; ``horizon`` is at most ``2**20`` (the optimisation takes a
+    few seconds at ``2**15``, once per horizon and process).
 
     Notes
     -----
