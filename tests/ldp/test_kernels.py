@@ -231,6 +231,25 @@ def test_column_counts_match_unpacked_sums() -> None:
         np.testing.assert_array_equal(counts, np.unpackbits(rows, axis=1, bitorder="little").sum(axis=0))
 
 
+def test_small_counts_in_numpy_equal_the_kernel(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Reports up to ``_NUMPY_COUNT_BYTES`` are counted in NumPy (no compilation): same counts as
+    the kernel for packed uint8, packed uint64 and bool rows."""
+    from privpub.ldp import _unary
+
+    gen = np.random.default_rng(4)
+    for d, n in [(2, 5), (8, 300), (61, 1000), (130, 2000)]:
+        oracle = OUE(domain_size=d)
+        packed = oracle.perturb(gen.integers(0, d, n), epsilon=1.0, rng=int(gen.integers(1 << 30)))
+        truth = np.unpackbits(packed, axis=1, bitorder="little")[:, :d].sum(axis=0)
+        words = np.zeros((n, (d + 63) // 64 * 8), dtype=np.uint8)
+        words[:, : packed.shape[1]] = packed
+        forms = [packed, words.view("<u8"), np.unpackbits(packed, axis=1, count=d, bitorder="little").view(bool)]
+        for limit in (_unary._NUMPY_COUNT_BYTES, -1):  # NumPy, then the kernel
+            monkeypatch.setattr(_unary, "_NUMPY_COUNT_BYTES", limit)
+            for r in forms:
+                np.testing.assert_array_equal(oracle.aggregate(r), truth)
+
+
 # ---------------------------------------------------------------------------------------------
 # OLH
 # ---------------------------------------------------------------------------------------------
