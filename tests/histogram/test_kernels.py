@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.optimize import isotonic_regression as scipy_isotonic
 
+import privpub.histogram._kernels as hist_kernels
 from privpub.core import isotonic_regression
 from privpub.errors import ParameterError
 from privpub.histogram import (
@@ -215,7 +216,12 @@ def test_grouping_rejects_bad_input() -> None:
         [0.0, 0.5, 1.0, 17.0, 2.0**40, -3.0],
     ],
 )
-def test_stable_order_equals_numpy_stable_argsort(values: list[float], rng: np.random.Generator) -> None:
+@pytest.mark.parametrize("kernel", [True, False])
+def test_stable_order_equals_numpy_stable_argsort(values: list[float], kernel: bool, rng: np.random.Generator,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """The radix kernel (and, for small vectors by default, NumPy itself) gives NumPy's stable order."""
+    if kernel:
+        monkeypatch.setattr(hist_kernels, "_NUMPY_SORT_MAX", -1)
     for n in (0, 1, 2, 10, 5000):
         y = rng.choice(np.asarray(values), n)
         np.testing.assert_array_equal(stable_order(y), np.argsort(y, kind="stable"))
