@@ -155,6 +155,18 @@ def test_fast_is_the_compiled_deque(rng: np.random.Generator) -> None:
         assert cost == pytest.approx(dp_group_quadratic(x, c, 2.0)[0], abs=_tol(x, cost))
 
 
+def test_backtrack_in_python_equals_the_compiled_walk(rng: np.random.Generator) -> None:
+    """Groupings up to ``_NUMPY_SORT_MAX`` bins follow their back-pointers in Python: same boundaries."""
+    jit = hist_kernels._jit()
+    for c in (1e-3, 30.0, 1e4):
+        x = np.sort(np.round(rng.normal(0, 5.0, 2000)))
+        s1, s2 = hist_kernels._prefix(x)
+        _, back = jit.deque_group(s1, s2, c, 2.0)
+        compiled = jit.backtrack(back, x.size)
+        np.testing.assert_array_equal(hist_kernels._backtrack(back.tolist(), x.size), compiled)
+        np.testing.assert_array_equal(dp_group_deque(x, c, 2.0)[1], compiled)
+
+
 @pytest.mark.parametrize(
     ("x", "c", "fast", "reference"),
     [  # equal-cost partitions: the deque keeps the later start, the O(n^2) reference the earlier

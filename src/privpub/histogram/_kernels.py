@@ -144,6 +144,12 @@ def dp_group_quadratic(x: ArrayLike, c: float, gamma: float = 0.0) -> tuple[floa
     return float(q[n]), _backtrack(back.tolist(), n)
 
 
+#: sort vectors up to this size with NumPy's stable argsort (a few ms) rather than compile the
+#: radix sort (about 0.8 s of CPU the first time); back-pointers of groupings up to this size are
+#: followed in Python rather than by the compiled walk
+_NUMPY_SORT_MAX = 1 << 17
+
+
 def _backtrack(back: list[int], n: int) -> NDArray[np.int64]:
     out = [n]
     j = n
@@ -185,6 +191,8 @@ def _deque(arr: NDArray[np.float64], c: float, gamma: float) -> tuple[float, NDA
     jit = _jit()
     s1, s2 = _prefix(arr)
     cost, back = jit.deque_group(s1, s2, float(c), float(gamma))
+    if arr.size <= _NUMPY_SORT_MAX:  # a short walk: no kernel to compile
+        return float(cost), _backtrack(back.tolist(), arr.size)
     return float(cost), jit.backtrack(back, arr.size)
 
 
@@ -320,11 +328,6 @@ def dp_group_fast(x: ArrayLike, c: float, gamma: float = 0.0) -> tuple[float, ND
     """
     arr, c, gamma = _check_grouping_args(x, c, gamma)
     return _deque(arr, c, gamma)
-
-
-#: sort vectors up to this size with NumPy's stable argsort (a few ms) rather than compile the
-#: radix sort (about 0.8 s of CPU the first time)
-_NUMPY_SORT_MAX = 1 << 17
 
 
 def stable_order(y: ArrayLike) -> NDArray[np.int64]:

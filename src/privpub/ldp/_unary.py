@@ -235,6 +235,7 @@ class UnaryEncoding(FrequencyOracle):
         from privpub.ldp import _kernels
 
         width = self.packed_width
+        v = np.ascontiguousarray(v)  # one layout: the kernel compiles once (a column view would add an 'A' variant)
         n = v.size
         out = np.empty((n, width), dtype=np.uint8)
         rows = max(1, _CHUNK_BYTES // width)
