@@ -291,6 +291,14 @@ def test_olh_kernels_agree_with_brute_force(g: int) -> None:
         if kernel is kernels.olh_support_enumerate and g < 1000:
             continue  # P / g pre-images per user: too slow for a test
         counts = np.zeros(d, dtype=np.int64)
+        if kernel is kernels.olh_support_scan:
+            for block in (64, kernels.OLH_BLOCK):  # 64: several blocks of values, the last one partial
+                counts[:] = 0
+                acc = np.zeros(block, dtype=np.uint32)
+                kernel(a, b, y, g, d, counts, acc)
+                np.testing.assert_array_equal(counts, expected, err_msg=f"scan, block {block}")
+                assert not acc.any()
+            continue
         kernel(a, b, y, g, d, counts)
         np.testing.assert_array_equal(counts, expected, err_msg=kernel.__name__)
     np.testing.assert_array_equal(OLH(domain_size=d, g=g).aggregate(reports), expected)
