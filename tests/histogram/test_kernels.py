@@ -161,7 +161,8 @@ def test_backtrack_in_python_equals_the_compiled_walk(rng: np.random.Generator) 
     for c in (1e-3, 30.0, 1e4):
         x = np.sort(np.round(rng.normal(0, 5.0, 2000)))
         s1, s2 = hist_kernels._prefix(x)
-        _, back = jit.deque_group(s1, s2, c, 2.0)
+        work = [np.zeros(s1.size)] + [np.zeros(s1.size, dtype=np.int64) for _ in range(3)]
+        _, back = jit.deque_group(s1, s2, c, 2.0, *work)
         compiled = jit.backtrack(back, x.size)
         np.testing.assert_array_equal(hist_kernels._backtrack(back.tolist(), x.size), compiled)
         np.testing.assert_array_equal(dp_group_deque(x, c, 2.0)[1], compiled)

@@ -190,7 +190,8 @@ def dp_group_deque(x: ArrayLike, c: float, gamma: float = 0.0) -> tuple[float, N
 def _deque(arr: NDArray[np.float64], c: float, gamma: float) -> tuple[float, NDArray[np.int64]]:
     jit = _jit()
     s1, s2 = _prefix(arr)
-    cost, back = jit.deque_group(s1, s2, float(c), float(gamma))
+    work = [np.zeros(s1.size)] + [np.zeros(s1.size, dtype=np.int64) for _ in range(3)]
+    cost, back = jit.deque_group(s1, s2, float(c), float(gamma), *work)
     if arr.size <= _NUMPY_SORT_MAX:  # a short walk: no kernel to compile
         return float(cost), _backtrack(back.tolist(), arr.size)
     return float(cost), jit.backtrack(back, arr.size)
