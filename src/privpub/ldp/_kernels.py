@@ -172,7 +172,8 @@ def ue_bytes(
     full = n >> 2
     total = (n + 3) >> 2
     block = pending.size - 1
-    fb = np.int64(0)  # not the literal 0: type inference would compile the callees for Literal[int](0) too
+    # an int64, not the literal 0: type inference would also compile the callees for Literal[int](0)
+    fb: int = np.int64(0)  # type: ignore[assignment]
     for b0 in range(w_start, total, block):
         b1 = min(total, b0 + block)
         k = _bytes_fast(raw, table8, out, b0, min(b1, full), pending)

@@ -650,10 +650,10 @@ class ReportStore:
             )
         if _numpy_em_seconds(trees, max_iter) <= NUMPY_EM_SECONDS:
             for t, init in zip(trees, inits):
-                p, n_iter, converged, loglik = self._em_reference(t.attrs, init=init, max_iter=max_iter)
-                self._cache[(t.attrs, method)] = JointEstimate(t.attrs, p, n_iter, converged, loglik, None, method)
+                est, iters, conv, ll = self._em_reference(t.attrs, init=init, max_iter=max_iter)
+                self._cache[(t.attrs, method)] = JointEstimate(t.attrs, est, iters, conv, ll, None, method)
                 self.n_estimates += 1
-                self.em_work += t.work * n_iter
+                self.em_work += t.work * iters
             return
         p0 = []
         for t, init in zip(trees, inits):
