@@ -187,7 +187,8 @@ def bench_fit(data: TabularCodes, repeats: int, reference: bool) -> list[dict]:
                 t0 = time.perf_counter()
                 res = subprocess.run(
                     [sys.executable, "-c", "from privpub.cli import main; main()", "synth", str(csv), "--schema",
-                     str(schema), "--flip-prob", str(f), "--seed", "1", "--quiet", "-o", str(Path(tmp) / "out.csv")],
+                     str(schema), "--flip-prob", str(f), "--seed", "1", "--quiet", "--force",
+                     "-o", str(Path(tmp) / "out.csv")],
                     capture_output=True, text=True, check=True,
                 )
                 cli.append(time.perf_counter() - t0)

@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.optimize import isotonic_regression as scipy_isotonic
 
+import privpub.histogram._kernels as hist_kernels
 from privpub.core import isotonic_regression
 from privpub.errors import ParameterError
 from privpub.histogram import (
@@ -154,6 +155,19 @@ def test_fast_is_the_compiled_deque(rng: np.random.Generator) -> None:
         assert cost == pytest.approx(dp_group_quadratic(x, c, 2.0)[0], abs=_tol(x, cost))
 
 
+def test_backtrack_in_python_equals_the_compiled_walk(rng: np.random.Generator) -> None:
+    """Groupings up to ``_NUMPY_SORT_MAX`` bins follow their back-pointers in Python: same boundaries."""
+    jit = hist_kernels._jit()
+    for c in (1e-3, 30.0, 1e4):
+        x = np.sort(np.round(rng.normal(0, 5.0, 2000)))
+        s1, s2 = hist_kernels._prefix(x)
+        work = [np.zeros(s1.size)] + [np.zeros(s1.size, dtype=np.int64) for _ in range(3)]
+        _, back = jit.deque_group(s1, s2, c, 2.0, *work)
+        compiled = jit.backtrack(back, x.size)
+        np.testing.assert_array_equal(hist_kernels._backtrack(back.tolist(), x.size), compiled)
+        np.testing.assert_array_equal(dp_group_deque(x, c, 2.0)[1], compiled)
+
+
 @pytest.mark.parametrize(
     ("x", "c", "fast", "reference"),
     [  # equal-cost partitions: the deque keeps the later start, the O(n^2) reference the earlier
@@ -215,7 +229,12 @@ def test_grouping_rejects_bad_input() -> None:
         [0.0, 0.5, 1.0, 17.0, 2.0**40, -3.0],
     ],
 )
-def test_stable_order_equals_numpy_stable_argsort(values: list[float], rng: np.random.Generator) -> None:
+@pytest.mark.parametrize("kernel", [True, False])
+def test_stable_order_equals_numpy_stable_argsort(values: list[float], kernel: bool, rng: np.random.Generator,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """The radix kernel (and, for small vectors by default, NumPy itself) gives NumPy's stable order."""
+    if kernel:
+        monkeypatch.setattr(hist_kernels, "_NUMPY_SORT_MAX", -1)
     for n in (0, 1, 2, 10, 5000):
         y = rng.choice(np.asarray(values), n)
         np.testing.assert_array_equal(stable_order(y), np.argsort(y, kind="stable"))

@@ -231,6 +231,25 @@ def test_column_counts_match_unpacked_sums() -> None:
         np.testing.assert_array_equal(counts, np.unpackbits(rows, axis=1, bitorder="little").sum(axis=0))
 
 
+def test_small_counts_in_numpy_equal_the_kernel(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Reports up to ``_NUMPY_COUNT_BYTES`` are counted in NumPy (no compilation): same counts as
+    the kernel for packed uint8, packed uint64 and bool rows."""
+    from privpub.ldp import _unary
+
+    gen = np.random.default_rng(4)
+    for d, n in [(2, 5), (8, 300), (61, 1000), (130, 2000)]:
+        oracle = OUE(domain_size=d)
+        packed = oracle.perturb(gen.integers(0, d, n), epsilon=1.0, rng=int(gen.integers(1 << 30)))
+        truth = np.unpackbits(packed, axis=1, bitorder="little")[:, :d].sum(axis=0)
+        words = np.zeros((n, (d + 63) // 64 * 8), dtype=np.uint8)
+        words[:, : packed.shape[1]] = packed
+        forms = [packed, words.view("<u8"), np.unpackbits(packed, axis=1, count=d, bitorder="little").view(bool)]
+        for limit in (_unary._NUMPY_COUNT_BYTES, -1):  # NumPy, then the kernel
+            monkeypatch.setattr(_unary, "_NUMPY_COUNT_BYTES", limit)
+            for r in forms:
+                np.testing.assert_array_equal(oracle.aggregate(r), truth)
+
+
 # ---------------------------------------------------------------------------------------------
 # OLH
 # ---------------------------------------------------------------------------------------------
@@ -272,6 +291,14 @@ def test_olh_kernels_agree_with_brute_force(g: int) -> None:
         if kernel is kernels.olh_support_enumerate and g < 1000:
             continue  # P / g pre-images per user: too slow for a test
         counts = np.zeros(d, dtype=np.int64)
+        if kernel is kernels.olh_support_scan:
+            for block in (64, kernels.OLH_BLOCK):  # 64: several blocks of values, the last one partial
+                counts[:] = 0
+                acc = np.zeros(block, dtype=np.uint32)
+                kernel(a, b, y, g, d, counts, acc)
+                np.testing.assert_array_equal(counts, expected, err_msg=f"scan, block {block}")
+                assert not acc.any()
+            continue
         kernel(a, b, y, g, d, counts)
         np.testing.assert_array_equal(counts, expected, err_msg=kernel.__name__)
     np.testing.assert_array_equal(OLH(domain_size=d, g=g).aggregate(reports), expected)

@@ -1,7 +1,8 @@
 """The batched prefix-tree EM kernel against the one-joint dense reference EM (``em_collapsed``).
 
-Every EM estimate of the library runs through :func:`privpub.ldp_synth._em_tree.em_tree_batch`; the
-dense per-joint EM stays as the reference. Agreement is to float rounding: 1e-12 on every cell, the
+Every EM estimate of the library runs through :func:`privpub.ldp_synth._em_tree.em_tree_batch`, except
+batches small enough to finish sooner in NumPy than the kernel compiles (``NUMPY_EM_SECONDS``, tested
+last); the dense per-joint EM stays as the reference. Agreement is to float rounding: 1e-12 on every cell, the
 same iteration count and the same log-likelihood to 1e-12 relative (the two only sum in another order).
 """
 
@@ -21,6 +22,12 @@ from privpub.ldp_synth import ReportStore, build_network, perturb_codes
 
 TOL_P = 1e-12
 TOL_LL = 1e-12
+
+
+@pytest.fixture(autouse=True)
+def _compiled_kernel(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every batch of these tests through the compiled kernel (small batches would take the NumPy EM)."""
+    monkeypatch.setattr(store_mod, "NUMPY_EM_SECONDS", -1.0)
 
 
 def _codes(n: int, sizes: tuple[int, ...], seed: int) -> np.ndarray:
@@ -160,3 +167,26 @@ def test_adult_joints_equal_reference() -> None:
     keys: list[tuple[int, ...]] = [*list(itertools.combinations(range(15), 3))[::15], (0, 9), (12,)]
     store.prefetch(keys)
     _assert_matches_reference(store, keys)
+
+
+def test_small_batch_runs_numpy_em_and_equals_kernel(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A small batch skips the kernel (nothing to compile) and gives the kernel's estimates."""
+    sizes = (3, 3, 3)
+    rep = perturb_codes(_codes(2000, sizes, seed=5), sizes, flip_prob=0.4, rng=6)
+    keys = [(0,), (0, 1), (1, 2), (0, 1, 2)]
+    kernel = ReportStore(rep, max_iter=200)
+    kernel.prefetch(keys)
+    monkeypatch.setattr(store_mod, "NUMPY_EM_SECONDS", 0.5)
+    calls: list[int] = []
+    monkeypatch.setattr(store_mod, "em_tree_batch", lambda *a, **k: calls.append(1))
+    small = ReportStore(rep, max_iter=200)
+    assert store_mod._numpy_em_seconds([small._tree(k) for k in keys], 200) <= 0.5
+    small.prefetch(keys)
+    assert not calls and small.n_estimates == len(keys)
+    for key in keys:
+        a, b = kernel.estimate(key), small.estimate(key)
+        assert np.max(np.abs(a.p - b.p)) < TOL_P and a.n_iter == b.n_iter and a.converged == b.converged, key
+        assert a.loglik is not None and b.loglik is not None and math.isclose(a.loglik, b.loglik, rel_tol=TOL_LL)
+    assert small.em_work == kernel.em_work
+    big = [kernel._tree(k) for k in keys] * 200  # 800 joints: the kernel
+    assert store_mod._numpy_em_seconds(big, 1000) > store_mod.NUMPY_EM_SECONDS

@@ -32,19 +32,19 @@ def _beats(s1, s2, e, c, j, b, t):
 
 
 @njit(cache=True, nogil=True)
-def deque_group(s1, s2, c, gamma):
+def deque_group(s1, s2, c, gamma, e, back, qi, qs):
     """Exact optimal grouping of a sorted vector from its centred prefix sums ``s1``, ``s2``.
 
     The deque algorithm of :func:`privpub.histogram.dp_group_deque` (Hirschberg and Larmore
     1987; Galil and Giancarlo 1989), statement for statement: the same floating-point
     expressions in the same order and the same galloping search, so it returns the same
     boundaries (ties included) as the pure-Python kernel it replaced. Returns ``(Q[n], back)``.
+    The caller gives the work arrays, zeros of ``s1.size`` entries (allocating them here would
+    compile NumPy's allocators into the kernel, half its compile time): ``e`` (float64), the
+    back-pointers ``back``, the deque of candidates ``qi`` and the first target from which each
+    is the best ``qs`` (int64).
     """
     n = s1.size - 1
-    e = np.zeros(n + 1)
-    back = np.zeros(n + 1, dtype=np.int64)
-    qi = np.zeros(n + 1, dtype=np.int64)  # deque of candidates ...
-    qs = np.zeros(n + 1, dtype=np.int64)  # ... and the first target from which each is the best
     head = 0
     tail = 1
     qs[0] = 1

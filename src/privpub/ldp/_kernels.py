@@ -34,6 +34,7 @@ from privpub.core import prepare_numba_cache as prepare
 prepare()  # before the decorators: where the kernels are cached (see privpub.core._jitcache)
 
 __all__ = [
+    "OLH_BLOCK",
     "column_counts",
     "olh_support_enumerate",
     "olh_support_scan",
@@ -171,7 +172,8 @@ def ue_bytes(
     full = n >> 2
     total = (n + 3) >> 2
     block = pending.size - 1
-    fb = 0
+    # an int64, not the literal 0: type inference would also compile the callees for Literal[int](0)
+    fb: int = np.int64(0)  # type: ignore[assignment]
     for b0 in range(w_start, total, block):
         b1 = min(total, b0 + block)
         k = _bytes_fast(raw, table8, out, b0, min(b1, full), pending)
@@ -331,9 +333,14 @@ def _mod_p(x: np.uint64) -> np.uint64:
     return s - _P if s >= _P else s
 
 
+#: values per block of :func:`olh_support_scan` (its uint32 counters stay in the L1 cache)
+OLH_BLOCK = 2048
+
+
 @njit(cache=True, nogil=True)
 def olh_support_scan(
-    a: NDArray[np.int64], b: NDArray[np.int64], y: NDArray[np.int64], g: int, d: int, counts: NDArray[np.int64]
+    a: NDArray[np.int64], b: NDArray[np.int64], y: NDArray[np.int64], g: int, d: int, counts: NDArray[np.int64],
+    acc: NDArray[np.uint32],
 ) -> None:
     """Add the OLH support counts of users ``(a, b, y)`` to ``counts`` (``g < 2**31``, fewer than
     ``2**32`` users).
@@ -341,13 +348,14 @@ def olh_support_scan(
     User ``u`` supports ``v`` iff ``((a v + b) mod P) mod g == y``, tested as ``g`` divides
     ``s + g - y`` with ``s = (a v + b) mod P`` (Lemire's divisibility test: ``x * M <= M - 1``
     modulo 2**64 with ``M = floor((2**64 - 1) / g) + 1``, exact for ``x < 2**32``). Values are
-    visited in blocks whose counters stay in cache; the loop over a block vectorises.
+    visited in blocks of ``acc.size`` (zeros, ``OLH_BLOCK``; given by the caller, since allocating
+    it here would compile an allocator for the dtype too) whose counters stay in cache; the loop
+    over a block vectorises. ``acc`` is left at zero.
     """
     gg = np.uint64(g)
     m = np.uint64(0xFFFFFFFFFFFFFFFF) // gg + np.uint64(1)
     lim = m - np.uint64(1)
-    block = 2048
-    acc = np.zeros(block, dtype=np.uint32)
+    block = acc.size
     for v0 in range(0, d, block):
         width = min(d, v0 + block) - v0
         for u in range(a.size):

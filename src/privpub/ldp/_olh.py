@@ -187,9 +187,7 @@ class OLH(FrequencyOracle):
         a, b, y = (np.ascontiguousarray(r[:, j]) for j in range(3))
         d = self.domain_size
         n = a.size
-        kernel = _kernels.olh_support_scan
-        if g >= _PRIME or -(-_PRIME // g) * _ENUMERATE_COST + _INVERSE_COST < d:
-            kernel = _kernels.olh_support_enumerate
+        scan = not (g >= _PRIME or -(-_PRIME // g) * _ENUMERATE_COST + _INVERSE_COST < d)
         bounds = np.linspace(0, n, min(n, N_THREADS) + 1).astype(np.int64)
         check_allocation((bounds.size - 1 + 1) * d, 8, "OLH's support counts (one row per thread, and their sum)",
                          "domain_size", unit="counts")
@@ -197,7 +195,11 @@ class OLH(FrequencyOracle):
 
         def count(k: int) -> None:
             s, e = bounds[k], bounds[k + 1]
-            kernel(a[s:e], b[s:e], y[s:e], g, d, partial[k])
+            if scan:
+                acc = np.zeros(_kernels.OLH_BLOCK, dtype=np.uint32)
+                _kernels.olh_support_scan(a[s:e], b[s:e], y[s:e], g, d, partial[k], acc)
+            else:
+                _kernels.olh_support_enumerate(a[s:e], b[s:e], y[s:e], g, d, partial[k])
 
         run_chunks(count, bounds.size - 1)
         out: NDArray[np.int64] = partial.sum(axis=0)

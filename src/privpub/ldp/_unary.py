@@ -39,6 +39,11 @@ __all__ = ["OUE", "SUE", "UnaryEncoding", "sue_epsilon", "sue_flip_probability"]
 _CHUNK_BYTES = 1 << 19
 #: packed rows per chunk of the column counter
 _COUNT_ROWS = 1 << 16
+#: count packed reports of at most this many bytes in NumPy (a byte histogram per column, a few
+#: ms) instead of the compiled kernel, whose first compilation costs about 3 s of CPU
+_NUMPY_COUNT_BYTES = 1 << 21
+#: the bits of every byte value, little-endian: ``_BYTE_BITS[b, j]`` is bit ``j`` of ``b``
+_BYTE_BITS = np.unpackbits(np.arange(256, dtype=np.uint8)[:, None], axis=1, bitorder="little").astype(np.int64)
 #: refinement words drawn up front: this multiple of the expected number of ambiguous bytes, plus
 #: _FALLBACK_WORDS (the size of each further draw when they run out)
 _FALLBACK_SCALE = 2.0
@@ -230,6 +235,7 @@ class UnaryEncoding(FrequencyOracle):
         from privpub.ldp import _kernels
 
         width = self.packed_width
+        v = np.ascontiguousarray(v)  # one layout: the kernel compiles once (a column view would add an 'A' variant)
         n = v.size
         out = np.empty((n, width), dtype=np.uint8)
         rows = max(1, _CHUNK_BYTES // width)
@@ -288,16 +294,25 @@ class UnaryEncoding(FrequencyOracle):
             if not np.isin(r, (0, 1)).all():
                 raise DomainError("reports of a unary encoding must be 0/1 bits")
             r = r.astype(bool)
+        if r.shape[0] * self.packed_width <= _NUMPY_COUNT_BYTES:
+            small: NDArray[np.int64] = r.sum(axis=0, dtype=np.int64)
+            return small
         counts = np.zeros(d, dtype=np.int64)
         for s in range(0, r.shape[0], _COUNT_ROWS):  # pack in blocks, then count the packed bits
-            counts += self._count_packed(np.packbits(r[s : s + _COUNT_ROWS], axis=1, bitorder="little"))
+            counts += self._count_packed(np.packbits(r[s : s + _COUNT_ROWS], axis=1, bitorder="little"), kernel=True)
         return counts
 
-    def _count_packed(self, packed: NDArray[np.uint8]) -> NDArray[np.int64]:
-        """Ones per cell of ``(n, B)`` packed rows (threads over blocks of rows)."""
+    def _count_packed(self, packed: NDArray[np.uint8], *, kernel: bool = False) -> NDArray[np.int64]:
+        """Ones per cell of ``(n, B)`` packed rows (threads over blocks of rows); up to
+        ``_NUMPY_COUNT_BYTES`` (unless ``kernel``) by a histogram of each byte column in NumPy."""
+        width = packed.shape[1]
+        if not kernel and packed.size <= _NUMPY_COUNT_BYTES:
+            keys = packed.astype(np.intp) + 256 * np.arange(width, dtype=np.intp)
+            hist = np.bincount(keys.reshape(-1), minlength=256 * width).reshape(width, 256)
+            small: NDArray[np.int64] = (hist @ _BYTE_BITS).reshape(-1)[: self.domain_size]
+            return small
         from privpub.ldp import _kernels
 
-        width = packed.shape[1]
         flat = np.ascontiguousarray(packed).reshape(-1)
         if flat.ctypes.data % 8:  # the kernel reads 64-bit words: align them
             flat = flat.copy()

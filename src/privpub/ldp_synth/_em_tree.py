@@ -156,7 +156,8 @@ def _forward(x: NDArray[np.float64], s_buf: NDArray[np.float64], tree: _TreeArgs
                     src = src0 + par * rp
                     dst = dst0 + par * n_g * rt
                     out = np.dot(lt, x[src:src + rp].reshape((n, rt))).ravel()
-                    x[dst:dst + n_g * rt] = out
+                    for k in range(n_g * rt):
+                        x[dst + k] = out[k]
             continue
         # sparse level: per-parent sums over the contracted value, then one pass per set bit
         for par in range(u[t - 1]):
@@ -178,7 +179,9 @@ def _forward(x: NDArray[np.float64], s_buf: NDArray[np.float64], tree: _TreeArgs
             if c >= _GEMM_CHILDREN:  # all children of par in one product
                 a = _rows(optr, ones, node, c, n, base1, delta)
                 out = np.dot(a, x[src:src + rp].reshape((n, rt))).ravel()
-                x[dst0 + i * rt:dst0 + (i + c) * rt] = out
+                d0 = dst0 + i * rt
+                for k in range(c * rt):
+                    x[d0 + k] = out[k]
                 i += c
                 continue
             i += 1
@@ -220,7 +223,9 @@ def _backward(y: NDArray[np.float64], b_buf: NDArray[np.float64], tree: _TreeArg
                 for par in range(u[t - 1]):
                     src = src0 + par * n_g * rt
                     out = np.dot(lmat, y[src:src + n_g * rt].reshape((n_g, rt))).ravel()
-                    y[dst0 + par * rp:dst0 + (par + 1) * rp] = out
+                    d0 = dst0 + par * rp
+                    for k in range(rp):
+                        y[d0 + k] = out[k]
                 continue
             for par in range(u[t - 1]):
                 dst = dst0 + par * rp
@@ -416,7 +421,6 @@ def _em_tree_batch(
     ones_off: NDArray[np.int64],
     base1: NDArray[np.float64],
     delta: NDArray[np.float64],
-    grid: NDArray[np.bool_],
     pat_ptr: NDArray[np.int64],
     pat_ones: NDArray[np.int64],
     tol: float,
@@ -426,25 +430,53 @@ def _em_tree_batch(
     n_iter: NDArray[np.int64],
     converged: NDArray[np.bool_],
 ) -> None:
-    """Run the joints ``order`` (each writes only its own slices, so threads may share the arrays)."""
+    """Run the tree joints ``order`` (each writes only its own slices, so threads may share the arrays)."""
     for jj in range(order.shape[0]):
         j = order[jj]
         s0, s1 = size_off[j], size_off[j + 1]
         n0, n1 = node_off[j], node_off[j + 1]
         # lev has m + 1 entries and optr n_nodes + 1 entries per joint
-        if grid[j]:
-            it, conv = _em_grid(
-                p[p_off[j]:p_off[j + 1]], z[leaf_off[j]:leaf_off[j + 1]], w[leaf_off[j]:leaf_off[j + 1]],
-                sizes[s0:s1], npat[s0:s1], pat0[s0:s1], pat_ptr, pat_ones, base1[j], delta[j], tol, max_iter[j],
-                stop_paper,
-            )
-        else:
-            it, conv = _em_one(
-                p[p_off[j]:p_off[j + 1]], z[leaf_off[j]:leaf_off[j + 1]], w[leaf_off[j]:leaf_off[j + 1]],
-                sizes[s0:s1], npat[s0:s1], pat0[s0:s1], lev[s0 + j:s1 + j + 1], node_par[n0:n1],
-                optr[n0 + j:n1 + j + 1], ones[ones_off[j]:ones_off[j + 1]], pat_ptr, pat_ones, base1[j], delta[j],
-                tol, max_iter[j], stop_paper,
-            )
+        it, conv = _em_one(
+            p[p_off[j]:p_off[j + 1]], z[leaf_off[j]:leaf_off[j + 1]], w[leaf_off[j]:leaf_off[j + 1]],
+            sizes[s0:s1], npat[s0:s1], pat0[s0:s1], lev[s0 + j:s1 + j + 1], node_par[n0:n1],
+            optr[n0 + j:n1 + j + 1], ones[ones_off[j]:ones_off[j + 1]], pat_ptr, pat_ones, base1[j], delta[j],
+            tol, max_iter[j], stop_paper,
+        )
+        n_iter[j] = it
+        converged[j] = conv
+
+
+@numba.njit(cache=True, nogil=True, error_model="numpy")
+def _em_grid_batch(
+    p: NDArray[np.float64],
+    z: NDArray[np.float64],
+    p_off: NDArray[np.int64],
+    w: NDArray[np.float64],
+    leaf_off: NDArray[np.int64],
+    sizes: NDArray[np.int64],
+    npat: NDArray[np.int64],
+    pat0: NDArray[np.int64],
+    size_off: NDArray[np.int64],
+    base1: NDArray[np.float64],
+    delta: NDArray[np.float64],
+    pat_ptr: NDArray[np.int64],
+    pat_ones: NDArray[np.int64],
+    tol: float,
+    max_iter: NDArray[np.int64],
+    stop_paper: bool,
+    order: NDArray[np.int64],
+    n_iter: NDArray[np.int64],
+    converged: NDArray[np.bool_],
+) -> None:
+    """Run the grid joints ``order`` (:func:`_em_grid`), like :func:`_em_tree_batch`."""
+    for jj in range(order.shape[0]):
+        j = order[jj]
+        s0, s1 = size_off[j], size_off[j + 1]
+        it, conv = _em_grid(
+            p[p_off[j]:p_off[j + 1]], z[leaf_off[j]:leaf_off[j + 1]], w[leaf_off[j]:leaf_off[j + 1]],
+            sizes[s0:s1], npat[s0:s1], pat0[s0:s1], pat_ptr, pat_ones, base1[j], delta[j], tol, max_iter[j],
+            stop_paper,
+        )
         n_iter[j] = it
         converged[j] = conv
 
@@ -536,9 +568,21 @@ def em_tree_batch(
     # kernel releases the GIL, and each joint's result does not depend on which thread ran it
     n_chunks = min(n_joints, 4 * N_THREADS)
 
+    # each command compiles only the kernel its joints need (the tree passes or the grid products)
+    is_grid = batch.grid[order]
+    grid_order, tree_order = order[is_grid], order[~is_grid]
+    paper = stop == "paper"
+    b = batch
+
     def work(c: int) -> None:
-        _em_tree_batch(out, z, *batch[1:], pat_ptr, pat_ones, float(tol), max_iter, stop == "paper",
-                       order[c::n_chunks], n_iter, converged)
+        if tree_order.shape[0] > c:
+            _em_tree_batch(out, z, b.p_off, b.w, b.leaf_off, b.sizes, b.npat, b.pat0, b.size_off, b.lev, b.node_par,
+                           b.node_off, b.optr, b.ones, b.ones_off, b.base1, b.delta, pat_ptr, pat_ones, float(tol),
+                           max_iter, paper, tree_order[c::n_chunks], n_iter, converged)
+        if grid_order.shape[0] > c:
+            _em_grid_batch(out, z, b.p_off, b.w, b.leaf_off, b.sizes, b.npat, b.pat0, b.size_off, b.base1, b.delta,
+                           pat_ptr, pat_ones, float(tol), max_iter, paper, grid_order[c::n_chunks], n_iter,
+                           converged)
 
     # the kernel's threads are the parallelism: BLAS on one thread inside them (a threaded BLAS
     # under them oversubscribes the cores; measured 3x slower on large-domain joints)

@@ -20,7 +20,7 @@ from privpub.core import check_positive_int, check_real
 from privpub.errors import ParameterError
 from privpub.ldp_synth._client import LDPReports
 from privpub.ldp_synth._em_tree import EMBatch, em_tree_batch
-from privpub.ldp_synth._kernels import em_collapsed, linear_contract, project_simplex
+from privpub.ldp_synth._kernels import DENSE_LIMIT, em_collapsed, linear_contract, project_simplex
 
 __all__ = [
     "METHODS",
@@ -58,12 +58,35 @@ EM_RATE = 5e8
 #: warn when one batch of EMs could run longer than this (seconds on one reference core)
 EM_WARN_SECONDS = 60.0
 
+#: run a batch through the one-joint NumPy EM (:func:`em_collapsed`, no compilation) instead of the
+#: compiled kernel when its worst case (every joint to ``max_iter``) is predicted below this many
+#: seconds: compiling the kernel on a cold cache costs about 9 s of CPU, so small batches (the demo,
+#: a few small joints) finish sooner without it; the two agree to float rounding (tests/ldp_synth)
+NUMPY_EM_SECONDS = 0.5
+
+#: predicted cost of one NumPy EM iteration of one joint: a fixed call overhead (seconds) plus
+#: seconds per entry of its dense ``patterns x cells`` likelihood matrix (two products per iteration)
+_NUMPY_EM_CALL = 25e-6
+_NUMPY_EM_ENTRY = 2e-9
+
 #: refuse EM on one joint whose prefix-tree buffers would exceed this many float64 pairs (1 GiB)
 _MAX_BUFFER = 2**26
 
 
 #: collapsed EM inputs of one joint: likelihood tables, pattern counts, per-pattern log scale, constant
 _EMInputs = tuple[list[NDArray[np.float64]], NDArray[np.float64], NDArray[np.float64], float]
+
+
+def _numpy_em_seconds(trees: Sequence[_Tree], max_iter: int) -> float:
+    """Predicted worst-case seconds of the batch through the dense NumPy EM (inf where a joint's
+    likelihood matrix would not be dense)."""
+    total = 0.0
+    for t in trees:
+        entries = t.counts.shape[0] * math.prod(t.sizes.tolist())
+        if entries > DENSE_LIMIT:
+            return math.inf
+        total += max_iter * (_NUMPY_EM_CALL + _NUMPY_EM_ENTRY * entries)
+    return total
 
 
 @dataclass(frozen=True)
@@ -625,6 +648,13 @@ class ReportStore:
                 UserWarning,
                 stacklevel=3,
             )
+        if _numpy_em_seconds(trees, max_iter) <= NUMPY_EM_SECONDS:
+            for t, init in zip(trees, inits):
+                est, iters, conv, ll = self._em_reference(t.attrs, init=init, max_iter=max_iter)
+                self._cache[(t.attrs, method)] = JointEstimate(t.attrs, est, iters, conv, ll, None, method)
+                self.n_estimates += 1
+                self.em_work += t.work * iters
+            return
         p0 = []
         for t, init in zip(trees, inits):
             n_cells = math.prod(t.sizes.tolist())
