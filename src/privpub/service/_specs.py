@@ -389,17 +389,26 @@ _EPSILON = Field(gt=0, le=40, allow_inf_nan=False, description="event-level epsi
                                                                 "(pure DP)")
 
 
-class _TreeStream(_StreamBase):
+class _Trees(_StreamBase):
     """The tree publishers' constructor parameters (Fenwick trees and binary trees)."""
 
-    epsilon: float = _EPSILON
     height: int | None = Field(default=None, ge=1, le=62, description="tree height (default: the optimal one)")
     noise: Literal["discrete", "laplace"] = "discrete"
     real: bool = Field(default=False, description="real-valued counts (float64) instead of integers")
 
     @classmethod
     def params(cls) -> tuple[str, ...]:
-        return (*super().params(), "epsilon", "height", "noise", "real")
+        return (*super().params(), "height", "noise", "real")
+
+
+class _TreeStream(_Trees):
+    """The pure-DP tree publishers: ``epsilon``."""
+
+    epsilon: float = _EPSILON
+
+    @classmethod
+    def params(cls) -> tuple[str, ...]:
+        return (*super().params(), "epsilon")
 
 
 class _AdaptiveStream(_TreeStream):
@@ -414,7 +423,7 @@ class _AdaptiveStream(_TreeStream):
 _RHO_DESC = "event-level rho of the whole stream, spent once (rho-zCDP, discrete Gaussian noise)"
 
 
-class _BinaryStream(_TreeStream):
+class _BinaryStream(_Trees):
     """The binary trees take ``epsilon`` (pure DP, Laplace noise) or ``rho`` (zCDP, Gaussian noise):
     exactly one."""
 
@@ -439,7 +448,7 @@ class _BinaryStream(_TreeStream):
 
     @classmethod
     def params(cls) -> tuple[str, ...]:
-        return (*super().params(), "rho")
+        return (*super().params(), "epsilon", "rho")
 
 
 class _MFStream(_StreamBase):

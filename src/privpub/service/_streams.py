@@ -416,10 +416,9 @@ class StreamStore:
         per = float(body.get("sensitivity") or 1.0) * (unit.factor if unit else 1)
         scale = per / (math.sqrt(2.0 * budget) if zcdp else budget)
         if scale > MAX_NOISE_SCALE:
-            fld = "rho" if zcdp else "epsilon"
-            raise StreamError(422, f"the noise scale ({'sensitivity / sqrt(2 rho)' if zcdp else 'sensitivity / epsilon'}) "
-                                   f"must be at most 2**36 (int64 sums keep their headroom), got {scale:.3g}: "
-                                   f"raise {fld}", fld)
+            what = "sensitivity / sqrt(2 rho)" if zcdp else "sensitivity / epsilon"
+            raise StreamError(422, f"{what} must be at most 2**36 (the noise scale; int64 sums keep their headroom), "
+                                   f"got {scale:.3g}: raise {'rho' if zcdp else 'epsilon'}", "rho" if zcdp else "epsilon")
         if zcdp and body.get("session") is not None:
             # the database's budget sessions account in epsilon (pure DP): a rho is never added to
             # them, and no conversion turns a rho into a pure-DP epsilon
@@ -460,7 +459,7 @@ class StreamStore:
             if exc.param == "measure":  # the session's measure is not the stream's: refused, never added
                 raise StreamError(422, error_message(exc), "session") from None
             renamed = {v: k for k, v in model.RENAMED.items()}
-            fld = renamed.get(str(exc.param), exc.param) if exc.param in {*params, "history"} else None
+            fld: str | None = renamed.get(str(exc.param), exc.param) if exc.param in {*params, "history"} else None
             raise StreamError(422, error_message(exc), fld) from None
         finally:
             if session is not None:
