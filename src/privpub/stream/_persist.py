@@ -106,8 +106,9 @@ def join_state(head: dict[str, Any], parts: Sequence[dict[str, Any]]) -> dict[st
         # matrix factorisation: the open block's noise from the part that opened the block
         ob = dict(out["open_block"])
         start = int(head["t"]) - int(ob["items"]) + 1
+        is_open = int(ob["items"]) < int(head["params"]["horizon"])  # a complete block's noise is all released
         ob["z"] = next((p["block_z"] for p in reversed(parts) if "block_z" in p and int(p["block_start"]) == start),
-                       None)
+                       None) if is_open else None
         out["open_block"] = ob
     if "LP" in out:  # Fenwick: the trees and the open tree's local prefixes
         lp = out.pop("LP")
