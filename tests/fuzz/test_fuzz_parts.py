@@ -55,7 +55,7 @@ def test_every_registered_publisher_is_fuzzed() -> None:
     from privpub import decision, histogram, spatial, stream
 
     assert sorted(histogram.PUBLISHERS) == HISTOGRAMS
-    assert sorted(stream.PUBLISHERS) == sorted([*STREAMS, "blt", "mf_sqrt"])  # zCDP only (stream/test_zcdp)
+    assert sorted(stream.PUBLISHERS) == sorted([*STREAMS, "blt", "mf_range", "mf_sqrt"])  # zCDP only (stream/test_zcdp)
     assert sorted(spatial.PUBLISHERS) == SPATIALS
     assert sorted(decision.PUBLISHERS) == DECISIONS
 

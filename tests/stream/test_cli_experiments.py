@@ -109,9 +109,12 @@ def test_reproduce_quick_on_tiny_data(tmp_path, monkeypatch):
     # the state-of-the-art section (issue 26): the MF counters at the same rho, and a counted verdict
     assert "## State of the art: matrix-factorisation counters under rho-zCDP" in text
     assert re.search(r"\*\*Verdict:\*\* the seed method's \(RTP\) error is below the best matrix-factorisation "
-                     r"counter's \(MF sqrt or BLT\) on \d+ of 2 \(dataset, rho\) cells", text), text
+                     r"counter's \(MF sqrt, BLT or MF range\) on \d+ of 2 \(dataset, rho\) cells", text), text
+    # mf_range (optimised for ranges): its exact expected MSE on the drawn queries is below MF sqrt's
+    assert re.search(r"\*\*MF range against MF sqrt:\*\* its exact expected MSE .* below MF sqrt's on 2 of 2 cells",
+                     text), text
     sota = pd.read_csv(tmp_path / "out" / "state_of_the_art.csv")
-    assert set(sota["key"]) == {"rtp", "bt", "mf_sqrt", "blt"} and set(sota["rho"]) == {0.005, 0.5}
+    assert set(sota["key"]) == {"rtp", "bt", "mf_sqrt", "blt", "mf_range"} and set(sota["rho"]) == {0.005, 0.5}
 
 
 def test_reproduce_without_data(tmp_path, monkeypatch):

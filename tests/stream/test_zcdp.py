@@ -68,7 +68,7 @@ def test_rho_and_epsilon_are_exclusive_and_sessions_keep_their_measure() -> None
         PUBLISHERS["bt"](window=8, epsilon=1.0, rho=0.5)
     with pytest.raises(ParameterError, match="rho="):
         PUBLISHERS["bt"](window=8, rho=0.5, noise="laplace")
-    assert [m for m in sorted(PUBLISHERS) if "zcdp" in PUBLISHERS[m].measures] == ["blt", "bt", "bth", "mf_sqrt"]
+    assert [m for m in sorted(PUBLISHERS) if "zcdp" in PUBLISHERS[m].measures] == ["blt", "bt", "bth", "mf_range", "mf_sqrt"]
     session = Session(total_rho=1.0)
     PUBLISHERS["bt"](window=8, rho=0.6, rng=0, session=session)
     with pytest.raises(ParameterError, match="never adds an epsilon to a rho"):

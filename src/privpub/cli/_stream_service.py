@@ -36,7 +36,7 @@ from privpub.errors import ParameterError
 _TOKEN = typer.Option("--token", envvar=PRODUCER_TOKEN_ENV,
                       help="The stream's producer token (default $PRIVPUB_PRODUCER_TOKEN, else $PRIVPUB_ADMIN_TOKEN).")
 _METHOD_HELP = ("Stream publisher: hq_rtp (default), rtp, rtp_mm, hq_rtpmm (--epsilon), bt or bth (--epsilon or --rho), "
-                "mf_sqrt or blt (--rho), as privpub stream publish.")
+                "mf_sqrt, blt or mf_range (--rho), as privpub stream publish.")
 #: most items of one request (the service's and the producer's limit)
 MAX_BATCH = 200_000
 #: with --speed, a request carries about this many seconds of steps
@@ -70,10 +70,10 @@ def register_service_commands(stream_app: typer.Typer) -> None:
         epsilon: Annotated[float | None, typer.Option(
             "--epsilon", "-e", help="Event-level epsilon of the whole stream (pure DP).")] = None,
         rho: Annotated[float | None, typer.Option(
-            "--rho", help="Event-level rho of the whole stream (zCDP, Gaussian noise): mf_sqrt, blt, and bt or bth "
+            "--rho", help="Event-level rho of the whole stream (zCDP, Gaussian noise): mf_sqrt, blt, mf_range, and bt or bth "
                           "instead of --epsilon.")] = None,
         block_length: Annotated[int | None, typer.Option(
-            "--block-length", help="mf_sqrt and blt: items per factorised block (default: the window).")] = None,
+            "--block-length", help="mf_sqrt, blt and mf_range: items per factorised block (default: the window).")] = None,
         method: Annotated[str, typer.Option("--method", "-m", help=_METHOD_HELP)] = "hq_rtp",
         publisher: Annotated[str | None, typer.Option(
             "--publisher", hidden=True, help="Deprecated name of --method.")] = None,
@@ -107,9 +107,9 @@ def register_service_commands(stream_app: typer.Typer) -> None:
         elif len(name) > 200:
             checks.add(f"--name must be at most 200 characters, got {len(name)}")
         if not method.strip():
-            checks.add("--method must name a stream publisher (hq_rtp, rtp, rtp_mm, hq_rtpmm, bt, bth, mf_sqrt, blt)")
+            checks.add("--method must name a stream publisher (hq_rtp, rtp, rtp_mm, hq_rtpmm, bt, bth, mf_sqrt, blt, mf_range)")
         if (epsilon is None) == (rho is None):
-            checks.add("give exactly one of --epsilon (pure DP) and --rho (zCDP: mf_sqrt, blt, bt, bth)",
+            checks.add("give exactly one of --epsilon (pure DP) and --rho (zCDP: mf_sqrt, blt, mf_range, bt, bth)",
                        param="--rho" if rho is not None else "--epsilon")
         if epsilon is not None:
             checks(check_epsilon, epsilon, "--epsilon")

@@ -186,7 +186,8 @@ class PrivacyUnit:
         if self.kind == "record":
             return f"one record (row), {how}"
         if self.kind == "person":
-            return f"one person (all rows with the same {self.column!r}, at most {k} rows each), {how}"
+            rows = "row" if k == 1 else "rows"
+            return f"one person (all rows with the same {self.column!r}, at most {k} {rows} each), {how}"
         if self.kind == "event":
             return f"one event, {how}"
         if self.kind == "person_per_step":

@@ -280,7 +280,7 @@ MIN_STEP_SECONDS = 0.01
 LOG_PER_CLIENT = 1000
 #: the keys of :data:`privpub.stream.PUBLISHERS` (spelled out: the CLI checks a declaration without
 #: importing the publishers; tests/service/test_specs.py keeps the two equal)
-PUBLISHER_KEYS = ("rtp", "hq_rtp", "rtp_mm", "hq_rtpmm", "bt", "bth", "mf_sqrt", "blt")
+PUBLISHER_KEYS = ("rtp", "hq_rtp", "rtp_mm", "hq_rtpmm", "bt", "bth", "mf_sqrt", "blt", "mf_range")
 _ALIASES = {"binarytree": "bt", "binary": "bt", "honaker": "bth"}
 
 
@@ -310,7 +310,7 @@ class StreamUnitIn(BaseModel):
 #: the largest rho of a service stream (zCDP): the pure-DP cap epsilon = 40 converted, 40**2 / 2
 MAX_RHO = 800.0
 #: the publishers that take ``rho=`` (zCDP, Gaussian noise), as the rule messages name them
-_RHO_TAKERS = "bt, bth, mf_sqrt and blt"
+_RHO_TAKERS = "bt, bth, mf_sqrt, blt and mf_range"
 
 
 class _StreamBase(BaseModel):
@@ -520,10 +520,21 @@ class BLTSpec(_MFStream):
         return (*super().params(), "buffers")
 
 
+class MFRangeSpec(_MFStream):
+    """``mf_range``: the matrix factorisation optimised for the range queries inside the window (rho-zCDP)."""
+
+    publisher: Literal["mf_range"]
+    block_length: int | None = Field(
+        default=None, ge=1, le=2**20,
+        description="items per factorised block, the library's horizon= (default: the window; at most 2**20: "
+                    "the factorisation is optimised once per block length); the stream's own horizon is its "
+                    "last step")
+
+
 #: one model per stream publisher the service serves, by its ``publisher``
 STREAM_SPECS: dict[str, type[_StreamBase]] = {"rtp": RTPSpec, "hq_rtp": HQRTPSpec, "rtp_mm": RTPMMSpec,
                                               "hq_rtpmm": HQRTPMMSpec, "bt": BTSpec, "bth": BTHSpec,
-                                              "mf_sqrt": MFSqrtSpec, "blt": BLTSpec}
+                                              "mf_sqrt": MFSqrtSpec, "blt": BLTSpec, "mf_range": MFRangeSpec}
 #: publishers of :data:`privpub.stream.PUBLISHERS` the service does not serve, and why (none since
 #: issue 26: the zCDP publishers are served with ``rho``)
 UNSERVED_PUBLISHERS: dict[str, str] = {
@@ -532,7 +543,7 @@ UNSERVED_PUBLISHERS: dict[str, str] = {
 
 
 class StreamSpec(RootModel[Annotated[RTPSpec | HQRTPSpec | RTPMMSpec | HQRTPMMSpec | BTSpec | BTHSpec | MFSqrtSpec
-                                     | BLTSpec, Field(discriminator="publisher")]]):
+                                     | BLTSpec | MFRangeSpec, Field(discriminator="publisher")]]):
     """A stream as an operator declares it (``POST /streams`` or ``privpub stream create``): one model
     per publisher (:data:`STREAM_SPECS`). ``publisher`` is a name of ``privpub.stream.PUBLISHERS``;
     class names such as ``"HQRTP"`` also work. The pure-DP publishers take ``epsilon``, the

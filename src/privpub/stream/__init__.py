@@ -43,9 +43,12 @@ from privpub.stream._kernels import (
 )
 from privpub.stream._mf import (
     BLT,
+    MFRange,
     MFSqrt,
     blt_max_variance,
     blt_parameters,
+    mf_range_coefficients,
+    mf_range_error,
     mf_sqrt_coefficients,
     mf_sqrt_max_variance,
 )
@@ -61,6 +64,7 @@ __all__ = [
     "EWMA",
     "HQRTP",
     "HQRTPMM",
+    "MFRange",
     "MFSqrt",
     "NOISE_KINDS",
     "PUBLISHERS",
@@ -84,6 +88,8 @@ __all__ = [
     "load_counts",
     "make_publisher",
     "max_height",
+    "mf_range_coefficients",
+    "mf_range_error",
     "mf_sqrt_coefficients",
     "mf_sqrt_max_variance",
     "mm_budgets",

@@ -366,7 +366,7 @@ class StreamPublisher:
             if rho is None:
                 check_epsilon(epsilon)  # raises: epsilon missing or invalid
             raise ParameterError(f"{self.method} takes epsilon= (pure DP); the publishers that take rho= "
-                                 "(zCDP, Gaussian noise) are bt, bth, mf_sqrt and blt", param="rho")
+                                 "(zCDP, Gaussian noise) are bt, bth, mf_sqrt, blt and mf_range", param="rho")
         if epsilon is not None:
             raise ParameterError("give exactly one of epsilon= (pure DP, Laplace noise) and rho= "
                                  "(zCDP, Gaussian noise), not both", param="rho")

@@ -8,7 +8,7 @@ from privpub.errors import ParameterError
 from privpub.stream._base import StreamPublisher
 from privpub.stream._binary import BT, BTH
 from privpub.stream._fenwick import HQRTP, HQRTPMM, RTP, RTPMM
-from privpub.stream._mf import BLT, MFSqrt
+from privpub.stream._mf import BLT, MFRange, MFSqrt
 
 __all__ = ["PUBLISHERS", "make_publisher"]
 
@@ -22,11 +22,13 @@ PUBLISHERS: dict[str, type[StreamPublisher]] = {
     "bth": BTH,
     "mf_sqrt": MFSqrt,
     "blt": BLT,
+    "mf_range": MFRange,
 }
 
 
 def make_publisher(method: str, **params: Any) -> StreamPublisher:
-    """Build a publisher by name (``"rtp"``, ``"hq_rtp"``, ``"rtp_mm"``, ``"hq_rtpmm"``, ``"bt"``, ``"bth"``, ``"mf_sqrt"``, ``"blt"``)."""
+    """Build a publisher by name (``"rtp"``, ``"hq_rtp"``, ``"rtp_mm"``, ``"hq_rtpmm"``, ``"bt"``, ``"bth"``, ``"mf_sqrt"``, ``"blt"``,
+    ``"mf_range"``)."""
     cls = PUBLISHERS.get(method)
     if cls is None:
         raise ParameterError(f"method must be one of {sorted(PUBLISHERS)}, got {method!r}", param="method")
