@@ -102,23 +102,34 @@ def test_openapi_describes_every_stream_publisher(openapi: dict[str, Any]) -> No
     # every registered publisher is either served (one model each) or refused by name
     assert set(mapping) == set(STREAM_SPECS)
     assert set(mapping) | set(UNSERVED_PUBLISHERS) == set(PUBLISHERS)
-    assert set(mapping) == {"rtp", "hq_rtp", "rtp_mm", "hq_rtpmm", "bt", "bth"}
+    # every registered publisher is served (issue 26: the zCDP ones with rho)
+    assert set(mapping) == set(PUBLISHERS) and not UNSERVED_PUBLISHERS
     for key, ref in mapping.items():
         schema = _component(openapi, ref)
         model = STREAM_SPECS[key]
-        params = _ctor(PUBLISHERS[key])
+        cls = PUBLISHERS[key]
+        params = _ctor(cls)
         assert schema["additionalProperties"] is False
         assert schema["properties"]["publisher"]["const"] == key
         required = set(schema["required"])
         assert required == {n for n, f in model.model_fields.items() if f.is_required()}
-        # the publisher's required parameters, plus epsilon (pure DP: the service's publishers take epsilon=)
+        # the publisher's required parameters, plus the budget of its measure: epsilon (pure DP only),
+        # rho (zCDP only), or one of the two (both measures: a oneOf of the two requirements)
         ctor_required = {n for n, p in params.items() if p.default is p.empty}
-        assert required == {"name", "publisher", "epsilon"} | ctor_required, key
-        # every other field is the service's or one of the publisher's parameters
-        fields = set(schema["properties"])
+        budget = {("pure-dp",): {"epsilon"}, ("zcdp",): {"rho"}}.get(tuple(cls.measures), set())
+        assert required == {"name", "publisher"} | budget | ctor_required, key
+        if len(cls.measures) == 2:
+            assert schema["oneOf"] == [{"required": ["epsilon"]}, {"required": ["rho"]}], key
+        assert {"epsilon": "pure-dp", "rho": "zcdp"}.keys() & schema["properties"].keys() == {
+            {"pure-dp": "epsilon", "zcdp": "rho"}[m] for m in cls.measures}, key
+        # every other field is the service's or one of the publisher's parameters (under its spec name)
+        fields = {model.RENAMED.get(f, f) for f in schema["properties"]}
         assert fields - SERVICE_FIELDS <= set(params), (key, fields - SERVICE_FIELDS - set(params))
-        assert set(model.params()) <= set(params)
+        assert {model.RENAMED.get(f, f) for f in model.params()} <= set(params)
         assert ("history" in fields) == key.startswith("hq_")
+    # the matrix factorisation's block length is not the stream's horizon (its last step)
+    mf = _component(openapi, mapping["mf_sqrt"])["properties"]
+    assert "block_length" in mf and "last step" in mf["horizon"]["description"]
 
 
 def _cli_field(output: str) -> str:
@@ -173,7 +184,14 @@ BAD_STREAMS: list[tuple[dict[str, Any], str]] = [
     ({"window": 0}, "window"),
     ({"epsilon": 41}, "epsilon"),
     ({"publisher": "nope"}, "publisher"),
-    ({"publisher": "mf_sqrt"}, "publisher"),
+    ({"publisher": "mf_sqrt"}, "epsilon"),  # a zCDP publisher: rho, not epsilon
+    ({"publisher": "blt", "epsilon": None, "rho": 0.5, "noise": "laplace"}, "noise"),
+    ({"publisher": "mf_sqrt", "epsilon": None, "rho": 0}, "rho"),
+    ({"publisher": "mf_sqrt", "epsilon": None}, "rho"),
+    ({"publisher": "mf_sqrt", "epsilon": None, "rho": 0.5, "block_length": 0}, "block_length"),
+    ({"rho": 0.5}, "rho"),  # rtp is pure DP
+    ({"publisher": "bt", "rho": 0.5}, "rho"),  # both
+    ({"publisher": "bt", "epsilon": None}, "epsilon"),  # neither
     ({"history": [3, 4]}, "history"),
     ({"publisher": "HQRTP", "history": ["x"]}, "history.0"),
     ({"noise": "gaussian"}, "noise"),
@@ -185,7 +203,8 @@ BAD_STREAMS: list[tuple[dict[str, Any], str]] = [
 @pytest.mark.parametrize(("change", "field"), BAD_STREAMS)
 def test_service_and_model_name_the_same_field_of_a_bad_stream(live: Server, change: dict[str, Any],
                                                                field: str) -> None:
-    body = {"name": "s", "publisher": "rtp", "epsilon": 1.0, "window": 8, **change}
+    body = {k: v for k, v in {"name": "s", "publisher": "rtp", "epsilon": 1.0, "window": 8, **change}.items()
+            if v is not None}
     resp = httpx.post(f"{live.url}/streams", json=body, headers={"Authorization": f"Bearer {ADMIN_TOKEN}"},
                       timeout=60)
     assert resp.status_code == 422, resp.text
@@ -200,9 +219,22 @@ def test_cli_stream_create_names_the_models_field() -> None:
                               "--url", "http://127.0.0.1:9"], env={"PRIVPUB_ADMIN_TOKEN": ADMIN_TOKEN})
     assert out.exit_code == 2, out.output
     assert _cli_field(out.output) == "window"
+    # the zCDP publishers take --rho, not --epsilon (the model names the field, the CLI the flag)
     out = runner.invoke(app, ["stream", "create", "--name", "s", "-e", "1", "-w", "8", "--method", "blt",
                               "--url", "http://127.0.0.1:9"], env={"PRIVPUB_ADMIN_TOKEN": ADMIN_TOKEN})
-    assert out.exit_code == 2 and _cli_field(out.output) == "publisher" and "zCDP" in out.output, out.output
+    assert out.exit_code == 2 and _cli_field(out.output) == "epsilon" and "zCDP" in out.output, out.output
+    assert out.output.startswith("error: --epsilon:"), out.output
+    out = runner.invoke(app, ["stream", "create", "--name", "s", "--rho", "0.5", "-w", "8", "--method", "rtp",
+                              "--url", "http://127.0.0.1:9"], env={"PRIVPUB_ADMIN_TOKEN": ADMIN_TOKEN})
+    assert out.exit_code == 2 and _cli_field(out.output) == "rho" and out.output.startswith("error: --rho:")
+    for budget in ([], ["-e", "1", "--rho", "0.5"]):  # exactly one of the two, before the spec is built
+        out = runner.invoke(app, ["stream", "create", "--name", "s", *budget, "-w", "8", "--method", "bt",
+                                  "--url", "http://127.0.0.1:9"], env={"PRIVPUB_ADMIN_TOKEN": ADMIN_TOKEN})
+        assert out.exit_code == 2 and "exactly one of --epsilon" in out.output, out.output
+    out = runner.invoke(app, ["stream", "create", "--name", "s", "--rho", "0.5", "-w", "8", "--method", "mf_sqrt",
+                              "--block-length", "0", "--url", "http://127.0.0.1:9"],
+                        env={"PRIVPUB_ADMIN_TOKEN": ADMIN_TOKEN})
+    assert out.exit_code == 2 and "--block-length" in out.output, out.output
 
 
 def test_a_client_of_the_flat_model_still_creates_campaigns(live: Server) -> None:
@@ -234,6 +266,10 @@ def test_specs_round_trip_through_the_models() -> None:
     assert spec["attributes"][0] == {"name": "a", "categories": ["x", "y"], "type": "categorical"}
     stream = validate_spec(StreamSpec, {"name": "s", "publisher": "HQ_RTP", "epsilon": 1.0, "window": 8}, "stream")
     assert stream["publisher"] == "hq_rtp" and validate_spec(StreamSpec, stream, "stream") == stream
+    for body in ({"name": "s", "publisher": "MFSqrt", "rho": 0.5, "window": 8, "block_length": 4},
+                 {"name": "s", "publisher": "BTH", "rho": 0.5, "window": 8}):
+        stream = validate_spec(StreamSpec, body, "stream")
+        assert stream["rho"] == 0.5 and validate_spec(StreamSpec, stream, "stream") == stream
 
 
 def test_the_cli_checks_a_spec_without_loading_the_server() -> None:

@@ -34,8 +34,12 @@ def test_sigkill_never_redraws_released_noise(db_url: str, tmp_path: Path) -> No
     try:
         with admin_client(srv) as adm:
             g = np.random.default_rng(3)
-            streams = {m: create_stream(adm, publisher=m, epsilon=1.0, window=512, rng=7)["id"]
-                       for m in ("rtp", "hq_rtp", "hq_rtpmm", "bth")}
+            # the zCDP publishers too: a matrix factorisation's open block of noise (drawn once when
+            # the block opens, before most of it is released) must come back exactly
+            specs = {m: {"publisher": m, "epsilon": 1.0} for m in ("rtp", "hq_rtp", "hq_rtpmm", "bth")}
+            specs.update({"mf_sqrt": {"publisher": "mf_sqrt", "rho": 0.5, "block_length": 200},
+                          "blt": {"publisher": "blt", "rho": 0.5}, "bt-rho": {"publisher": "bt", "rho": 0.5}})
+            streams = {m: create_stream(adm, window=512, rng=7, **spec)["id"] for m, spec in specs.items()}
             counts = g.integers(0, 50, size=700)
             for sid in streams.values():
                 post_counts(adm, sid, counts[:300])
@@ -51,6 +55,11 @@ def test_sigkill_never_redraws_released_noise(db_url: str, tmp_path: Path) -> No
             other = make_publisher("rtp", epsilon=1.0, window=512, rng=8)
             other.extend(counts[:450])
             assert np.any(other.answer(q, record=False) != a)
+            # the zCDP streams hold an open block (450 = 2 x 200 + 50; blt: 450 of 512) whose noise
+            # outlives the restart
+            lib = make_publisher("mf_sqrt", rho=0.5, window=512, horizon=200, rng=7)
+            lib.extend(counts[:450])
+            assert np.array_equal(before["mf_sqrt"][2], lib.answer(before["mf_sqrt"][1], record=False))
 
         # 1. between steps
         srv = _restart(srv, log)
@@ -64,6 +73,12 @@ def test_sigkill_never_redraws_released_noise(db_url: str, tmp_path: Path) -> No
             for sid in streams.values():
                 post_counts(adm, sid, counts[450:500])
             mid = {m: _answers(adm, sid, 512) for m, sid in streams.items()}
+            # the open block's noise survived: steps 451..500 (its later items) are what the library,
+            # which never restarted, releases (later blocks draw from fresh OS entropy)
+            lib.extend(counts[450:500])
+            q = mid["mf_sqrt"][1]
+            inside = q[:, 0] > 400
+            assert np.array_equal(mid["mf_sqrt"][2][inside], lib.answer(q[inside], record=False))
             # 2. inside a step: events of the open step of a manual and of a clocked stream
             manual = create_stream(adm, publisher="rtp", epsilon=1.0, window=64, rng=1)["id"]
             post_counts(adm, manual, [5, 6, 7])

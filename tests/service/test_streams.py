@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from typing import Any
 
 import httpx
 import numpy as np
@@ -25,16 +26,33 @@ def _check(adm: httpx.Client, sid: str) -> dict[str, int]:
     return resp.json()  # type: ignore[no-any-return]
 
 
-@pytest.mark.parametrize("method", sorted(m for m in PUBLISHERS if "pure-dp" in PUBLISHERS[m].measures))
-def test_answers_equal_the_library_publisher(adm: httpx.Client, method: str) -> None:
+#: every publisher in every measure it offers: (method, budget)
+MEASURES = [(m, {"epsilon": 0.8} if measure == "pure-dp" else {"rho": 0.3})
+            for m in sorted(PUBLISHERS) for measure in PUBLISHERS[m].measures]
+
+
+@pytest.mark.parametrize(("method", "budget"), MEASURES, ids=[f"{m}-{next(iter(b))}" for m, b in MEASURES])
+def test_answers_equal_the_library_publisher(adm: httpx.Client, method: str, budget: dict[str, float]) -> None:
     """Same counts, same seed, same queries in the same order: identical answers (HQ publishers
-    learn the query lengths between batches exactly as the library does)."""
+    learn the query lengths between batches exactly as the library does); the zCDP publishers
+    (rho) as well, with their blocks of noise drawn once."""
     g = np.random.default_rng(11)
     counts = g.integers(0, 30, size=300)
-    params = {"window": 128, "noise": "laplace"} if method == "bth" else {"window": 128}
-    s = create_stream(adm, publisher=method, epsilon=0.8, rng=1234, **params)
-    lib = make_publisher(method, epsilon=0.8, rng=1234, **params)
+    params: dict[str, Any] = {"window": 128}
+    if method == "bth" and "epsilon" in budget:
+        params["noise"] = "laplace"
+    lib_params = dict(params)
+    if method == "mf_sqrt":  # blocks shorter than the window: answers span two blocks' noise
+        params["block_length"], lib_params["horizon"] = 50, 50
+    if method == "blt":
+        params["buffers"] = lib_params["buffers"] = 3
+    s = create_stream(adm, publisher=method, rng=1234, **budget, **params)
+    lib = make_publisher(method, rng=1234, **budget, **lib_params)
     assert s["publisher"] == method and s["t"] == 0
+    zcdp = "rho" in budget
+    assert s["measure"] == ("zcdp" if zcdp else "pure-dp")
+    assert (s["rho"], s["epsilon"]) == ((0.3, None) if zcdp else (None, 0.8))
+    assert ("rho-zCDP" in s["neighbouring"] and "rho = 0.3" in s["neighbouring"]) is zcdp
     pos = 0
     for size in (37, 1, 100, 62, 100):
         post_counts(adm, s["id"], counts[pos : pos + size])
@@ -52,6 +70,17 @@ def test_answers_equal_the_library_publisher(adm: httpx.Client, method: str) -> 
     # the noise is real: the answers are not the true sums
     got = ranges(adm, s["id"], [[t, t] for t in range(200, 301)], log=False)
     assert np.any(got != counts[199:300])
+    # the standard deviations are the library's exact ones
+    body = adm.get(f"/streams/{s['id']}/range", params={"start": 180, "end": 290}).json()
+    assert body["std"] == pytest.approx(lib.answer_variance(180, 290) ** 0.5, rel=1e-12)
+    # the ledger states the measure, and its total is the budget
+    view = adm.get(f"/streams/{s['id']}/log").json()
+    assert view["ledger_measure"] == lib.ledger.measure == s["measure"]
+    assert {e["measure"] for e in view["ledger"]} == {s["measure"]}
+    assert view["ledger_total"] == pytest.approx(lib.ledger.total) and lib.ledger.total <= next(iter(budget.values()))
+    listed = next(x for x in adm.get("/streams").json()["streams"] if x["id"] == s["id"])
+    assert (listed["measure"], listed["rho"], listed["epsilon"]) == (s["measure"], s["rho"], s["epsilon"])
+    assert "rho (zCDP)" in adm.get(f"/streams/{s['id']}/dashboard").text if zcdp else True
 
 
 def test_named_publishers_and_status(adm: httpx.Client) -> None:
@@ -158,13 +187,23 @@ BAD_CREATE = [
     ({"step_seconds": -1}, "step_seconds"),
     ({"late": "sometimes"}, "late"),
     ({"real": True}, "noise"),  # real streams need Laplace noise: the library error's param names the field
+    ({"rho": 0.5}, "rho"),  # rtp is pure DP
+    ({"publisher": "mf_sqrt"}, "epsilon"),  # a zCDP publisher: rho, not epsilon
+    ({"publisher": "mf_sqrt", "epsilon": None}, "rho"),
+    ({"publisher": "mf_sqrt", "epsilon": None, "rho": 0.5, "height": 3}, "height"),
+    ({"publisher": "blt", "epsilon": None, "rho": 0.5, "buffers": 9}, "buffers"),
+    ({"publisher": "mf_sqrt", "epsilon": None, "rho": 1e-30}, "rho"),  # the noise scale
+    ({"publisher": "bt", "rho": 0.5}, "rho"),  # exactly one of the two
+    ({"publisher": "bt", "epsilon": None}, "epsilon"),
+    ({"publisher": "bt", "epsilon": None, "rho": 0.5, "noise": "laplace"}, "noise"),
 ]
 
 
 @pytest.mark.parametrize(("change", "field"), BAD_CREATE)
 def test_bad_stream_declarations(adm: httpx.Client, change: dict, field: str | None) -> None:
     n = len(adm.get("/streams").json()["streams"])
-    body = {"name": "bad", "publisher": "rtp", "epsilon": 1.0, "window": 64, **change}
+    body = {k: v for k, v in {"name": "bad", "publisher": "rtp", "epsilon": 1.0, "window": 64, **change}.items()
+            if v is not None}
     resp = adm.post("/streams", json=body)
     assert resp.status_code == 422, resp.text
     err = resp.json()["error"]
@@ -253,6 +292,15 @@ def test_budget_session_is_charged_and_refuses(srv: Server, adm: httpx.Client) -
     missing = adm.post("/streams", json={"name": "c", "publisher": "rtp", "epsilon": 0.1, "window": 8,
                                          "session": "no-such-session"})
     assert missing.status_code == 422 and missing.json()["error"]["field"] == "session"
+    # a zCDP stream is never charged to the session's epsilons (nor converted: no rho is a pure-DP epsilon)
+    roomy = "streams-" + uuid.uuid4().hex[:8]
+    Session(store=database_session_store(srv.db, total_epsilon=100.0, name=roomy))
+    for pub in ("mf_sqrt", "bt"):
+        z = adm.post("/streams", json={"name": "z", "publisher": pub, "rho": 0.01, "window": 8, "session": roomy})
+        assert z.status_code == 422 and z.json()["error"]["field"] == "session", z.text
+        assert "rho is never added" in z.json()["error"]["message"]
+    assert len(adm.get("/streams").json()["streams"]) == n
+    assert Session(store=database_session_store(srv.db, name=roomy)).spent == 0
 
 
 def test_query_log_and_heights_visible_to_the_operator(adm: httpx.Client) -> None:

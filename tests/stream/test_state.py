@@ -222,3 +222,39 @@ def test_delta_states_join_to_the_full_state(cls, noise):
         StreamPublisher.from_state(delta)
     with pytest.raises(ParameterError, match="do not cover"):
         join_state(head, parts[-1:] if pub.t - 40 > parts[-1]["arrays_from"] else parts[-2:-1])
+
+
+@pytest.mark.parametrize("method", ["mf_sqrt", "blt"])
+def test_delta_states_of_the_factorisation_counters(method):
+    """Issue 26: the matrix-factorisation counters persist incrementally too. The open block's
+    noise ``z`` (drawn once, when the block opens) is in the part of the write that opened the block,
+    never in the head (which every write replaces); the head keeps that part alive, and the joined
+    state is the full one: restored, the publisher releases the rest of the open block with the same
+    noise. Without that part the state is refused as damaged, never given new noise."""
+    from privpub.stream import PUBLISHERS
+    from privpub.stream._persist import join_state, split_state, state_needs_from
+
+    g = np.random.default_rng(4)
+    pub = PUBLISHERS[method](window=40, rho=0.5, rng=3, horizon=25)
+    head, part = split_state(pub.state(checkpoint=False))
+    parts = [part]
+    for _ in range(60):
+        t0 = pub.t
+        pub.extend(g.integers(0, 9, int(g.integers(0, 9))))
+        head, part = split_state(pub.state(checkpoint=False, since=t0))
+        assert not [k for k, v in head.items() if isinstance(v, np.ndarray)] and "z" not in head["open_block"]
+        # z travels once per block: only with the write that opened it
+        opened = (t0 - 1) // 25 != (pub.t - 1) // 25 and pub.t > t0
+        assert ("block_z" in part) == (opened and pub.t % 25 != 0)
+        parts.append(part)
+        parts = [p for p in parts if p["t"] >= state_needs_from(head)]
+        _same(join_state(head, parts), pub.state(checkpoint=False))
+    assert pub.t % 25 and len(parts) < 40
+    restored = StreamPublisher.from_state(join_state(head, parts), rng=99)
+    more = g.integers(0, 9, 25 - pub.t % 25)  # the rest of the open block: its noise, not the new rng's
+    pub.extend(more)
+    restored.extend(more)
+    q = np.array([[max(1, pub.t - 39), pub.t], [pub.t, pub.t]])
+    assert np.array_equal(restored.answer(q, record=False), pub.answer(q, record=False))
+    with pytest.raises(ParameterError, match="without its noise"):
+        StreamPublisher.from_state(join_state(head, [{k: v for k, v in p.items() if k != "block_z"} for p in parts]))

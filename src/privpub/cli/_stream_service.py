@@ -35,7 +35,8 @@ from privpub.errors import ParameterError
 
 _TOKEN = typer.Option("--token", envvar=PRODUCER_TOKEN_ENV,
                       help="The stream's producer token (default $PRIVPUB_PRODUCER_TOKEN, else $PRIVPUB_ADMIN_TOKEN).")
-_METHOD_HELP = "Stream publisher: hq_rtp (default), rtp, rtp_mm, hq_rtpmm, bt or bth (as privpub stream publish)."
+_METHOD_HELP = ("Stream publisher: hq_rtp (default), rtp, rtp_mm, hq_rtpmm (--epsilon), bt or bth (--epsilon or --rho), "
+                "mf_sqrt, blt or mf_range (--rho), as privpub stream publish.")
 #: most items of one request (the service's and the producer's limit)
 MAX_BATCH = 200_000
 #: with --speed, a request carries about this many seconds of steps
@@ -65,8 +66,14 @@ def register_service_commands(stream_app: typer.Typer) -> None:
     @handle_errors
     def create(
         name: Annotated[str, typer.Option("--name", help="The stream's name.")],
-        epsilon: Annotated[float, typer.Option("--epsilon", "-e", help="Event-level epsilon of the whole stream.")],
         window: Annotated[int, typer.Option("--window", "-w", help="Sliding window W (steps).")],
+        epsilon: Annotated[float | None, typer.Option(
+            "--epsilon", "-e", help="Event-level epsilon of the whole stream (pure DP).")] = None,
+        rho: Annotated[float | None, typer.Option(
+            "--rho", help="Event-level rho of the whole stream (zCDP, Gaussian noise): mf_sqrt, blt, mf_range, and bt or bth "
+                          "instead of --epsilon.")] = None,
+        block_length: Annotated[int | None, typer.Option(
+            "--block-length", help="mf_sqrt, blt and mf_range: items per factorised block (default: the window).")] = None,
         method: Annotated[str, typer.Option("--method", "-m", help=_METHOD_HELP)] = "hq_rtp",
         publisher: Annotated[str | None, typer.Option(
             "--publisher", hidden=True, help="Deprecated name of --method.")] = None,
@@ -100,8 +107,16 @@ def register_service_commands(stream_app: typer.Typer) -> None:
         elif len(name) > 200:
             checks.add(f"--name must be at most 200 characters, got {len(name)}")
         if not method.strip():
-            checks.add("--method must name a stream publisher (hq_rtp, rtp, rtp_mm, hq_rtpmm, bt, bth)")
-        checks(check_epsilon, epsilon, "--epsilon")
+            checks.add("--method must name a stream publisher (hq_rtp, rtp, rtp_mm, hq_rtpmm, bt, bth, mf_sqrt, blt, mf_range)")
+        if (epsilon is None) == (rho is None):
+            checks.add("give exactly one of --epsilon (pure DP) and --rho (zCDP: mf_sqrt, blt, mf_range, bt, bth)",
+                       param="--rho" if rho is not None else "--epsilon")
+        if epsilon is not None:
+            checks(check_epsilon, epsilon, "--epsilon")
+        if rho is not None:
+            checks(check_epsilon, rho, "--rho")
+        if block_length is not None and block_length < 1:
+            checks.add(f"--block-length must be >= 1, got {block_length}", param="--block-length")
         if window < 1:
             checks.add(f"--window must be >= 1, got {window}")
         if step_seconds is not None and not (math.isfinite(step_seconds) and step_seconds > 0):
@@ -121,8 +136,14 @@ def register_service_commands(stream_app: typer.Typer) -> None:
         _check_common(checks, url, connect_timeout)
         checks.done()
         _need_extra(client=True)
-        body: dict[str, Any] = {"name": name, "publisher": method, "epsilon": epsilon, "window": window,
-                                "sensitivity": sensitivity, "late": late}
+        body: dict[str, Any] = {"name": name, "publisher": method, "window": window, "sensitivity": sensitivity,
+                                "late": late}
+        if epsilon is not None:
+            body["epsilon"] = epsilon
+        if rho is not None:
+            body["rho"] = rho
+        if block_length is not None:
+            body["block_length"] = block_length
         if step_seconds is not None:
             body["step_seconds"] = step_seconds
         if session is not None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import (
     AfterValidator,
@@ -38,6 +38,7 @@ __all__ = [
     "CampaignSpec",
     "FrequencySpec",
     "LOG_PER_CLIENT",
+    "MAX_RHO",
     "MAX_WINDOW",
     "MIN_STEP_SECONDS",
     "PUBLISHER_KEYS",
@@ -279,7 +280,7 @@ MIN_STEP_SECONDS = 0.01
 LOG_PER_CLIENT = 1000
 #: the keys of :data:`privpub.stream.PUBLISHERS` (spelled out: the CLI checks a declaration without
 #: importing the publishers; tests/service/test_specs.py keeps the two equal)
-PUBLISHER_KEYS = ("rtp", "hq_rtp", "rtp_mm", "hq_rtpmm", "bt", "bth", "mf_sqrt", "blt")
+PUBLISHER_KEYS = ("rtp", "hq_rtp", "rtp_mm", "hq_rtpmm", "bt", "bth", "mf_sqrt", "blt", "mf_range")
 _ALIASES = {"binarytree": "bt", "binary": "bt", "honaker": "bth"}
 
 
@@ -306,22 +307,40 @@ class StreamUnitIn(BaseModel):
                                    description="k: the events of one person counted in one step at most")
 
 
+#: the largest rho of a service stream (zCDP): the pure-DP cap epsilon = 40 converted, 40**2 / 2
+MAX_RHO = 800.0
+#: the publishers that take ``rho=`` (zCDP, Gaussian noise), as the rule messages name them
+_RHO_TAKERS = "bt, bth, mf_sqrt, blt and mf_range"
+
+
 class _StreamBase(BaseModel):
-    """The fields of every stream: its name, the budget, the window and how the service runs it."""
+    """The fields of every stream: its name, the window and how the service runs it (the budget,
+    ``epsilon`` or ``rho``, is declared by the publisher's model)."""
 
     model_config = ConfigDict(extra="forbid")
+    #: spec field -> the publisher's constructor keyword, where the two names differ
+    RENAMED: ClassVar[dict[str, str]] = {}
 
     @model_validator(mode="before")
     @classmethod
     def _other_publishers(cls, data: Any) -> Any:
         if isinstance(data, dict):
+            tag = str(data.get("publisher"))
+            if "epsilon" in data and "epsilon" not in cls.model_fields:
+                raise PydanticCustomError(
+                    _SPEC_ERROR, "{tag} is a zCDP publisher (Gaussian noise): give rho, not epsilon "
+                                 "(privpub.core.pure_dp_to_zcdp converts: rho = epsilon**2 / 2)",
+                    {"field": "epsilon", "tag": tag})
+            if "rho" in data and "rho" not in cls.model_fields:
+                raise PydanticCustomError(
+                    _SPEC_ERROR, "{tag} is a pure-DP publisher (Laplace noise): give epsilon, not rho; the "
+                                 "publishers that take rho (zCDP) are {takers}",
+                    {"field": "rho", "tag": tag, "takers": _RHO_TAKERS})
             _not_here(data, cls, STREAM_SPECS, "publisher", "stream")
         return data
 
     name: str = Field(min_length=1, max_length=200, pattern=_PRINTABLE,
                       description="a label (no control characters: PostgreSQL text cannot hold NUL)")
-    epsilon: float = Field(gt=0, le=40, allow_inf_nan=False,
-                           description="event-level epsilon of the whole stream, spent once")
     window: int = Field(ge=1, le=MAX_WINDOW, description="sliding window W: ranges inside the last W steps")
     sensitivity: float = Field(default=1.0, gt=0, allow_inf_nan=False,
                                description="what one individual may contribute to one step's count "
@@ -339,7 +358,9 @@ class _StreamBase(BaseModel):
     late: Literal["reject", "current"] = Field(
         default="reject", description="events of a closed step: rejected (default) or counted in the open step")
     session: str | None = Field(default=None, min_length=1, max_length=200, pattern=_PRINTABLE,
-                                description="budget session (in this database) charged with epsilon")
+                                description="budget session (in this database) charged with epsilon (pure-DP "
+                                            "sessions; a zCDP stream is refused there: a rho is never added to "
+                                            "epsilons)")
     rng: int | None = Field(default=None, ge=0, le=2**63 - 1,
                             description="seed for reproducible tests; never stored; leave unset in production")
     queries_from: Literal["readers", "anyone", "none"] = Field(
@@ -352,18 +373,45 @@ class _StreamBase(BaseModel):
     privacy_unit: StreamUnitIn | None = Field(
         default=None, description="whom the stream protects: omitted, one event (event level); "
                                   "person_per_step: one person's events of one step, at most max_contributions")
-    # the tree publishers' constructor parameters (every publisher the service serves is one)
+
+    @classmethod
+    def params(cls) -> tuple[str, ...]:
+        """The fields that are the publisher's constructor parameters (spec names; see :attr:`RENAMED`)."""
+        return ("window", "sensitivity", "max_item")
+
+    @classmethod
+    def constructor_kwargs(cls, spec: Mapping[str, Any]) -> dict[str, Any]:
+        """The publisher's constructor keywords of a validated spec (unset optional fields left out)."""
+        return {cls.RENAMED.get(n, n): spec[n] for n in cls.params() if spec.get(n) is not None}
+
+
+_EPSILON = Field(gt=0, le=40, allow_inf_nan=False, description="event-level epsilon of the whole stream, spent once "
+                                                                "(pure DP)")
+
+
+class _Trees(_StreamBase):
+    """The tree publishers' constructor parameters (Fenwick trees and binary trees)."""
+
     height: int | None = Field(default=None, ge=1, le=62, description="tree height (default: the optimal one)")
     noise: Literal["discrete", "laplace"] = "discrete"
     real: bool = Field(default=False, description="real-valued counts (float64) instead of integers")
 
     @classmethod
     def params(cls) -> tuple[str, ...]:
-        """The fields that are the publisher's constructor parameters."""
-        return ("window", "epsilon", "sensitivity", "height", "noise", "real", "max_item")
+        return (*super().params(), "height", "noise", "real")
 
 
-class _AdaptiveStream(_StreamBase):
+class _TreeStream(_Trees):
+    """The pure-DP tree publishers: ``epsilon``."""
+
+    epsilon: float = _EPSILON
+
+    @classmethod
+    def params(cls) -> tuple[str, ...]:
+        return (*super().params(), "epsilon")
+
+
+class _AdaptiveStream(_TreeStream):
     history: list[int] | None = Field(default=None, max_length=10_000,
                                       description="public past query lengths the tree heights start from")
 
@@ -372,7 +420,54 @@ class _AdaptiveStream(_StreamBase):
         return (*super().params(), "history")
 
 
-class RTPSpec(_StreamBase):
+_RHO_DESC = "event-level rho of the whole stream, spent once (rho-zCDP, discrete Gaussian noise)"
+
+
+class _BinaryStream(_Trees):
+    """The binary trees take ``epsilon`` (pure DP, Laplace noise) or ``rho`` (zCDP, Gaussian noise):
+    exactly one."""
+
+    model_config = ConfigDict(extra="forbid", json_schema_extra={
+        "oneOf": [{"required": ["epsilon"]}, {"required": ["rho"]}]})
+
+    epsilon: float | None = Field(default=None, gt=0, le=40, allow_inf_nan=False,
+                                  description="event-level epsilon of the whole stream, spent once (pure DP, "
+                                              "Laplace noise); or give rho")
+    rho: float | None = Field(default=None, gt=0, le=MAX_RHO, allow_inf_nan=False,
+                              description=_RHO_DESC + "; or give epsilon")
+
+    @model_validator(mode="after")
+    def _one_budget(self) -> _BinaryStream:
+        if self.epsilon is None and self.rho is None:
+            raise PydanticCustomError(_SPEC_ERROR, "is required: give epsilon (pure DP, Laplace noise) or rho "
+                                                   "(zCDP, Gaussian noise)", {"field": "epsilon"})
+        if self.epsilon is not None and self.rho is not None:
+            raise PydanticCustomError(_SPEC_ERROR, "give exactly one of epsilon (pure DP) and rho (zCDP), not both",
+                                      {"field": "rho"})
+        return self
+
+    @classmethod
+    def params(cls) -> tuple[str, ...]:
+        return (*super().params(), "epsilon", "rho")
+
+
+class _MFStream(_StreamBase):
+    """The matrix-factorisation counters: ``rho`` (zCDP) and the length of a factorised block."""
+
+    RENAMED: ClassVar[dict[str, str]] = {"block_length": "horizon"}
+
+    rho: float = Field(gt=0, le=MAX_RHO, allow_inf_nan=False, description=_RHO_DESC)
+    block_length: int | None = Field(
+        default=None, ge=1, le=2**28,
+        description="items per factorised block, the library's horizon= (default: the window); the stream's "
+                    "own horizon is its last step")
+
+    @classmethod
+    def params(cls) -> tuple[str, ...]:
+        return (*super().params(), "rho", "block_length")
+
+
+class RTPSpec(_TreeStream):
     """``rtp``: Fenwick trees of one fixed height (paper 004)."""
 
     publisher: Literal["rtp"]
@@ -384,7 +479,7 @@ class HQRTPSpec(_AdaptiveStream):
     publisher: Literal["hq_rtp"]
 
 
-class RTPMMSpec(_StreamBase):
+class RTPMMSpec(_TreeStream):
     """``rtp_mm``: RTP with the matrix mechanism's per-level budgets."""
 
     publisher: Literal["rtp_mm"]
@@ -396,32 +491,63 @@ class HQRTPMMSpec(_AdaptiveStream):
     publisher: Literal["hq_rtpmm"]
 
 
-class BTSpec(_StreamBase):
-    """``bt``: the binary-tree counter (Chan-Shi-Song, Dwork et al.)."""
+class BTSpec(_BinaryStream):
+    """``bt``: the binary-tree counter (Chan-Shi-Song, Dwork et al.); ``rho`` for the Gaussian tree."""
 
     publisher: Literal["bt"]
 
 
-class BTHSpec(_StreamBase):
-    """``bth``: Honaker's least-squares binary tree."""
+class BTHSpec(_BinaryStream):
+    """``bth``: Honaker's least-squares binary tree; ``rho`` for its Gaussian variant."""
 
     publisher: Literal["bth"]
 
 
+class MFSqrtSpec(_MFStream):
+    """``mf_sqrt``: the square-root matrix-factorisation counter (rho-zCDP)."""
+
+    publisher: Literal["mf_sqrt"]
+
+
+class BLTSpec(_MFStream):
+    """``blt``: the buffered-linear-Toeplitz matrix-factorisation counter (rho-zCDP)."""
+
+    publisher: Literal["blt"]
+    buffers: int = Field(default=4, ge=1, le=8, description="d, the buffers of the linear recurrence")
+
+    @classmethod
+    def params(cls) -> tuple[str, ...]:
+        return (*super().params(), "buffers")
+
+
+class MFRangeSpec(_MFStream):
+    """``mf_range``: the matrix factorisation optimised for the range queries inside the window (rho-zCDP)."""
+
+    publisher: Literal["mf_range"]
+    block_length: int | None = Field(
+        default=None, ge=1, le=2**20,
+        description="items per factorised block, the library's horizon= (default: the window; at most 2**20: "
+                    "the factorisation is optimised once per block length); the stream's own horizon is its "
+                    "last step")
+
+
 #: one model per stream publisher the service serves, by its ``publisher``
 STREAM_SPECS: dict[str, type[_StreamBase]] = {"rtp": RTPSpec, "hq_rtp": HQRTPSpec, "rtp_mm": RTPMMSpec,
-                                              "hq_rtpmm": HQRTPMMSpec, "bt": BTSpec, "bth": BTHSpec}
-#: publishers of :data:`privpub.stream.PUBLISHERS` the service does not serve, and why
+                                              "hq_rtpmm": HQRTPMMSpec, "bt": BTSpec, "bth": BTHSpec,
+                                              "mf_sqrt": MFSqrtSpec, "blt": BLTSpec, "mf_range": MFRangeSpec}
+#: publishers of :data:`privpub.stream.PUBLISHERS` the service does not serve, and why (none since
+#: issue 26: the zCDP publishers are served with ``rho``)
 UNSERVED_PUBLISHERS: dict[str, str] = {
-    key: "is a zCDP publisher (rho=, Gaussian noise); the service runs pure-DP streams only (epsilon=): use "
-         "privpub.stream directly" for key in PUBLISHER_KEYS if key not in STREAM_SPECS}
+    key: "is not served by the stream service: use privpub.stream directly" for key in PUBLISHER_KEYS
+    if key not in STREAM_SPECS}
 
 
-class StreamSpec(RootModel[Annotated[RTPSpec | HQRTPSpec | RTPMMSpec | HQRTPMMSpec | BTSpec | BTHSpec,
-                                     Field(discriminator="publisher")]]):
+class StreamSpec(RootModel[Annotated[RTPSpec | HQRTPSpec | RTPMMSpec | HQRTPMMSpec | BTSpec | BTHSpec | MFSqrtSpec
+                                     | BLTSpec | MFRangeSpec, Field(discriminator="publisher")]]):
     """A stream as an operator declares it (``POST /streams`` or ``privpub stream create``): one model
     per publisher (:data:`STREAM_SPECS`). ``publisher`` is a name of ``privpub.stream.PUBLISHERS``;
-    class names such as ``"HQRTP"`` also work."""
+    class names such as ``"HQRTP"`` also work. The pure-DP publishers take ``epsilon``, the
+    matrix-factorisation ones ``rho`` (zCDP), the binary trees either (exactly one)."""
 
     @model_validator(mode="before")
     @classmethod

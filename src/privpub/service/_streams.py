@@ -47,11 +47,15 @@ import sqlalchemy as sa
 from numpy.typing import NDArray
 from sqlalchemy.engine import Connection, Engine
 
-from privpub.core import PrivacyUnit, Session
+from privpub.core import PURE_DP, ZCDP, PrivacyUnit, Session
 from privpub.errors import BudgetExceededError, PrivpubError
 from privpub.service._db import write_tx
 from privpub.service._http import error_message
-from privpub.service._specs import LOG_PER_CLIENT, publisher_key  # a declaration's limits live with its model
+from privpub.service._specs import (  # a declaration's limits live with its model
+    LOG_PER_CLIENT,
+    STREAM_SPECS,
+    publisher_key,
+)
 from privpub.service._store import NotFound
 from privpub.service._tables import stream_batches, stream_parts, stream_queries, streams
 from privpub.stream import PUBLISHERS, StreamPublisher, join_state, split_state, state_needs_from
@@ -189,7 +193,8 @@ class StreamInfo:
     name: str
     method: str
     params: dict[str, Any]
-    epsilon: float
+    #: the stream's budget in its ``measure``: epsilon (``"pure-dp"``) or rho (``"zcdp"``)
+    budget: float
     step_seconds: float | None
     origin: float | None
     late: str
@@ -200,6 +205,25 @@ class StreamInfo:
     reader_hash: bytes | None = None
     queries_from: str = "anyone"
     log_per_client: int | None = None
+    #: the privacy measure: ``"pure-dp"`` (epsilon; every stream of a database older than migration
+    #: 0007) or ``"zcdp"`` (rho)
+    measure: str = PURE_DP
+
+    @property
+    def epsilon(self) -> float | None:
+        """The stream's epsilon (pure DP; None for a zCDP stream)."""
+        return self.budget if self.measure == PURE_DP else None
+
+    @property
+    def rho(self) -> float | None:
+        """The stream's rho (zCDP; None for a pure-DP stream)."""
+        return self.budget if self.measure == ZCDP else None
+
+    def _guarantee(self, level: str) -> str:
+        if self.measure == ZCDP:
+            return (f"{level} rho-zero-concentrated differential privacy (rho-zCDP, discrete Gaussian noise) with "
+                    f"rho = {self.budget:g} for the whole stream")
+        return f"{level} differential privacy with epsilon = {self.budget:g} for the whole stream"
 
     @property
     def sensitivity(self) -> float:
@@ -218,21 +242,21 @@ class StreamInfo:
         if unit.kind == "person_per_step":
             k = int(unit.max_contributions or 1)
             each = "each event counts 1" if sens == 1 else f"each event counts at most {sens:g}"
-            return (f"Person-per-step differential privacy with epsilon = {self.epsilon:g} for the whole stream: "
+            return (f"{self._guarantee('Person-per-step')}: "
                     f"neighbouring streams differ by all of one person's events of one {step} (same "
                     f"{unit.column!r}); the service counts at most {k} events of a person in a {step} "
                     f"({each}), so the count of one {step} differs by at most {k * sens:g}. A person present in "
                     "many steps is protected per step, not as a whole (person per step, not user level).")
         what = "one event" if sens == 1 else f"{sens:g} events"
-        return (f"Event-level differential privacy with epsilon = {self.epsilon:g} for the whole stream: "
+        return (f"{self._guarantee('Event-level')}: "
                 f"neighbouring streams differ in the count of one {step} by at most {sens:g} ({what}). "
                 f"Whatever one individual contributes to a single {step}, up to {sens:g}, is protected; "
                 "an individual present in many steps is protected per step, not as a whole "
                 "(event level, not user level).")
 
     def public(self) -> dict[str, Any]:
-        return {"id": self.id, "name": self.name, "publisher": self.method, "epsilon": self.epsilon,
-                "params": self.params, "step_seconds": self.step_seconds, "origin": self.origin,
+        return {"id": self.id, "name": self.name, "publisher": self.method, "measure": self.measure,
+                "epsilon": self.epsilon, "rho": self.rho, "params": self.params, "step_seconds": self.step_seconds, "origin": self.origin,
                 "late": self.late, "horizon": self.horizon, "session": self.session,
                 "created_at": self.created_at, "queries_from": self.queries_from,
                 "log_per_client": self.log_per_client, "neighbouring": self.privacy_words(),
@@ -271,14 +295,15 @@ class Live:
 
 
 def _info(row: Any) -> StreamInfo:
-    return StreamInfo(id=row.id, name=row.name, method=row.method, params=dict(row.params), epsilon=float(row.epsilon),
+    return StreamInfo(id=row.id, name=row.name, method=row.method, params=dict(row.params), budget=float(row.epsilon),
                       step_seconds=None if row.step_seconds is None else float(row.step_seconds),
                       origin=None if row.origin is None else float(row.origin), late=row.late,
                       horizon=None if row.horizon is None else int(row.horizon), session=row.session,
                       created_at=int(row.created_at), token_hash=bytes(row.producer_token_hash),
                       reader_hash=None if row.reader_token_hash is None else bytes(row.reader_token_hash),
                       queries_from=row.queries_from or "anyone",
-                      log_per_client=LOG_PER_CLIENT if row.log_per_client is None else int(row.log_per_client))
+                      log_per_client=LOG_PER_CLIENT if row.log_per_client is None else int(row.log_per_client),
+                      measure=row.measure or PURE_DP)  # NULL: a stream of a database older than 0007 (epsilon)
 
 
 class StreamStore:
@@ -373,23 +398,34 @@ class StreamStore:
         if key is None:  # pragma: no cover - the model refuses first
             raise StreamError(422, f"must be one of {sorted(PUBLISHERS)}, got {body['publisher']!r}", "publisher")
         cls = PUBLISHERS[key]
-        params: dict[str, Any] = {"window": body["window"]}
-        for name in ("sensitivity", "height", "noise", "real", "max_item"):
-            if body.get(name) is not None:
-                params[name] = body[name]
+        model = STREAM_SPECS[key]
+        # the publisher's constructor keywords (the spec's block_length is MFSqrt's horizon=)
+        params = model.constructor_kwargs(body)
+        if not params.get("history"):
+            params.pop("history", None)
+        zcdp = params.get("rho") is not None
+        budget = float(params["rho"] if zcdp else params["epsilon"])
         adaptive = key.startswith("hq_")
-        if body.get("history"):
-            params["history"] = list(body["history"])
         declared = body.get("privacy_unit")
         unit = None if declared is None else PrivacyUnit.person_per_step(declared["privacy_id"],
                                                                          declared["max_contributions"])
         if unit is not None:
             params["privacy_unit"] = unit
-        # the noise scale: k events of a person per step (person per step) x the per-event sensitivity
-        scale = float(body.get("sensitivity") or 1.0) * (unit.factor if unit else 1) / float(body["epsilon"])
+        # the noise scale: k events of a person per step (person per step) x the per-event sensitivity,
+        # over epsilon (Laplace) or over sqrt(2 rho) (the Gaussian's standard deviation at sensitivity 1)
+        per = float(body.get("sensitivity") or 1.0) * (unit.factor if unit else 1)
+        scale = per / (math.sqrt(2.0 * budget) if zcdp else budget)
         if scale > MAX_NOISE_SCALE:
-            raise StreamError(422, f"sensitivity / epsilon must be at most 2**36 (the noise scale; int64 sums keep "
-                                   f"their headroom), got {scale:.3g}: raise epsilon", "epsilon")
+            what = "sensitivity / sqrt(2 rho)" if zcdp else "sensitivity / epsilon"
+            raise StreamError(422, f"{what} must be at most 2**36 (the noise scale; int64 sums keep their headroom), "
+                                   f"got {scale:.3g}: raise {'rho' if zcdp else 'epsilon'}", "rho" if zcdp else "epsilon")
+        if zcdp and body.get("session") is not None:
+            # the database's budget sessions account in epsilon (pure DP): a rho is never added to
+            # them, and no conversion turns a rho into a pure-DP epsilon
+            raise StreamError(422, "a zCDP stream (rho) cannot be charged to a budget session of this database: its "
+                                   "sessions account in epsilon (pure DP), a rho is never added to epsilons, and no "
+                                   "conversion turns a rho into a pure-DP epsilon; leave session unset (or declare "
+                                   "a pure-DP stream with epsilon)", "session")
         now = time.time()
         step = body.get("step_seconds")
         origin = body.get("origin")
@@ -416,11 +452,14 @@ class StreamStore:
         rng = body.get("rng")
         try:
             # validates every parameter first; then reserves epsilon in the session (refused: nothing made)
-            pub = cls(**params, epsilon=body["epsilon"], rng=rng, session=session)
+            pub = cls(**params, rng=rng, session=session)
         except BudgetExceededError as exc:
             raise StreamError(409, f"the budget session cannot pay for this stream: {exc}", "session") from None
         except PrivpubError as exc:  # the field is the parameter the error names (as data, not from its text)
-            fld = exc.param if exc.param in {*params, "epsilon", "history"} else None
+            if exc.param == "measure":  # the session's measure is not the stream's: refused, never added
+                raise StreamError(422, error_message(exc), "session") from None
+            renamed = {v: k for k, v in model.RENAMED.items()}
+            fld: str | None = renamed.get(str(exc.param), exc.param) if exc.param in {*params, "history"} else None
             raise StreamError(422, error_message(exc), fld) from None
         finally:
             if session is not None:
@@ -433,12 +472,13 @@ class StreamStore:
             if origin is None:
                 origin = math.floor(now / step) * step  # steps aligned on the clock
             open_since = origin
-        stored = {k: v for k, v in params.items() if k not in ("history", "privacy_unit")}
+        # the publisher's parameters under their spec names (the budget has its own columns)
+        stored = {n: body[n] for n in model.params() if body.get(n) is not None and n not in ("epsilon", "rho", "history")}
         if unit is not None:
             stored["privacy_unit"] = unit.as_dict()
         if adaptive:
             stored["history_length"] = len(params.get("history", ()))
-        info = StreamInfo(id=sid, name=body["name"], method=key, params=stored, epsilon=pub.budget,  # epsilon= (pure DP)
+        info = StreamInfo(id=sid, name=body["name"], method=key, params=stored, budget=pub.budget, measure=pub.measure,
                           step_seconds=step, origin=origin, late=body.get("late", "reject"),
                           horizon=body.get("horizon"), session=body.get("session"), created_at=int(now),
                           token_hash=_hash(token), reader_hash=_hash(reader), queries_from=queries_from,
@@ -446,7 +486,8 @@ class StreamStore:
         head, part = split_state(pub.state(checkpoint=False))
         with write_tx(self.engine) as conn:
             conn.execute(sa.insert(streams).values(
-                id=sid, name=info.name, method=key, params=stored, epsilon=info.epsilon, step_seconds=step,
+                id=sid, name=info.name, method=key, params=stored, epsilon=info.budget, measure=info.measure,
+                step_seconds=step,
                 origin=origin, late=info.late, horizon=info.horizon, session=info.session,
                 producer_token_hash=info.token_hash, created_at=info.created_at, t=0,
                 state=pack_state(head), open_count=0, open_since=open_since, log_seq=0,
@@ -513,9 +554,15 @@ class StreamStore:
     def list(self) -> list[dict[str, Any]]:
         with self.engine.connect() as conn:
             rows = conn.execute(sa.select(streams.c.id, streams.c.name, streams.c.method, streams.c.epsilon,
-                                          streams.c.t, streams.c.closed_at).order_by(streams.c.created_at)).all()
-        return [{"id": r.id, "name": r.name, "publisher": r.method, "epsilon": r.epsilon,
-                 "t": int(r._mapping["t"]), "closed_at": r.closed_at} for r in rows]
+                                          streams.c.measure, streams.c.t, streams.c.closed_at)
+                                .order_by(streams.c.created_at)).all()
+        out = []
+        for r in rows:
+            zcdp = (r.measure or PURE_DP) == ZCDP
+            out.append({"id": r.id, "name": r.name, "publisher": r.method, "measure": r.measure or PURE_DP,
+                        "epsilon": None if zcdp else r.epsilon, "rho": r.epsilon if zcdp else None,
+                        "t": int(r._mapping["t"]), "closed_at": r.closed_at})
+        return out
 
     # -- writing --------------------------------------------------------------------------------
     def _write(self, sid: str, fn: Callable[[Connection, Live], _T], *, closing: bool = False) -> _T:
@@ -981,15 +1028,16 @@ class StreamStore:
             pub = live.pub
             trees = [{"start": s, "height": k} for s, k in pub.trees]
             predictor = getattr(pub, "predictor", None)
-            ledger = [e.as_dict() for e in pub.ledger]
-            total = pub.ledger.total
+            snap = pub.ledger
+            ledger = [{**e.as_dict(), "measure": snap.measure} for e in snap]  # under zCDP the amounts are rhos
+            total, measure = snap.total, snap.measure
         return {"id": sid, "t": live.visible, "queries_logged": int(n),
                 "queries": [{"seq": r.seq, "asked_at": r.asked_at, "t": int(r._mapping["t"]), "start": int(r.range_start),
                              "end": int(r.range_end), "length": int(r.range_end) - int(r.range_start) + 1}
                             for r in reversed(rows)],
                 "queries_learned_up_to": live.log_seq,
                 "predicted_length": None if predictor is None or predictor.value is None else float(predictor.value),
-                "trees": trees, "ledger": ledger, "ledger_total": total}
+                "trees": trees, "ledger": ledger, "ledger_total": total, "ledger_measure": measure}
 
     def check(self, sid: str) -> dict[str, Any]:
         """Non-private totals for tests (only with ``PRIVPUB_TEST_CHECKS=1``)."""

@@ -181,6 +181,9 @@ streams = sa.Table(
     sa.Column("reader_token_hash", sa.LargeBinary(32), nullable=True),
     sa.Column("queries_from", sa.String(16), nullable=True),
     sa.Column("log_per_client", sa.BigInteger, nullable=True),
+    # issue 26 (migration 0007_streams_measure): the privacy measure of ``epsilon``: "zcdp" (the
+    # column holds the stream's rho) or "pure-dp"; NULL (streams of older databases): pure DP
+    sa.Column("measure", sa.String(16), nullable=True),
 )
 
 # the time-indexed part of each write's state delta (privpub.stream._persist): released node values

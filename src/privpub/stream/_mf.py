@@ -388,10 +388,14 @@ class MFSqrt(StreamPublisher):
         # time, so a delta holds the times after ``since`` only
         lo = max(self._base, self._t - self.window)
         start = lo if since is None else max(lo, since + 1)
+        ob: dict[str, Any] = {"items": self._u, "local_sum": self._p, "R": self._R}
+        # the open block's noise, drawn once when it opened: a delta leaves it out when the block
+        # opened before ``since`` (unchanged; split_state keeps it in the part that brought it)
+        if since is None or self._z is None or self._t - self._u + 1 > since:
+            ob["z"] = None if self._z is None else self._z.copy()
         out: dict[str, Any] = {
             "store_from": lo, "NP": self._NP[start - self._base : self._t - self._base + 1].copy(),
-            "open_block": {"items": self._u, "local_sum": self._p, "R": self._R,
-                           "z": None if self._z is None else self._z.copy()}}
+            "open_block": ob}
         if since is not None:
             out["arrays_from"] = start
         return out

@@ -40,7 +40,19 @@ def split_state(state: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     for k in TIME_KEYS:
         if k in state:
             part[k] = np.asarray(state[k])
-    fenwick = "NP" in state
+    fenwick = "NP" in state and "trees" in state
+    if "NP" in state and not fenwick and isinstance(state.get("open_block"), dict):
+        # the matrix-factorisation publishers: the open block's noise (drawn once, when the block
+        # opened) goes into the part of the write that opened the block, never into the head that
+        # every write replaces; the head keeps that part (``trees_from``: the block's first time)
+        ob = dict(state["open_block"])
+        z = ob.pop("z", None)
+        head["open_block"] = ob
+        start = int(state["t"]) - int(ob["items"]) + 1
+        if z is not None:
+            part["block_z"], part["block_start"] = np.asarray(z), start
+        if int(ob["items"]) < int(state["params"]["horizon"]):
+            head["trees_from"] = min(start, int(state["store_from"]))
     if fenwick:
         part["trees"] = state["trees"]
         ot = state.get("open_tree")
@@ -90,6 +102,14 @@ def join_state(head: dict[str, Any], parts: Sequence[dict[str, Any]]) -> dict[st
             raise ParameterError(f"state is damaged: the stored parts do not cover times {lo}..{t} "
                                  f"(first gap at {lo + int(np.argmin(covered))})", param="state")
         out[k] = arr
+    if "NP" in out and "LP" not in out and isinstance(out.get("open_block"), dict):
+        # matrix factorisation: the open block's noise from the part that opened the block
+        ob = dict(out["open_block"])
+        start = int(head["t"]) - int(ob["items"]) + 1
+        is_open = int(ob["items"]) < int(head["params"]["horizon"])  # a complete block's noise is all released
+        ob["z"] = next((p["block_z"] for p in reversed(parts) if "block_z" in p and int(p["block_start"]) == start),
+                       None) if is_open else None
+        out["open_block"] = ob
     if "LP" in out:  # Fenwick: the trees and the open tree's local prefixes
         lp = out.pop("LP")
         first = int(head.get("trees_from", 1))
