@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,10 @@ def admin_client(server: Server) -> httpx.Client:
 
 
 def create_stream(admin: httpx.Client, **spec: Any) -> dict[str, Any]:
+    if spec.get("step_seconds", 0) >= 3600 and "origin" not in spec:
+        # the default origin is aligned, so an hourly step could close mid-test at the top of the hour
+        # (a test crossing xx:00 would see its open step released): start the open step 30 minutes ago
+        spec["origin"] = time.time() - 1800
     body = {"name": "test stream", **spec}
     resp = admin.post("/streams", json=body)
     assert resp.status_code == 201, resp.text
