@@ -372,7 +372,7 @@ class DAWA(HistogramPublisher):
                 z = laplace_noise(int(sum(sizes)), epsilon=eps1, sensitivity=max(delta, 1.0), rng=gen,
                                   note=f"L1 deviations of the {sum(sizes)} dyadic buckets (L1 sensitivity "
                                        f"{delta:.4g})")
-            noisy = [d + part for d, part in zip(devs, np.split(z, np.cumsum(sizes)[:-1]), strict=True)]
+            noisy = [d + part for d, part in zip(devs, np.split(z, np.cumsum(sizes)[:-1]), strict=False)]
             bounds = dawa_best_partition(noisy, n, 1.0 / eps2)
             spans, children, weights = greedy_h_weights(bounds, n)
             sums = np.add.reduceat(counts.astype(np.float64), bounds[:-1]) if n else np.zeros(0)
