@@ -181,7 +181,7 @@ def test_tree_least_squares_is_dense_weighted_least_squares() -> None:
 def test_release_ledger_and_partition() -> None:
     h = np.array([0, 0, 0, 0, 0, 0, 0, 0, 90, 95, 91, 0, 0, 0, 0, 3])
     r = DAWA().publish(h, epsilon=1.0, rng=0)
-    assert r.private and r.method == "dawa" and r.n_bins == 16
+    assert r.private and r.method == "dawa" and r.n_bins == 16 and r.epsilon == 1.0
     assert math.isclose(r.ledger.total, 1.0)
     eps = {e.step: e.epsilon for e in r.ledger.entries}
     assert math.isclose(eps["partition"], 0.25) and math.isclose(eps["measure"], 0.75)
