@@ -485,9 +485,10 @@ def _state_of_the_art_md(sota: pd.DataFrame) -> str:
              "| dataset | " + " | ".join(f"{PAPER_LABEL[m]} prefix error" for m in cols) + " | "
              + " | ".join(f"{PAPER_LABEL[m]} KLD" for m in cols) + " |",
              "|---|" + "---|" * (2 * len(cols))]
-    for dataset, r in mean.iterrows():
-        lines.append(f"| {DATASETS.get(str(dataset), dataset)} | " + " | ".join(f"{r[m]:.3g}" for m in cols) + " | "
-                     + " | ".join(f"{kl.at[dataset, m]:.3g}" for m in cols) + " |")
+    for key, r in mean.iterrows():
+        dataset = str(key)
+        lines.append(f"| {DATASETS.get(dataset, dataset)} | " + " | ".join(f"{float(r[m]):.3g}" for m in cols) + " | "
+                     + " | ".join(f"{float(kl[m].to_dict()[key]):.3g}" for m in cols) + " |")
     if {"hphp", "dawa"} <= set(cols):
         n = len(mean)
         k = int((mean["hphp"] < mean["dawa"]).sum())

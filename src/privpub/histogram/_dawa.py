@@ -9,7 +9,6 @@ kernels draw nothing; the publisher draws through :func:`privpub.core.laplace_no
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
