@@ -120,7 +120,7 @@ def test_range_workload_gram_is_the_brute_force_sum() -> None:
 def test_greedy_h_weights_sum_to_one_on_every_path(bounds: list[int]) -> None:
     spans, children, w = greedy_h_weights(bounds, bounds[-1])
     assert np.all(w >= 0) and np.all(w <= 1)
-    parent = {c: v for v, cs in enumerate(children) for c in cs if c >= 0}
+    parent = {int(c): v for v, cs in enumerate(children) for c in cs if c >= 0}
     for v, cs in enumerate(children):
         if cs[0] < 0:
             total, u = w[v], v
@@ -129,7 +129,7 @@ def test_greedy_h_weights_sum_to_one_on_every_path(bounds: list[int]) -> None:
                 total += w[u]
             assert math.isclose(total, 1.0, rel_tol=1e-12)
     # leaves are the buckets, in order
-    leaves = sorted(spans[v] for v, cs in enumerate(children) if cs[0] < 0)
+    leaves = sorted(tuple(spans[v].tolist()) for v, cs in enumerate(children) if cs[0] < 0)
     assert leaves == [(i, i + 1) for i in range(len(bounds) - 1)]
 
 
@@ -167,7 +167,7 @@ def test_tree_least_squares_is_dense_weighted_least_squares() -> None:
     est = tree_least_squares(children, w, y)
     leaves = [v for v, c in enumerate(children) if c[0] < 0]
     got = np.empty(k)
-    got[[spans[v][0] for v in leaves]] = est[leaves]
+    got[[int(spans[v][0]) for v in leaves]] = est[leaves]
     np.testing.assert_allclose(got, dense, rtol=1e-9, atol=1e-9)
     # inner nodes are consistent: each is the sum of its children
     for v, (c1, c2) in enumerate(children):

@@ -50,7 +50,7 @@ FORMATS = ("csv", "json", "parquet", "npy")
 #: peak bytes per bin of a histogram publish (input, noise, sort, groups and the output), measured as max RSS
 #: of the CLI at 10^7 bins (benchmarks/cli_memory.py, docs/benchmarks.md): Laplace 112, HPHP 149
 BYTES_PER_BIN = {"laplace": 120, "hphp": 160, "hphp_unattributed": 160, "hphp_paper": 160, "ahp": 160,
-                 "optimal": 160, "dawa": 480}
+                 "optimal": 160, "dawa": 400}
 #: largest number of reproduction trials per cell
 MAX_TRIALS = 10_000
 

@@ -25,6 +25,7 @@ from privpub.core import (
     laplace_noise,
     split,
 )
+from privpub.histogram._kernels import _jit
 from privpub.histogram._publishers import (
     HistogramPublisher,
     HistogramRelease,
@@ -159,26 +160,7 @@ def range_workload_gram(n: int, g: NDArray[np.float64], lo: int) -> float:
     return float(np.sum(g * ((n - i) * left + (i + 1.0) * right)))
 
 
-def _tree(k: int) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
-    """The binary tree over ``k`` buckets: node ``v`` spans buckets ``[lo, hi)``; ``children[v]``
-    are its two children (``(-1, -1)`` for a leaf). Nodes in breadth-first order."""
-    spans = [(0, k)]
-    children: list[tuple[int, int]] = []
-    v = 0
-    while v < len(spans):
-        lo, hi = spans[v]
-        if hi - lo == 1:
-            children.append((-1, -1))
-        else:
-            mid = lo + (hi - lo + 1) // 2
-            children.append((len(spans), len(spans) + 1))
-            spans += [(lo, mid), (mid, hi)]
-        v += 1
-    return spans, children
-
-
-def greedy_h_weights(boundaries: ArrayLike, n: int) -> tuple[list[tuple[int, int]], list[tuple[int, int]],
-                                                              NDArray[np.float64]]:
+def greedy_h_weights(boundaries: ArrayLike, n: int) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.float64]]:
     """Greedy-H (Li et al. 2014, section 4): query weights of a binary hierarchy over the buckets.
 
     Bottom-up, each internal node ``v`` chooses the fraction ``p`` (grid 0.01 .. 1) of its path
@@ -186,98 +168,45 @@ def greedy_h_weights(boundaries: ArrayLike, n: int) -> tuple[list[tuple[int, int
     squared error of all ranges of ``n`` bins inside ``v`` under least squares (buckets expanded
     uniformly), given the children's choices: with ``S`` the children's inverse Gram matrices,
     ``u = S 1``, ``kk = 1^T S 1``, the error is ``(T - (1-p)^2 u^T M u / (p^2 + (1-p)^2 kk)) / p^2``
-    (Sherman-Morrison), ``T`` the children's errors. Data-independent (reads only the boundaries).
+    (Sherman-Morrison), ``T`` the children's errors, ``M`` the workload's Gram matrix on the
+    node's buckets. Data-independent (reads only the boundaries). Compiled (Numba), O(n log k).
 
     Returns
     -------
-    spans, children : lists
-        The tree (see :func:`tree_least_squares`).
+    spans : ndarray of int64, shape (2k - 1, 2)
+        Node ``v`` spans buckets ``spans[v, 0] .. spans[v, 1] - 1`` (breadth-first order).
+    children : ndarray of int64, shape (2k - 1, 2)
+        Its two children, ``(-1, -1)`` for a leaf (a bucket).
     weights : ndarray
         The weight of each node's query; along every root-to-leaf path they sum to 1, so the
         weighted query vector has L1 sensitivity 1.
+
+    Examples
+    --------
+    >>> spans, children, w = greedy_h_weights([0, 4, 8], 8)
+    >>> spans.tolist(), round(float(w[1] + w[0]), 12)
+    ([[0, 2], [0, 1], [1, 2]], 1.0)
     """
-    b = np.asarray(boundaries, dtype=np.int64)
-    k = b.size - 1
-    spans, children = _tree(k)
-    m = len(spans)
-    err = np.zeros(m)
-    kk = np.zeros(m)
-    u: list[NDArray[np.float64]] = [np.empty(0)] * m
-    p_choice = np.ones(m)
-    for v in range(m - 1, -1, -1):
-        lo, hi = spans[v]
-        if children[v][0] < 0:
-            ones = np.ones(int(b[lo + 1] - b[lo]))
-            err[v] = range_workload_gram(n, ones, int(b[lo]))
-            kk[v] = 1.0
-            u[v] = np.ones(1)
-            continue
-        c1, c2 = children[v]
-        us = np.concatenate([u[c1], u[c2]])
-        ks = kk[c1] + kk[c2]
-        t = err[c1] + err[c2]
-        g = np.repeat(us, np.diff(b[lo:hi + 1]))
-        q = range_workload_gram(n, g, int(b[lo]))
-        p = _GRID
-        a2 = (1.0 - p) ** 2
-        errs = (t - a2 * q / (p * p + a2 * ks)) / (p * p)
-        j = int(np.argmin(errs))
-        pj = float(p[j])
-        denom = pj * pj + (1.0 - pj) ** 2 * ks
-        err[v] = float(errs[j])
-        kk[v] = ks / denom
-        u[v] = us / denom
-        p_choice[v] = pj
-        u[c1] = u[c2] = np.empty(0)  # free the children's vectors
-    weights = np.zeros(m)
-    scale = np.ones(m)  # the product of the ancestors' p
-    for v in range(m):
-        if children[v][0] < 0:
-            weights[v] = scale[v]
-        else:
-            weights[v] = scale[v] * (1.0 - p_choice[v])
-            for c in children[v]:
-                scale[c] = scale[v] * p_choice[v]
+    b = np.ascontiguousarray(boundaries, dtype=np.int64)
+    jit = _jit()
+    spans, children = jit.dawa_tree(int(b.size - 1))
+    weights = jit.greedy_h(b, float(n), spans, children, _GRID)
     return spans, children, weights
 
 
-def tree_least_squares(children: list[tuple[int, int]], weights: ArrayLike, answers: ArrayLike) -> NDArray[np.float64]:
+def tree_least_squares(children: ArrayLike, weights: ArrayLike, answers: ArrayLike) -> NDArray[np.float64]:
     """Least-squares node totals from weighted tree measurements ``answers[v] = weights[v] * total(v) + noise``.
 
-    Independent noise of equal variance on every answer; a node with weight 0 measures nothing.
-    Exact generalised least squares in two passes (Hay et al. 2010, with weights): bottom-up,
-    each node's subtree estimate and its variance combine with its own measurement by inverse
-    variance; top-down, a parent's final total is split among its children in proportion to
-    their variances. Returns the estimates of every node (leaves: the buckets).
+    Independent noise of equal variance on every answer; a node with weight 0 measures nothing
+    (every leaf must have a positive weight). Exact generalised least squares in two passes (Hay
+    et al. 2010, with weights): bottom-up, each node's subtree estimate and its variance combine
+    with its own measurement by inverse variance; top-down, a parent's final total is split among
+    its children in proportion to their variances. ``children`` is the (m, 2) array of
+    :func:`greedy_h_weights` (children after their parent). Returns the estimates of every node.
     """
-    w = np.asarray(weights, dtype=np.float64)
-    y = np.asarray(answers, dtype=np.float64)
-    m = w.size
-    est = np.zeros(m)
-    var = np.zeros(m)
-    for v in range(m - 1, -1, -1):
-        c1, c2 = children[v]
-        if c1 < 0:
-            est[v] = y[v] / w[v]
-            var[v] = 1.0 / (w[v] * w[v])
-            continue
-        se, sv = est[c1] + est[c2], var[c1] + var[c2]
-        if w[v] > 0:
-            prec = 1.0 / sv + w[v] * w[v]
-            est[v] = (se / sv + y[v] * w[v]) / prec
-            var[v] = 1.0 / prec
-        else:
-            est[v], var[v] = se, sv
-    final = est.copy()
-    for v in range(m):
-        c1, c2 = children[v]
-        if c1 < 0:
-            continue
-        r = final[v] - est[c1] - est[c2]
-        tot = var[c1] + var[c2]
-        final[c1] = est[c1] + r * var[c1] / tot
-        final[c2] = est[c2] + r * var[c2] / tot
-    return final
+    return np.asarray(_jit().tree_least_squares(np.ascontiguousarray(children, dtype=np.int64),
+                                                np.ascontiguousarray(weights, dtype=np.float64),
+                                                np.ascontiguousarray(answers, dtype=np.float64)))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -374,17 +303,17 @@ class DAWA(HistogramPublisher):
             noisy = [d + part for d, part in zip(devs, np.split(z, np.cumsum(sizes)[:-1]), strict=False)]
             bounds = dawa_best_partition(noisy, n, 1.0 / eps2)
             spans, children, weights = greedy_h_weights(bounds, n)
-            sums = np.add.reduceat(counts.astype(np.float64), bounds[:-1]) if n else np.zeros(0)
+            sums = np.add.reduceat(counts.astype(np.float64), bounds[:-1])
             prefix = np.concatenate([[0.0], np.cumsum(sums)])
-            totals = np.array([prefix[hi] - prefix[lo] for lo, hi in spans])
+            totals = prefix[spans[:, 1]] - prefix[spans[:, 0]]
             with acc.step("measure"):
                 answers = np.asarray(laplace(weights * totals, epsilon=eps2, sensitivity=1.0, rng=gen,
                                              note=f"Greedy-H: {len(spans)} weighted range sums over {bounds.size - 1} "
                                                   "buckets (weights sum to 1 on every path: L1 sensitivity 1)"))
             est = tree_least_squares(children, weights, answers)
-            leaves = np.array([v for v, c in enumerate(children) if c[0] < 0])
+            leaves = children[:, 0] < 0
             bucket_est = np.empty(bounds.size - 1)
-            bucket_est[np.array([spans[v][0] for v in leaves])] = est[leaves]
+            bucket_est[spans[leaves, 0]] = est[leaves]
             out = np.repeat(bucket_est / np.diff(bounds), np.diff(bounds))
             params = _unit_params({**asdict(self), "epsilon1": eps1, "epsilon2": eps2, "buckets": int(bounds.size - 1),
                                    "sensitivity1": delta}, unit)
