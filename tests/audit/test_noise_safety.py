@@ -42,6 +42,10 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("core/_mechanisms.py", "core.laplace_noise"): "the continuous Laplace mechanism itself",
     ("histogram/_publishers.py", "core.laplace_noise"): "histogram noise='laplace' option (paper setting)",
     ("histogram/_publishers.py", "core.laplace"): "histogram noise='laplace' option (paper setting)",
+    ("histogram/_dawa.py", "core.laplace_noise"):
+        "DAWA's stage-1 bucket costs are real L1 deviations (integer noise on them would not be DP)",
+    ("histogram/_dawa.py", "core.laplace"): "DAWA's Greedy-H weighted range sums are real (weights < 1)",
+    ("audit/_cases_parts.py", "core.laplace_noise"): "the audit of DAWA's partition step, drawn as publish draws it",
     ("core/_sparse.py", "Generator.laplace"): "core sparse_noisy_counts noise='laplace' (documented)",
     ("core/_sparse.py", "Generator.exponential"):
         "core sparse_noisy_counts noise='laplace': the Laplace tail of empty cells (memoryless, exact in distribution)",

@@ -111,3 +111,17 @@ def test_negative_counts_and_undeclared_domain(tmp_path: Path, records_csv: Path
     res = runner.invoke(app, ["histogram", str(tmp_path / "missing.csv"), "--counts-column", "c", "-e", "1",
                               "-o", str(tmp_path / "o.csv")])
     assert res.exit_code == 2 and "does not exist" in res.output
+
+
+def test_publish_with_dawa(counts_csv: Path, tmp_path: Path) -> None:
+    """Issue 26: --method dawa (continuous Laplace only: --noise discrete is refused with one error line)."""
+    out = tmp_path / "dawa.csv"
+    res = runner.invoke(app, ["histogram", str(counts_csv), "--counts-column", "c", "-e", "1", "--method", "dawa",
+                              "--noise", "laplace", "--split", "0.5", "--seed", "2", "-o", str(out)])
+    assert res.exit_code == 0, res.output
+    assert "epsilon=0.5" in res.output
+    frame = pd.read_csv(out)
+    assert len(frame) == 10 and {"count", "group"} <= set(frame.columns)
+    res = runner.invoke(app, ["histogram", str(counts_csv), "--counts-column", "c", "-e", "1", "--method", "dawa",
+                              "-o", str(tmp_path / "x.csv")])
+    assert res.exit_code == 2 and "--noise laplace" in res.output and not (tmp_path / "x.csv").exists()

@@ -39,6 +39,7 @@ print(json.dumps(status("VmHWM:") - before))
 
 CASES = [
     ("laplace", 10**6, "int64", {}),
+    ("dawa", 2 * 10**5, "float64", {}),
     ("laplace", 10**6, "float64", {}),
     ("hphp", 2 * 10**5, "int64", {}),
     ("hphp", 10**6, "float64", {}),
@@ -74,4 +75,4 @@ def test_every_publisher_and_grouping_has_an_estimate() -> None:
         for grouping in ("fast", "deque", "wavefront", "quadratic"):
             assert peak_bytes(name, 10) > peak_bytes(name, 0) > 0
             assert peak_bytes(name, 10**6, grouping=grouping) >= 8 * 10**6  # at least the int64 counts
-    assert set(PEAK_BYTES_PER_BIN) == {"laplace", "ahp", "fast", "deque", "wavefront", "quadratic"}
+    assert set(PEAK_BYTES_PER_BIN) == {"laplace", "ahp", "dawa", "fast", "deque", "wavefront", "quadratic"}

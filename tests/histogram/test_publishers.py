@@ -13,6 +13,7 @@ import pytest
 from privpub.errors import DomainError, ParameterError, PrivacyWarning
 from privpub.histogram import (
     AHP,
+    DAWA,
     HPHP,
     PUBLISHERS,
     HistogramRelease,
@@ -222,7 +223,7 @@ def test_kld_and_lnmse_follow_the_spec() -> None:
         ([[1, 2], [3, 4]], ParameterError, "counts"),
     ],
 )
-@pytest.mark.parametrize("pub", [HPHP(), AHP(), LaplaceHistogram(), OptimalGrouping()], ids=repr)
+@pytest.mark.parametrize("pub", [HPHP(), AHP(), LaplaceHistogram(), OptimalGrouping(), DAWA()], ids=repr)
 def test_bad_counts(pub: object, data: list[float], error: type[Exception], message: str) -> None:
     with pytest.raises(error, match=re.escape(message)):
         pub.publish(data, epsilon=1.0, rng=0)  # type: ignore[attr-defined]
@@ -241,6 +242,7 @@ def test_bad_epsilon(eps: float) -> None:
         (lambda: HPHP(split=1.0), "split"),
         (lambda: HPHP(split=1.5), "split"),
         (lambda: AHP(ratio=0.0), "ratio"),
+        (lambda: DAWA(ratio=1.0), "ratio"),
         (lambda: OptimalGrouping(split=-0.1), "split"),
         (lambda: HPHP(variant="leaky"), "variant must be"),
         (lambda: HPHP(noise="gauss"), "noise must be"),

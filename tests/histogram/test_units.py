@@ -15,6 +15,7 @@ from privpub.histogram import (
     LaplaceHistogram,
     UnitCounts,
     counts_from_records,
+    dawa_sensitivity,
     noise_variance,
 )
 
@@ -91,7 +92,9 @@ def test_every_publisher_charges_for_the_counts_unit(name):
     finite = [e for e in release.ledger.entries if np.isfinite(e.epsilon)]
     assert sum(e.epsilon for e in finite) <= 2.0 * (1 + 1e-12)
     for e in finite:  # each charge is a record-level draw at epsilon/k, stated x k with sensitivity k
-        assert e.unit == unit and e.sensitivity == 4.0 and "record-level epsilon" in e.note
+        # (DAWA's partition: k times the record-level sensitivity of its dyadic bucket costs)
+        record = dawa_sensitivity(counts.size) if (name, e.step) == ("dawa", "partition") else 1.0
+        assert e.unit == unit and e.sensitivity == 4.0 * record and "record-level epsilon" in e.note
     if release.private:
         assert release.ledger.total == pytest.approx(2.0)
     assert release.params["privacy_unit"] == unit.as_dict()

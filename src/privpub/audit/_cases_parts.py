@@ -78,7 +78,53 @@ def histogram_cases() -> list[AuditCase]:
             f"histogram.{name}.publish", "histogram", whole(pub, 2.0), h, h_nb, 2.0, trials,
             rel + "; whole release (counts, order, boundaries)", control=whole(pub, 4.0),
             control_note="epsilon doubled"))
-    return cases + person_histogram_cases()
+    return cases + dawa_cases() + person_histogram_cases()
+
+
+def dawa_cases() -> list[AuditCase]:
+    """DAWA (issue 26): its stage-1 partition as ``publish`` computes it (noisy dyadic-bucket
+    deviations, clamp, dynamic programme) and its whole release. Negative controls: the partition
+    with a quarter of the noise (the sensitivity understated), and the release at twice the declared
+    epsilon."""
+    from privpub.core import laplace_noise
+    from privpub.histogram import DAWA, dawa_best_partition, dawa_partition_costs, dawa_sensitivity
+
+    h = np.array([0, 0, 3, 5])
+    h_nb = np.array([0, 0, 3, 6])
+    rel = "add/remove one record: histograms [0, 0, 3, 5] and [0, 0, 3, 6]"
+
+    def partition(eps1: float, penalty: float) -> Mech:
+        def mech(counts: Any, rng: np.random.Generator, n: int) -> Any:
+            devs = dawa_partition_costs(counts)
+            sizes = [d.size for d in devs]
+            rows = []
+            z = laplace_noise(n * sum(sizes), epsilon=eps1, sensitivity=dawa_sensitivity(counts.size), rng=rng)
+            for row in z.reshape(n, sum(sizes)):
+                parts = np.split(row, np.cumsum(sizes)[:-1])
+                b = dawa_best_partition([d + p for d, p in zip(devs, parts, strict=True)], counts.size, penalty)
+                rows.append(np.concatenate([b, np.full(counts.size + 1 - b.size, -1)]))
+            return np.array(rows)
+        return mech
+
+    def whole(eps: float) -> Mech:
+        pub = DAWA()
+
+        def mech(counts: Any, rng: np.random.Generator) -> Any:
+            r = pub.publish(counts, epsilon=eps, rng=rng)
+            pad = np.full(counts.size + 1 - r.boundaries.size, -1)
+            return np.concatenate([r.counts, r.boundaries, pad])
+        return mech
+
+    # DAWA at epsilon 2: eps1 = 0.5 (penalty 1/eps2 = 2/3)
+    return [
+        AuditCase("histogram.DAWA.partition", "histogram", partition(0.5, 1.0 / 1.5), h, h_nb, 0.5, 20_000,
+                  rel + "; DAWA() at epsilon 2 spends 0.5 on the partition (dyadic buckets, sensitivity 2.5)",
+                  control=partition(2.0, 1.0 / 1.5), control_note="noise scale quartered (sensitivity understated)",
+                  batch=True),
+        AuditCase("histogram.DAWA.publish", "histogram", whole(2.0), h, h_nb, 2.0, 4_000,
+                  rel + "; whole release (counts, bucket boundaries)", control=whole(4.0),
+                  control_note="epsilon doubled"),
+    ]
 
 
 def person_histogram_cases() -> list[AuditCase]:

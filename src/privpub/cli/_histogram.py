@@ -43,14 +43,14 @@ from privpub.cli._tables import (
 from privpub.core import check_allocation, check_epsilon, check_probability
 from privpub.errors import DataNotFoundError, DomainError, ParameterError, PrivacyWarning, PrivpubError
 
-PRIVATE_METHODS = ("hphp", "ahp", "laplace", "hphp_unattributed")
+PRIVATE_METHODS = ("hphp", "ahp", "laplace", "hphp_unattributed", "dawa")
 NON_PRIVATE_METHODS = ("hphp_paper", "optimal")
 #: output formats of ``privpub histogram``
 FORMATS = ("csv", "json", "parquet", "npy")
 #: peak bytes per bin of a histogram publish (input, noise, sort, groups and the output), measured as max RSS
 #: of the CLI at 10^7 bins (benchmarks/cli_memory.py, docs/benchmarks.md): Laplace 112, HPHP 149
 BYTES_PER_BIN = {"laplace": 120, "hphp": 160, "hphp_unattributed": 160, "hphp_paper": 160, "ahp": 160,
-                 "optimal": 160}
+                 "optimal": 160, "dawa": 400}
 #: largest number of reproduction trials per cell
 MAX_TRIALS = 10_000
 
@@ -277,7 +277,7 @@ def _read_counts(input: Path, column: str | None, counts_column: str | None, tab
 
 
 def _publisher(method: str, split: float | None, noise: str) -> Any:
-    from privpub.histogram import AHP, HPHP, LaplaceHistogram, OptimalGrouping
+    from privpub.histogram import AHP, DAWA, HPHP, LaplaceHistogram, OptimalGrouping
 
     if noise not in ("discrete", "laplace"):
         raise ParameterError(f"--noise must be discrete or laplace, got {noise!r}")
@@ -293,6 +293,11 @@ def _publisher(method: str, split: float | None, noise: str) -> Any:
         return AHP(noise=noise) if split is None else AHP(ratio=split, noise=noise)
     if method == "optimal":
         return OptimalGrouping(noise=noise) if split is None else OptimalGrouping(split=split, noise=noise)
+    if method == "dawa":
+        if noise != "laplace":
+            raise ParameterError("--method dawa draws continuous Laplace noise (its bucket costs and weighted sums "
+                                 "are real numbers); pass --noise laplace")
+        return DAWA() if split is None else DAWA(ratio=split)
     if split is not None:
         raise ParameterError("--split does not apply to --method laplace (one step, whole budget)")
     return LaplaceHistogram(noise=noise)
@@ -328,11 +333,12 @@ def register(app: typer.Typer, reproduce_app: typer.Typer) -> None:
         header: HeaderOption = None,
         names: NamesOption = None,
         method: Annotated[str, typer.Option(
-            "--method", "-m", help="hphp (default), ahp, laplace or hphp_unattributed; with --non-private "
+            "--method", "-m", help="hphp (default), ahp, laplace, hphp_unattributed or dawa (range queries; "
+            "needs --noise laplace); with --non-private "
             "also hphp_paper or optimal.")] = "hphp",
         split: Annotated[float | None, typer.Option(
             "--split", help="Fraction of epsilon for the structure, in (0, 1) (default 0.85 for "
-            "hphp/ahp, 0.5 for hphp_paper/optimal).")] = None,
+            "hphp/ahp, 0.5 for hphp_paper/optimal, 0.25 for dawa).")] = None,
         noise: Annotated[str, typer.Option("--noise", help="discrete (default) or laplace.")] = "discrete",
         seed: Annotated[int | None, typer.Option("--seed", help=SEED_HELP)] = None,
         non_private: Annotated[bool, typer.Option(

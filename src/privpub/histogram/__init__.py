@@ -18,6 +18,15 @@ Examples
 from __future__ import annotations
 
 from privpub.core import ContributionSuggestion, suggest_max_contributions
+from privpub.histogram._dawa import (
+    DAWA,
+    dawa_best_partition,
+    dawa_partition_costs,
+    dawa_sensitivity,
+    greedy_h_weights,
+    range_workload_gram,
+    tree_least_squares,
+)
 from privpub.histogram._kernels import (
     ahp_clusters,
     dp_group,
@@ -50,9 +59,12 @@ from privpub.histogram._publishers import (
     release_unit,
 )
 
+PUBLISHERS["dawa"] = lambda **kw: DAWA(**kw)
+
 __all__ = [
     "AHP",
     "ContributionSuggestion",
+    "DAWA",
     "HPHP",
     "HistogramPublisher",
     "HistogramRelease",
@@ -64,11 +76,15 @@ __all__ = [
     "ahp_clusters",
     "ahp_structure",
     "counts_from_records",
+    "dawa_best_partition",
+    "dawa_partition_costs",
+    "dawa_sensitivity",
     "dp_group",
     "dp_group_deque",
     "dp_group_fast",
     "dp_group_quadratic",
     "dp_group_wavefront",
+    "greedy_h_weights",
     "hphp_structure",
     "kld",
     "lnmse",
@@ -77,8 +93,10 @@ __all__ = [
     "partition_cost",
     "peak_bytes",
     "publish_groups",
+    "range_workload_gram",
     "rank_structure",
     "release_unit",
     "segment_cost",
     "suggest_max_contributions",
+    "tree_least_squares",
 ]

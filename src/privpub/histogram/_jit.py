@@ -180,3 +180,141 @@ def stable_argsort(y):
         keys, keys_buf = keys_buf, keys
         order, order_buf = order_buf, order
     return order
+
+
+# ---------------------------------------------------------------------------------------------
+# DAWA's stage 2 (privpub.histogram._dawa): the tree over the buckets, Greedy-H, least squares
+# ---------------------------------------------------------------------------------------------
+@njit(cache=True, nogil=True)
+def dawa_tree(k):
+    """Breadth-first binary tree over ``k`` buckets: ``spans[v] = (lo, hi)``, ``children[v] = (c1, c2)``
+    (``(-1, -1)`` for a leaf); the left child holds ``ceil((hi - lo) / 2)`` buckets."""
+    m = 2 * k - 1
+    spans = np.empty((m, 2), dtype=np.int64)
+    children = np.full((m, 2), -1, dtype=np.int64)
+    spans[0, 0] = 0
+    spans[0, 1] = k
+    count = 1
+    for v in range(m):
+        lo = spans[v, 0]
+        hi = spans[v, 1]
+        if hi - lo > 1:
+            mid = lo + (hi - lo + 1) // 2
+            children[v, 0] = count
+            children[v, 1] = count + 1
+            spans[count, 0] = lo
+            spans[count, 1] = mid
+            spans[count + 1, 0] = mid
+            spans[count + 1, 1] = hi
+            count += 2
+    return spans, children
+
+
+@njit(cache=True, nogil=True)
+def _range_gram(n, b, u, lo, hi):
+    """``g^T (W^T W) g`` for all ranges of ``n`` bins, ``g`` = ``u[t]`` on the bins of bucket ``t``, ``lo <= t < hi``."""
+    start = b[lo]
+    end = b[hi]
+    length = end - start
+    g = np.empty(length)
+    for t in range(lo, hi):
+        for i in range(b[t], b[t + 1]):
+            g[i - start] = u[t]
+    right = np.empty(length)  # sum_{j > i} (n - j) g_j
+    acc = 0.0
+    for i in range(length - 1, -1, -1):
+        right[i] = acc
+        acc += (n - (start + i)) * g[i]
+    left = 0.0  # sum_{j <= i} (j + 1) g_j
+    total = 0.0
+    for i in range(length):
+        pos = start + i
+        left += (pos + 1.0) * g[i]
+        total += g[i] * ((n - pos) * left + (pos + 1.0) * right[i])
+    return total
+
+
+@njit(cache=True, nogil=True)
+def greedy_h(b, n, spans, children, grid):
+    """Greedy-H's per-node split ``p`` (bottom-up) and the resulting query weights; see
+    :func:`privpub.histogram.greedy_h_weights`."""
+    m = spans.shape[0]
+    k = b.size - 1
+    u = np.ones(k)  # u of each processed node, stored on its buckets (children are disjoint)
+    err = np.zeros(m)
+    kk = np.zeros(m)
+    p_choice = np.ones(m)
+    ones = np.ones(k)
+    for v in range(m - 1, -1, -1):
+        lo = spans[v, 0]
+        hi = spans[v, 1]
+        c1 = children[v, 0]
+        if c1 < 0:
+            err[v] = _range_gram(n, b, ones, lo, hi)
+            kk[v] = 1.0
+            continue
+        c2 = children[v, 1]
+        ks = kk[c1] + kk[c2]
+        t = err[c1] + err[c2]
+        q = _range_gram(n, b, u, lo, hi)
+        best = np.inf
+        pj = 1.0
+        for j in range(grid.size):
+            p = grid[j]
+            a2 = (1.0 - p) * (1.0 - p)
+            e = (t - a2 * q / (p * p + a2 * ks)) / (p * p)
+            if e < best:
+                best = e
+                pj = p
+        denom = pj * pj + (1.0 - pj) * (1.0 - pj) * ks
+        err[v] = best
+        kk[v] = ks / denom
+        for s in range(lo, hi):
+            u[s] /= denom
+        p_choice[v] = pj
+    weights = np.zeros(m)
+    scale = np.ones(m)
+    for v in range(m):
+        c1 = children[v, 0]
+        if c1 < 0:
+            weights[v] = scale[v]
+        else:
+            weights[v] = scale[v] * (1.0 - p_choice[v])
+            scale[c1] = scale[v] * p_choice[v]
+            scale[children[v, 1]] = scale[v] * p_choice[v]
+    return weights
+
+
+@njit(cache=True, nogil=True)
+def tree_least_squares(children, w, y):
+    """Two-pass generalised least squares on a tree; see :func:`privpub.histogram.tree_least_squares`."""
+    m = w.size
+    est = np.zeros(m)
+    var = np.zeros(m)
+    for v in range(m - 1, -1, -1):
+        c1 = children[v, 0]
+        if c1 < 0:
+            est[v] = y[v] / w[v]
+            var[v] = 1.0 / (w[v] * w[v])
+            continue
+        c2 = children[v, 1]
+        se = est[c1] + est[c2]
+        sv = var[c1] + var[c2]
+        if w[v] > 0:
+            prec = 1.0 / sv + w[v] * w[v]
+            est[v] = (se / sv + y[v] * w[v]) / prec
+            var[v] = 1.0 / prec
+        else:
+            est[v] = se
+            var[v] = sv
+    final = est.copy()
+    for v in range(m):
+        c1 = children[v, 0]
+        if c1 < 0:
+            continue
+        c2 = children[v, 1]
+        r = final[v] - est[c1] - est[c2]
+        tot = var[c1] + var[c2]
+        final[c1] = est[c1] + r * var[c1] / tot
+        final[c2] = est[c2] + r * var[c2] / tot
+    return final

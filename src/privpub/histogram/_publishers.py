@@ -219,9 +219,10 @@ def _noisy(counts: NDArray[np.int64], epsilon: float, noise: str, gen: np.random
 #: process's peak RSS (which, unlike tracemalloc, sees the Numba kernels' arrays) at 2 10^6 bins,
 #: int64 and float64 input, zipf and constant counts: Laplace 8-16, HPHP (all variants) 88-96
 #: ("fast", "deque"), 128 ("wavefront"), Optimal 72-80, AHP 210-232 and HPHP "quadratic" 170
-#: (3 10^4 bins); the values below add a margin of at least 15%, and
+#: (3 10^4 bins), DAWA 132 (zipf, half the bins in buckets of their own) to 240 (every bin its own bucket);
+#: the values below add a margin of at least 15%, and
 #: tests/histogram/test_memory.py checks that they bound the measured peak.
-PEAK_BYTES_PER_BIN: dict[str, int] = {"laplace": 24, "ahp": 320, "fast": 112, "deque": 112, "wavefront": 192,
+PEAK_BYTES_PER_BIN: dict[str, int] = {"laplace": 24, "ahp": 320, "dawa": 288, "fast": 112, "deque": 112, "wavefront": 192,
                                       "quadratic": 256}
 #: bytes of a call that do not grow with the bins (allocator slack, small tables)
 PEAK_FIXED_BYTES = 1 << 24
@@ -238,7 +239,7 @@ def peak_bytes(method: str, n_bins: int, *, grouping: str = "fast") -> int:
     >>> peak_bytes("laplace", 10**6)
     40777216
     """
-    key = method if method in ("laplace", "ahp") else grouping
+    key = method if method in ("laplace", "ahp", "dawa") else grouping
     return PEAK_FIXED_BYTES + PEAK_BYTES_PER_BIN[key] * int(n_bins)
 
 
@@ -255,7 +256,7 @@ def _n_bins(data: ArrayLike) -> int | None:
 def _counts(data: ArrayLike, publisher: str, method: str, grouping: str = "fast") -> NDArray[np.int64]:
     """``data`` as int64 counts, after checking the call's peak memory fits the budget (before any
     allocation when the size is known without converting ``data``)."""
-    key = method if method in ("laplace", "ahp") else grouping
+    key = method if method in ("laplace", "ahp", "dawa") else grouping
     if isinstance(data, UnitCounts):  # the unit was read by the caller; compute on plain int64
         data = data.view(np.ndarray)
     n = _n_bins(data)
@@ -898,6 +899,7 @@ PUBLISHERS: dict[str, Any] = {
     "laplace": lambda **kw: LaplaceHistogram(**kw),
     "optimal": lambda **kw: OptimalGrouping(**kw),
 }
+# "dawa" (privpub.histogram._dawa, which builds on this module) is registered by the package
 
 
 def counts_from_records(
