@@ -16,7 +16,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "audit"))
 
-from client_configs import every_kind  # noqa: E402  (tests/audit: the conformance audit's configurations)
+from client_configs import every_kind
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 HEAVY = ("numba", "scipy", "pandas")

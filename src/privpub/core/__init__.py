@@ -21,7 +21,14 @@ if TYPE_CHECKING:
     from privpub.core._domain import CategoricalAttribute, NumericAttribute, Schema, infer_schema
     from privpub.core._isotonic import isotonic_regression
     from privpub.core._jitcache import prepare_numba_cache
-    from privpub.core._measures import MEASURES, PURE_DP, ZCDP, measure_unit, pure_dp_to_zcdp, zcdp_to_approx_dp
+    from privpub.core._measures import (
+        MEASURES,
+        PURE_DP,
+        ZCDP,
+        measure_unit,
+        pure_dp_to_zcdp,
+        zcdp_to_approx_dp,
+    )
     from privpub.core._mechanisms import (
         FLOAT_EXACT_LIMIT,
         add_int_noise,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import math
 from abc import abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
@@ -292,6 +293,7 @@ class UnaryEncoding(FrequencyOracle):
         n = v.size
         out = np.empty((n, width), dtype=np.uint8)
         compiled = out.size > _NUMPY_MAX_BYTES
+        own_cells: Callable[[NDArray[np.uint8], NDArray[np.int64], NDArray[np.uint8], bool, int], None]
         if compiled:
             from privpub.ldp import _kernels
 
