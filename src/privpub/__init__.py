@@ -11,7 +11,9 @@ publishing task: :mod:`privpub.histogram`, :mod:`privpub.ldp_synth`, :mod:`privp
 
 from __future__ import annotations
 
-from privpub.core import PrivacyUnit, Session
+from typing import TYPE_CHECKING
+
+from privpub.core import lazy_exports
 from privpub.errors import (
     BudgetExceededError,
     DataNotFoundError,
@@ -21,6 +23,9 @@ from privpub.errors import (
     PrivacyWarning,
     PrivpubError,
 )
+
+if TYPE_CHECKING:
+    from privpub.core import PrivacyUnit, Session
 
 __version__ = "0.1.0"
 
@@ -36,3 +41,5 @@ __all__ = [
     "Session",
     "__version__",
 ]
+
+__getattr__, __dir__ = lazy_exports(__name__, __file__)

@@ -348,14 +348,23 @@ def _write_npy(data: pd.DataFrame | Columns, tmp: Path, progress: Progress) -> N
                                  "write .csv, .json or .parquet instead")
         fields.append((str(name), dtype))
     n = _n_rows(data)
-    out = np.lib.format.open_memmap(tmp, mode="w+", dtype=np.dtype(fields), shape=(n,))
-    for a in range(0, n, CHUNK_ROWS):
-        for name, values in cols.items():
-            out[str(name)][a : a + CHUNK_ROWS] = np.asarray(_slice(values, a, a + CHUNK_ROWS))
-        if progress is not None:
-            progress(min(CHUNK_ROWS, n - a))
-    out.flush()
-    del out
+    dtype = np.dtype(fields)
+    # written chunk by chunk through the file: a memory map of the whole output would keep its
+    # n * itemsize bytes resident (max RSS) until the process ends (issue 27, CLI memory)
+    header = {"descr": np.lib.format.dtype_to_descr(dtype), "fortran_order": False, "shape": (n,)}
+    buf = np.empty(min(n, CHUNK_ROWS), dtype=dtype)
+    with open(tmp, "wb") as fh:
+        try:
+            np.lib.format.write_array_header_1_0(fh, header)  # what np.save writes
+        except ValueError:  # a header beyond 64 KiB (thousands of columns)
+            np.lib.format.write_array_header_2_0(fh, header)
+        for a in range(0, n, CHUNK_ROWS):
+            chunk = buf[: min(CHUNK_ROWS, n - a)]
+            for name, values in cols.items():
+                chunk[str(name)] = np.asarray(_slice(values, a, a + CHUNK_ROWS))
+            fh.write(chunk.data)
+            if progress is not None:
+                progress(len(chunk))
 
 
 def _write_parquet(data: pd.DataFrame | Columns, tmp: Path, progress: Progress) -> None:

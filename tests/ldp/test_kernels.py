@@ -18,7 +18,7 @@ from privpub.ldp import OLH, OUE, SUE, UnaryEncoding
 from privpub.ldp import _kernels as kernels
 from privpub.ldp._base import Dyadic, bernoulli_exact, dyadic_down, dyadic_up, flip_probability
 from privpub.ldp._olh import collision_probability
-from privpub.ldp._unary import _byte_sampler, _fill_bytes
+from privpub.ldp._unary import _byte_sampler, _fill_bytes, _fill_bytes_numpy
 
 # ---------------------------------------------------------------------------------------------
 # dyadic thresholds
@@ -102,9 +102,13 @@ def _reference_byte(q: Dyadic, prefix: int, tail: list[int]) -> int:
     return sum(1 for c in cdf[1:256] if c << (n_bits - 8 * q.bits) <= u)
 
 
-def _one_byte(q: Dyadic, prefix: int, tail: list[int]) -> tuple[int, int]:
+def _one_byte(q: Dyadic, prefix: int, tail: list[int], compiled: bool = True) -> tuple[int, int]:
     smp = _byte_sampler(q.numerator, q.bits)
     out = np.zeros(1, dtype=np.uint8)
+    if not compiled:  # the NumPy sampler (a stand-in generator with no words: running out fails)
+        used = _fill_bytes_numpy(out, smp, np.array([prefix], dtype=np.uint64), np.array(tail, dtype=np.uint64),
+                                 _Words())  # type: ignore[arg-type]
+        return int(out[0]), used
     vbuf = np.empty(smp.amb_bounds.shape[1], dtype=np.uint64)
     done, used = kernels.ue_bytes(np.array([prefix], dtype=np.uint64), smp.table8, smp.table, smp.amb_base,
                                   smp.amb_off, smp.amb_bounds, np.array(tail, dtype=np.uint64), out, 0,
@@ -113,8 +117,9 @@ def _one_byte(q: Dyadic, prefix: int, tail: list[int]) -> tuple[int, int]:
     return int(out[0]), used
 
 
+@pytest.mark.parametrize("compiled", [True, False], ids=["numba", "numpy"])
 @pytest.mark.parametrize("eps", [0.5, 1.0, 4.0, 40.0, None])
-def test_byte_sampler_is_exact_inversion(eps: float | None) -> None:
+def test_byte_sampler_is_exact_inversion(eps: float | None, compiled: bool) -> None:
     q = OUE(domain_size=8)._dyadic(eps)[1] if eps is not None else Dyadic(1, 1)  # None: q = 1/2
     smp = _byte_sampler(q.numerator, q.bits)
     n_words = smp.amb_bounds.shape[1]
@@ -143,12 +148,12 @@ def test_byte_sampler_is_exact_inversion(eps: float | None) -> None:
             below[i] -= 1
             tails.append(below)
         for tail in tails:
-            got, used = _one_byte(q, int(prefix), tail)
+            got, used = _one_byte(q, int(prefix), tail, compiled)
             assert got == _reference_byte(q, int(prefix), tail)
             assert 1 <= used <= n_words
             # the answer does not depend on the words it did not read
             other = tail[:used] + [2**64 - 1 - w for w in tail[used:]]
-            assert _one_byte(q, int(prefix), other)[0] == got
+            assert _one_byte(q, int(prefix), other, compiled)[0] == got
 
 
 def test_fill_bytes_resumes_when_refinement_words_run_out(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -169,6 +174,40 @@ def test_fill_bytes_resumes_when_refinement_words_run_out(monkeypatch: pytest.Mo
     direct = smp.table[prefixes] < 256
     assert 0.97 < direct.mean() < 1
     np.testing.assert_array_equal(out[direct], smp.table[prefixes][direct])
+
+
+@pytest.mark.parametrize("starved", [False, True])
+@pytest.mark.parametrize("eps", [0.5, 1.0, 40.0, None])
+def test_numpy_sampler_draws_the_compiled_kernels_bytes(eps: float | None, starved: bool,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The NumPy sampler (small jobs: a device never imports Numba) writes the same bytes as the
+    compiled kernel and consumes the same words of the stream, also when the refinement words
+    run out and are extended again and again (starved)."""
+    q = OUE(domain_size=8)._dyadic(eps)[1] if eps is not None else Dyadic(1, 1)
+    if starved:
+        monkeypatch.setattr(unary, "_FALLBACK_WORDS", 1)
+        monkeypatch.setattr(unary, "_FALLBACK_SCALE", 0.0)
+    for n in (1, 3, 4, 5, 4099, 40_003):
+        got = {}
+        for compiled in (True, False):
+            out = np.empty(n, dtype=np.uint8)
+            gen = np.random.default_rng(n)
+            _fill_bytes(out, q, gen, compiled=compiled)
+            got[compiled] = out, int(gen.bit_generator.random_raw())  # the next word: as many were drawn
+        np.testing.assert_array_equal(got[False][0], got[True][0])
+        assert got[False][1] == got[True][1]
+
+
+@pytest.mark.parametrize("oracle", [OUE(domain_size=13), SUE(domain_size=9), OUE(domain_size=1000)],
+                         ids=["OUE", "SUE", "OUE-1000"])
+def test_small_and_large_reports_take_either_path_with_the_same_result(oracle: UnaryEncoding,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """``perturb`` uses NumPy up to ``_NUMPY_MAX_BYTES`` and Numba above: same reports per seed."""
+    values = np.random.default_rng(0).integers(0, oracle.domain_size, 3000)
+    monkeypatch.setattr(unary, "_NUMPY_MAX_BYTES", 0)
+    compiled = oracle.perturb(values, epsilon=1.0, rng=5)
+    monkeypatch.setattr(unary, "_NUMPY_MAX_BYTES", 1 << 40)
+    np.testing.assert_array_equal(oracle.perturb(values, epsilon=1.0, rng=5), compiled)
 
 
 @pytest.mark.statistical

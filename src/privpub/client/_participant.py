@@ -16,9 +16,8 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import httpx
 import numpy as np
 
 from privpub.client._perturb import perturb_values
@@ -26,6 +25,9 @@ from privpub.client._randomness import device_rng
 from privpub.client.codec import b64encode, new_report_ids
 from privpub.core import RNGLike, as_generator
 from privpub.errors import PrivpubError
+
+if TYPE_CHECKING:
+    import httpx  # imported where a request is made: perturbing alone never loads it
 
 __all__ = ["BatchResult", "Gateway", "OfflineError", "Participant", "Receipt", "SubmissionError"]
 
@@ -76,6 +78,8 @@ class _Http:
 
     def __init__(self, base_url: str, *, client: httpx.Client | None, timeout: float, retries: int,
                  backoff: float, max_backoff: float, sleep: Callable[[float], None]) -> None:
+        import httpx
+
         self.base_url = base_url.rstrip("/")
         self.client = client if client is not None else httpx.Client(timeout=timeout)
         self.retries = int(retries)
@@ -85,6 +89,8 @@ class _Http:
         self._jitter = np.random.default_rng()  # back-off jitter only; no privacy role
 
     def request(self, method: str, path: str, *, json_body: Any = None) -> httpx.Response:
+        import httpx
+
         delay = self.backoff
         last: str = ""
         for attempt in range(self.retries + 1):

@@ -5,6 +5,10 @@ ever leave it. Frequency campaigns use :mod:`privpub.ldp` oracles, synthetic-dat
 :func:`privpub.ldp_synth.perturb_codes` (RAPPOR blocks), spatial campaigns locate the point in the
 public partition of the participant's group with the :mod:`privpub.spatial` kernels and report the
 cell with OUE.
+
+Importing this module loads NumPy and the frequency-oracle and spatial-location code only
+(issue 27: the SDK runs on small devices); the synthetic-data path imports pandas and
+:mod:`privpub.ldp_synth` when a synth campaign is first perturbed.
 """
 
 from __future__ import annotations
@@ -13,15 +17,13 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
-import pandas as pd
 from numpy.typing import ArrayLike, NDArray
 
 from privpub.client._randomness import device_rng
-from privpub.core import RNGLike, Schema, check_bounds_2d
+from privpub.core import RNGLike, check_bounds_2d
 from privpub.errors import DomainError, ParameterError
 from privpub.ldp import OUE, SUE
 from privpub.ldp.wire import encode_payloads, frequency_oracle
-from privpub.ldp_synth import perturb_codes
 from privpub.spatial.protocol import check_points, grid_edges, interval_index, leaf_lookup, locate_in_leaves
 
 __all__ = ["cell_domain_size", "frequency_oracle", "locate_cells", "perturb_values"]
@@ -77,6 +79,11 @@ def _frequency(config: Mapping[str, Any], values: Sequence[Any], gen: np.random.
 
 
 def _synth(config: Mapping[str, Any], values: Any, gen: np.random.Generator) -> NDArray[np.uint8]:
+    import pandas as pd  # the synth path only: frequency and spatial devices never load pandas
+
+    from privpub.core import Schema
+    from privpub.ldp_synth import perturb_codes
+
     schema = Schema.from_dict(config["schema"])
     frame = values if isinstance(values, pd.DataFrame) else pd.DataFrame(list(values))
     extra = [str(c) for c in frame.columns if c not in schema.names]

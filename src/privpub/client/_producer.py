@@ -12,14 +12,16 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import httpx
 import numpy as np
 from numpy.typing import ArrayLike
 
 from privpub.client._participant import _Http
 from privpub.errors import ParameterError
+
+if TYPE_CHECKING:
+    import httpx  # imported where a request is made: perturbing alone never loads it
 
 __all__ = ["ProduceResult", "StreamProducer"]
 
@@ -75,6 +77,8 @@ class StreamProducer:
             raise ParameterError("token must be the stream's producer token or the admin token", param="token")
         self.stream_id = str(stream_id)
         self.batch_size = batch_size
+        import httpx
+
         own = client if client is not None else httpx.Client(timeout=timeout)
         own.headers["Authorization"] = f"Bearer {token}"
         self._http = _Http(base_url, client=own, timeout=timeout, retries=retries, backoff=backoff,

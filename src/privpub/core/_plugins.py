@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from importlib import metadata
 from typing import Any, Protocol, runtime_checkable
 
 from privpub.errors import ParameterError
@@ -94,6 +93,8 @@ def _load_entry_points() -> None:
         if _loaded:
             return
         _loaded = True
+    from importlib import metadata  # here, not at import: it costs ~30 ms (issue 27, the client's import)
+
     for ep in metadata.entry_points(group=ENTRY_POINT_GROUP):
         try:
             ep.load()

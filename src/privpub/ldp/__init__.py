@@ -16,24 +16,30 @@ Examples
 
 from __future__ import annotations
 
-from privpub.ldp._base import MAX_LOCAL_EPSILON, N_THREADS, FrequencyOracle, run_chunks
-from privpub.ldp._grr import GRR
-from privpub.ldp._olh import OLH, OLH_PRIME
-from privpub.ldp._poisoning import (
-    POISONING_DEFENSES,
-    PoisoningResult,
-    SizeBins,
-    defend,
-    defend_bins,
-    fake_reports,
-    report_threshold,
-    size_bins,
-    support_size_pmf,
-    support_sizes,
-    truncated_probabilities,
-)
-from privpub.ldp._postprocess import clip_renormalise, isotonic_regression, norm_sub
-from privpub.ldp._unary import OUE, SUE, UnaryEncoding, sue_epsilon, sue_flip_probability
+from typing import TYPE_CHECKING
+
+from privpub.core import lazy_exports
+
+if TYPE_CHECKING:
+    from privpub.ldp._base import MAX_LOCAL_EPSILON, N_THREADS, FrequencyOracle, run_chunks
+    from privpub.ldp._grr import GRR
+    from privpub.ldp._olh import OLH, OLH_PRIME
+    from privpub.ldp._poisoning import (
+        POISONING_DEFENSES,
+        PoisoningResult,
+        SizeBins,
+        defend,
+        defend_bins,
+        fake_reports,
+        report_threshold,
+        size_bins,
+        support_size_pmf,
+        support_sizes,
+        truncated_probabilities,
+    )
+    from privpub.ldp._postprocess import clip_renormalise, isotonic_regression, norm_sub
+    from privpub.ldp._unary import OUE, SUE, UnaryEncoding, sue_epsilon, sue_flip_probability
+
 
 __all__ = [
     "FrequencyOracle",
@@ -63,3 +69,5 @@ __all__ = [
     "support_sizes",
     "truncated_probabilities",
 ]
+
+__getattr__, __dir__ = lazy_exports(__name__, __file__)

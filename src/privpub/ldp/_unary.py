@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import math
 from abc import abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
@@ -50,6 +51,9 @@ _FALLBACK_SCALE = 2.0
 _FALLBACK_WORDS = 64
 #: raw words per block of the byte sampler (fast pass, then refinement of that block)
 _BLOCK_WORDS = 8192
+#: reports of at most this many bytes are drawn in NumPy, larger ones by the Numba kernels (the
+#: same bytes from the same stream): a device's few reports never import or compile Numba (issue 27)
+_NUMPY_MAX_BYTES = 1 << 16
 
 
 @dataclass(frozen=True)
@@ -109,18 +113,23 @@ def _byte_sampler(numerator: int, bits: int) -> _ByteSampler:
     )
 
 
-def _fill_bytes(out: NDArray[np.uint8], q: Dyadic, gen: np.random.Generator) -> None:
+def _fill_bytes(out: NDArray[np.uint8], q: Dyadic, gen: np.random.Generator, *, compiled: bool | None = None) -> None:
     """Fill a contiguous byte array with i.i.d. bytes of 8 Bernoulli(q) bits, exactly.
 
     Draws ``ceil(size / 4)`` raw words (16 bits per byte), then the refinement words in order of
-    the bytes that need them; the output depends only on ``gen``'s stream.
+    the bytes that need them; the output depends only on ``gen``'s stream. ``compiled`` chooses
+    the Numba kernel (True) or the NumPy sampler (False; the same bytes from the same stream);
+    None takes NumPy up to :data:`_NUMPY_MAX_BYTES` (a device's reports: no Numba import).
     """
-    from privpub.ldp import _kernels
-
     smp = _byte_sampler(q.numerator, q.bits)
     flat = out.reshape(-1)
     raw = gen.bit_generator.random_raw((flat.size + 3) // 4)
     fallback = gen.bit_generator.random_raw(int(_FALLBACK_SCALE * smp.ambiguous * flat.size) + _FALLBACK_WORDS)
+    if not (flat.size > _NUMPY_MAX_BYTES if compiled is None else compiled):
+        _fill_bytes_numpy(flat, smp, raw, fallback, gen)
+        return
+    from privpub.ldp import _kernels
+
     vbuf = np.empty(smp.amb_bounds.shape[1], dtype=np.uint64)
     pending = np.empty(_BLOCK_WORDS + 1, dtype=np.int64)
     total = (flat.size + 3) // 4
@@ -132,6 +141,59 @@ def _fill_bytes(out: NDArray[np.uint8], q: Dyadic, gen: np.random.Generator) -> 
         if word == total:
             return
         fallback = np.concatenate([fallback, gen.bit_generator.random_raw(_FALLBACK_WORDS)])
+
+
+def _fill_bytes_numpy(flat: NDArray[np.uint8], smp: _ByteSampler, raw: NDArray[np.uint64],
+                      fallback: NDArray[np.uint64], gen: np.random.Generator) -> int:
+    """:func:`_fill_bytes` without Numba: the table in one NumPy pass, the ambiguous bytes in order.
+
+    Byte ``c`` reads the 16-bit prefix ``c % 4`` of ``raw[c // 4]`` (the little-endian 16-bit
+    view); each ambiguous byte, in increasing ``c``, reads further words of ``U`` from the
+    fallback stream, lazily, as :func:`privpub.ldp._kernels.ue_bytes` does, and the stream is
+    extended by ``_FALLBACK_WORDS`` fresh words whenever it runs out, so both draw the same words
+    from ``gen`` and write the same bytes. Ambiguous prefixes are at most 255 of 65536, so the
+    Python loop is short for a device's reports. Returns the number of fallback words read.
+    """
+    prefixes = raw.astype("<u8", copy=False).view("<u2")[: flat.size]
+    t = smp.table[prefixes]
+    flat[:] = t.astype(np.uint8)  # ambiguous bytes are overwritten below
+    words: list[int] = fallback.tolist()
+    fb = 0
+    n_words = smp.amb_bounds.shape[1]
+    for c in np.flatnonzero(t >= 256).tolist():
+        a = int(t[c]) - 256
+        u: list[int] = []  # the words of U read so far, most significant first
+        count = 0
+        for bound in smp.amb_bounds[smp.amb_off[a] : smp.amb_off[a + 1]].tolist():
+            ge = True
+            for w in range(n_words):
+                if w == len(u):
+                    while fb + len(u) >= len(words):
+                        words += gen.bit_generator.random_raw(_FALLBACK_WORDS).tolist()
+                    u.append(words[fb + len(u)])
+                if u[w] != bound[w]:
+                    ge = u[w] > bound[w]
+                    break
+            if not ge:
+                break
+            count += 1
+        fb += len(u)
+        flat[c] = int(smp.amb_base[a]) + count
+    return fb
+
+
+def _own_cells_numpy(out: NDArray[np.uint8], values: NDArray[np.int64], own: NDArray[np.uint8], complement: bool,
+                     tail: int) -> None:
+    """:func:`privpub.ldp._kernels.ue_own_cells` in NumPy (one row per user, so no index repeats)."""
+    rows = np.arange(out.shape[0])
+    col = values >> 3
+    shift = (values & 7).astype(np.uint8)
+    bit = np.left_shift(np.uint8(1), shift)
+    if complement:
+        out[rows, col] ^= bit
+    else:
+        out[rows, col] = (out[rows, col] & ~bit) | np.left_shift(own.astype(np.uint8), shift)
+    out[:, -1] &= np.uint8(tail)
 
 
 def sue_flip_probability(epsilon: float) -> float:
@@ -232,12 +294,18 @@ class UnaryEncoding(FrequencyOracle):
 
     def _randomise(self, v: NDArray[np.int64], p: Dyadic, q: Dyadic, gen: np.random.Generator) -> NDArray[np.uint8]:
         """Packed reports of the users holding ``v`` (chunks of rows, one spawned generator each)."""
-        from privpub.ldp import _kernels
-
         width = self.packed_width
         v = np.ascontiguousarray(v)  # one layout: the kernel compiles once (a column view would add an 'A' variant)
         n = v.size
         out = np.empty((n, width), dtype=np.uint8)
+        compiled = out.size > _NUMPY_MAX_BYTES
+        own_cells: Callable[[NDArray[np.uint8], NDArray[np.int64], NDArray[np.uint8], bool, int], None]
+        if compiled:
+            from privpub.ldp import _kernels
+
+            own_cells = _kernels.ue_own_cells
+        else:
+            own_cells = _own_cells_numpy
         rows = max(1, _CHUNK_BYTES // width)
         starts = list(range(0, n, rows))
         gens = gen.spawn(len(starts))
@@ -250,7 +318,7 @@ class UnaryEncoding(FrequencyOracle):
             s, g = starts[k], gens[k]
             e = min(n, s + rows)
             block = out[s:e]
-            _fill_bytes(block, q, g)
+            _fill_bytes(block, q, g, compiled=compiled)
             if complement:
                 own = np.empty(0, dtype=np.uint8)
             elif fair:
@@ -258,7 +326,7 @@ class UnaryEncoding(FrequencyOracle):
                 own = np.unpackbits(words.view(np.uint8), count=e - s, bitorder="little")
             else:
                 own = bernoulli_exact(p, e - s, g).view(np.uint8)
-            _kernels.ue_own_cells(block, v[s:e], own, complement, tail)
+            own_cells(block, v[s:e], own, complement, tail)
 
         run_chunks(work, len(starts))
         return out

@@ -24,30 +24,33 @@ True
 
 from __future__ import annotations
 
-from privpub.spatial._ahead import AHEAD, ahead_threshold
-from privpub.spatial._baselines import (
-    GTR,
-    RapporGrid,
-    UniformGrid,
-    gtr_height,
-    rappor_granularity,
-    ug_granularity,
-)
-from privpub.spatial._collect import Role
-from privpub.spatial._data import (
-    SIZE_CLASSES,
-    ExactRangeCounter,
-    grid_to_points,
-    random_queries,
-    synthetic_checkin,
-    synthetic_landmark,
-)
-from privpub.spatial._hdg import HDG, hdg_granularities
-from privpub.spatial._kdght import KDGHT, kdg_intervals
-from privpub.spatial._release import SpatialPublisher, SpatialRelease, TreeLevel
+from typing import TYPE_CHECKING
 
-#: the spatial publishers by CLI name
-PUBLISHERS = {"kdght": KDGHT, "ug": UniformGrid, "gtr": GTR, "rappor": RapporGrid, "hdg": HDG, "ahead": AHEAD}
+from privpub.core import lazy_exports
+
+if TYPE_CHECKING:
+    from privpub.spatial._ahead import AHEAD, ahead_threshold
+    from privpub.spatial._baselines import (
+        GTR,
+        RapporGrid,
+        UniformGrid,
+        gtr_height,
+        rappor_granularity,
+        ug_granularity,
+    )
+    from privpub.spatial._collect import Role
+    from privpub.spatial._data import (
+        SIZE_CLASSES,
+        ExactRangeCounter,
+        grid_to_points,
+        random_queries,
+        synthetic_checkin,
+        synthetic_landmark,
+    )
+    from privpub.spatial._hdg import HDG, hdg_granularities
+    from privpub.spatial._kdght import KDGHT, kdg_intervals
+    from privpub.spatial._registry import PUBLISHERS
+    from privpub.spatial._release import SpatialPublisher, SpatialRelease, TreeLevel
 
 __all__ = [
     "AHEAD",
@@ -74,3 +77,5 @@ __all__ = [
     "synthetic_landmark",
     "ug_granularity",
 ]
+
+__getattr__, __dir__ = lazy_exports(__name__, __file__)
