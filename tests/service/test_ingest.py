@@ -1,5 +1,5 @@
-"""The batch-ingest path of the store (issue 27): bulk load first, deduplication only on a unique
-violation. Each report is stored and counted once, on both databases: fresh batches, resent
+"""The batch-ingest path of the store (issue 27): bulk load first, deduplication only after a
+unique violation (``Store.ingest``). Each report is stored and counted once, on both databases: fresh batches, resent
 reports mixed with new ones, whole batches resent, repeats inside a batch, a concurrent writer
 storing the same ids, and groups of different payload widths in one batch."""
 
@@ -17,7 +17,7 @@ from service_helpers import fresh_database
 from privpub.service import Store, make_engine, upgrade
 from privpub.service._db import write_tx
 from privpub.service._specs import CampaignSpec
-from privpub.service._store import DUPLICATE, NEW, Batch, CampaignInfo, Outcome, _append
+from privpub.service._store import DUPLICATE, NEW, Batch, CampaignInfo, Outcome, Resent, _append
 from privpub.service._tables import aggregates, report_buckets, reports
 
 T0 = 1_800_000_000  # a whole hour: the bucket of T0 is T0
@@ -48,8 +48,7 @@ def _batch(ids: np.ndarray, payloads: np.ndarray) -> Batch:
 
 
 def _put(store: Store, info: CampaignInfo, ids: np.ndarray, payloads: np.ndarray, t: int) -> Outcome:
-    with write_tx(store.engine) as conn:
-        return store.store_batch(conn, info, _batch(ids, payloads), t)
+    return store.ingest(info, _batch(ids, payloads), t)
 
 
 def _stored(store: Store, cid: str) -> tuple[int, int, int, np.ndarray]:
@@ -154,10 +153,12 @@ def test_append_mixed_widths_round_trip(store: Store) -> None:
     order = np.argsort(ids.view("V16").ravel())
     first, second = order[: n // 2], order[n // 4:]  # the second part overlaps the first by n / 4
     with write_tx(store.engine) as conn:
-        at, _ = _append(conn, info.id, batch, np.sort(first), T0)
+        at, _ = _append(conn, info.id, batch, first[np.argsort(ids[first].view("V16").ravel())], T0, dedup=False)
     assert at.size == 0
+    with pytest.raises(Resent), write_tx(store.engine) as conn:  # the bulk load meets stored reports
+        _append(conn, info.id, batch, second, T0 + 60, dedup=False)
     with write_tx(store.engine) as conn:
-        at, when = _append(conn, info.id, batch, second, T0 + 60)
+        at, when = _append(conn, info.id, batch, second, T0 + 60, dedup=True)
     np.testing.assert_array_equal(np.sort(at), np.sort(order[n // 4: n // 2]))
     assert (when == T0).all()
     with store.engine.connect() as conn:

@@ -228,19 +228,24 @@ def _pg_copy_data(batch: Batch, todo: NDArray[np.int64], cid: str, bucket: int) 
     return _PG_HEADER + body + _PG_TRAILER
 
 
-def _append(conn: Connection, cid: str, batch: Batch, todo: NDArray[np.int64], bucket: int
-            ) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+class Resent(Exception):
+    """The bulk load met a report stored before (or by a concurrent writer): the transaction is
+    rolled back and run again on the deduplicating path (:meth:`Store.ingest`)."""
+
+
+def _append(conn: Connection, cid: str, batch: Batch, todo: NDArray[np.int64], bucket: int, *,
+            dedup: bool) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
     """Insert the rows ``todo`` (sorted by id) into ``reports``, each report at most once.
 
-    Returns the rows of ``batch`` found already stored (resent reports, or reports a concurrent
-    writer stored first) and their stored times; every other row of ``todo`` was inserted.
+    Returns the rows of ``batch`` found already stored and their stored times; every other row of
+    ``todo`` was inserted.
 
-    The common case, no report stored before, costs one bulk load: the rows go straight into
-    ``reports`` (PostgreSQL: one binary ``COPY`` of a buffer encoded by NumPy; SQLite: one
-    ``INSERT ... SELECT`` per group slicing two blobs, no Python object per report), inside a
-    savepoint. A unique violation means some reports were stored before: the savepoint is rolled
-    back and the rows take the deduplicating path (:func:`_append_pg_dedup`,
-    :func:`_append_sqlite_dedup`), which finds the stored ones with one join in the database.
+    ``dedup=False``, the common case: one bulk load straight into ``reports`` (PostgreSQL: one
+    binary ``COPY`` of a buffer encoded by NumPy; SQLite: one ``INSERT ... SELECT`` per group
+    slicing two blobs; no Python object per report, no ``RETURNING``). A unique violation means
+    some reports were stored before: :class:`Resent` is raised and the caller runs the transaction
+    again with ``dedup=True``, which first finds the stored ones with one probe of the primary key
+    in the database (:func:`_append_pg_dedup`, :func:`_append_sqlite_dedup`) and loads the others.
     """
     none = np.zeros(0, dtype=np.int64)
     if todo.size == 0:
@@ -250,33 +255,21 @@ def _append(conn: Connection, cid: str, batch: Batch, todo: NDArray[np.int64], b
     pg = conn.dialect.name == "postgresql"
     cur = raw.cursor()
     try:
-        cur.execute("SAVEPOINT privpub_append")
-        try:
-            if pg:
-                with cur.copy("COPY reports (campaign_id, report_id, group_id, payload, received) "
-                              "FROM STDIN (FORMAT BINARY)") as cp:
-                    cp.write(_pg_copy_data(batch, todo, cid, bucket))
-            else:
-                _sqlite_insert(cur, cid, batch, todo, bucket)
-        except Exception as exc:
-            if not _is_unique_violation(exc):
-                raise
-            cur.execute("ROLLBACK TO SAVEPOINT privpub_append")
-        else:
-            cur.execute("RELEASE SAVEPOINT privpub_append")
-            return none, none
-        for attempt in range(5):
-            try:
-                at, when = _append_pg_dedup(cur, cid, batch, todo, bucket) if pg else \
-                    _append_sqlite_dedup(cur, cid, batch, todo, bucket)
-            except Exception as exc:  # PostgreSQL: a concurrent writer committed one of the ids meanwhile
-                if not _is_unique_violation(exc) or attempt == 4:
-                    raise
-                cur.execute("ROLLBACK TO SAVEPOINT privpub_append")
-                continue
-            cur.execute("RELEASE SAVEPOINT privpub_append")
+        if dedup:
+            at, when = _append_pg_dedup(cur, cid, batch, todo, bucket) if pg else \
+                _append_sqlite_dedup(cur, cid, batch, todo, bucket)
             return todo[at], when
-        raise AssertionError("unreachable")  # pragma: no cover
+        if pg:
+            with cur.copy("COPY reports (campaign_id, report_id, group_id, payload, received) "
+                          "FROM STDIN (FORMAT BINARY)") as cp:
+                cp.write(_pg_copy_data(batch, todo, cid, bucket))
+        else:
+            _sqlite_insert(cur, cid, batch, todo, bucket)
+        return none, none
+    except Exception as exc:
+        if _is_unique_violation(exc):  # PostgreSQL (dedup): a concurrent writer committed one meanwhile
+            raise Resent("some reports were stored before") from None
+        raise
     finally:
         cur.close()
 
@@ -319,7 +312,7 @@ def _append_pg_dedup(cur: Any, cid: str, batch: Batch, todo: NDArray[np.int64], 
     """PostgreSQL, some reports stored before: one statement probes the primary key for every id
     (sent as one ``bytea``; the stored ones come back as two ``bytea``, positions and stored times,
     not a row each), then one binary COPY appends the others. A concurrent writer that stores one
-    of them in between makes the COPY fail with a unique violation (:func:`_append` retries)."""
+    of them in between makes the COPY fail with a unique violation (:meth:`Store.ingest` retries)."""
     cur.execute(
         "SELECT string_agg(int4send(k.i), ''::bytea ORDER BY k.i), string_agg(int8send(r.received), ''::bytea "
         "ORDER BY k.i) FROM generate_series(0, %(n)s - 1) AS k(i) CROSS JOIN LATERAL (SELECT received FROM reports "
@@ -464,8 +457,30 @@ class Store:
         return tokens
 
     # -- reports ---------------------------------------------------------------------------------
-    def store_batch(self, conn: Connection, info: CampaignInfo, batch: Batch, t: int) -> Outcome:
-        """Append the new reports of ``batch`` and add them to the aggregates (inside ``conn``'s tx)."""
+    def ingest(self, info: CampaignInfo, batch: Batch, t: int) -> Outcome:
+        """Store ``batch`` in its own writing transaction (the ingest thread's path).
+
+        The reports are bulk-loaded first; when the load meets a report stored before (a resent
+        batch, or a concurrent writer's), the transaction is rolled back and run again on the
+        deduplicating path, so a batch without resent reports pays for no duplicate check.
+        """
+        dedup = False
+        for _ in range(5):
+            try:
+                with write_tx(self.engine) as conn:
+                    return self.store_batch(conn, info, batch, t, dedup=dedup)
+            except Resent:
+                dedup = True
+        raise Unavailable("the reports could not be stored while other writers stored the same ids; "
+                          "send them again with the same report ids")
+
+    def store_batch(self, conn: Connection, info: CampaignInfo, batch: Batch, t: int, *,
+                    dedup: bool = True) -> Outcome:
+        """Append the new reports of ``batch`` and add them to the aggregates (inside ``conn``'s tx).
+
+        ``dedup=False`` skips the duplicate check and raises :class:`Resent` (the transaction is
+        then unusable on PostgreSQL) when a report was stored before; see :meth:`ingest`.
+        """
         n = len(batch)
         status = np.full(n, NEW, dtype=np.int64)
         bucket = t - t % info.time_precision
@@ -496,7 +511,7 @@ class Store:
                           assignments.c.group_id, batch.groups)
         todo = np.flatnonzero(status == NEW)
         todo = todo[np.argsort(view[todo], kind="stable")]  # append in random-id order, not arrival order
-        stored, when = _append(conn, c, batch, todo, bucket)  # stored before (or by a concurrent writer)
+        stored, when = _append(conn, c, batch, todo, bucket, dedup=dedup)  # stored before
         status[stored] = DUPLICATE
         received[stored] = when
         new_mask = status == NEW
@@ -878,8 +893,7 @@ class Ingestor:
         last: BaseException | None = None
         for attempt in range(3):
             try:
-                with write_tx(self.store.engine) as conn:
-                    out = self.store.store_batch(conn, info, merged, now_s())
+                out = self.store.ingest(info, merged, now_s())
                 break
             except sa.exc.OperationalError as exc:  # deadlock, lock timeout, lost connection: try again
                 last = exc
