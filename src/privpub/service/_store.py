@@ -15,6 +15,7 @@ import itertools
 import logging
 import queue
 import secrets
+import struct
 import threading
 import time
 from collections.abc import Iterable, Sequence
@@ -205,15 +206,18 @@ def _pg_copy_data(batch: Batch, todo: NDArray[np.int64], cid: str, bucket: int) 
     c = cid.encode()
     encoded: list[tuple[NDArray[np.int64], NDArray[np.uint8]]] = []
     for gid, at, payloads in _by_group(batch, todo):
-        w = payloads.shape[1]
-        dtype = np.dtype([("nf", ">i2"), ("lc", ">i4"), ("c", f"S{len(c)}"), ("lid", ">i4"), ("id", "V16"),
-                          ("lg", ">i4"), ("g", ">i4"), ("lp", ">i4"), ("p", f"V{w}"), ("lr", ">i4"), ("r", ">i8")])
-        arr = np.empty(at.size, dtype=dtype)
-        arr["nf"], arr["lc"], arr["c"], arr["lid"], arr["lg"], arr["g"], arr["lp"], arr["lr"], arr["r"] = (
-            5, len(c), c, 16, 4, gid, w, 8, bucket)
-        arr["id"] = np.ascontiguousarray(batch.ids[todo[at]]).view("V16").ravel()
-        arr["p"] = np.ascontiguousarray(payloads).view(f"V{w}").ravel()
-        encoded.append((at, arr.view(np.uint8).reshape(at.size, dtype.itemsize)))
+        w = int(payloads.shape[1])
+        # a row: 5 fields, each its int32 length then its bytes; only the id and the payload vary
+        head = struct.pack(f">hi{len(c)}si", 5, len(c), c, 16)
+        mid = struct.pack(">iii", 4, gid, w)
+        tail = struct.pack(">iq", 8, bucket)
+        template = np.frombuffer(head + bytes(16) + mid + bytes(w) + tail, dtype=np.uint8)
+        rows = np.empty((at.size, template.size), dtype=np.uint8)
+        rows[:] = template
+        rows[:, len(head):len(head) + 16] = batch.ids[todo[at]]
+        start = len(head) + 16 + len(mid)
+        rows[:, start:start + w] = payloads
+        encoded.append((at, rows))
     if len(encoded) == 1:
         body = encoded[0][1].tobytes()
     else:  # rows of different widths, interleaved in todo's order
@@ -313,6 +317,7 @@ def _append_pg_dedup(cur: Any, cid: str, batch: Batch, todo: NDArray[np.int64], 
     (sent as one ``bytea``; the stored ones come back as two ``bytea``, positions and stored times,
     not a row each), then one binary COPY appends the others. A concurrent writer that stores one
     of them in between makes the COPY fail with a unique violation (:meth:`Store.ingest` retries)."""
+    cur.execute("SET LOCAL jit = off")  # a large batch passes the JIT threshold; compiling costs more than it saves
     cur.execute(
         "SELECT string_agg(int4send(k.i), ''::bytea ORDER BY k.i), string_agg(int8send(r.received), ''::bytea "
         "ORDER BY k.i) FROM generate_series(0, %(n)s - 1) AS k(i) CROSS JOIN LATERAL (SELECT received FROM reports "
