@@ -209,8 +209,8 @@ def _pg_copy_data(batch: Batch, todo: NDArray[np.int64], cid: str, bucket: int) 
         rows = np.empty((at.size, template.size), dtype=np.uint8)
         rows[:] = template
         rows[:, len(head):len(head) + 16] = batch.ids[todo[at]]
-        start = len(head) + 16 + len(mid)
-        rows[:, start:start + w] = payloads
+        at_payload = len(head) + 16 + len(mid)
+        rows[:, at_payload:at_payload + w] = payloads
         encoded.append((at, rows))
     if len(encoded) == 1:
         body = encoded[0][1].tobytes()
