@@ -111,7 +111,7 @@ class Bench:
     def store_run(self, batch: Batch) -> Outcome:
         info = self.store.campaign(self.cid)
         if hasattr(self.store, "ingest"):
-            return self.store.ingest(info, batch, int(time.time()))  # type: ignore[no-any-return]
+            return self.store.ingest(info, batch, int(time.time()))
         with write_tx(self.engine) as conn:  # older privpub: what its ingest thread ran
             return self.store.store_batch(conn, info, batch, int(time.time()))
 
