@@ -107,7 +107,7 @@ def _single_batch(store: Store, info: CampaignInfo, body: ReportIn) -> Batch:
     except ReportError as exc:
         raise ApiError(422, exc.message, exc.field) from None
     return Batch(ids=np.frombuffer(bytes.fromhex(body.report_id), dtype=np.uint8).reshape(1, 16),
-                 groups=np.array([group.group_id], dtype=np.int64), payloads=[payload],
+                 groups=np.array([group.group_id], dtype=np.int64),
                  rows_by_group={group.group_id: arr},
                  tokens=[body.token] if body.token else None,
                  assignments=[body.assignment] if body.assignment else None)
@@ -150,16 +150,15 @@ def _batch(store: Store, info: CampaignInfo, body: BatchIn) -> Batch:
     rows_by_group = {}
     for gid, w in width_of.items():
         rows = np.flatnonzero(groups == gid)
-        arr = buf[(starts[rows][:, None] + np.arange(w)[None, :])]
+        arr = (buf.reshape(n, w) if len(width_of) == 1  # one group: the payloads as they came
+               else buf[(starts[rows][:, None] + np.arange(w)[None, :])])
         try:
             info.kind.validate(known[gid], arr)
         except ReportError as exc:
             index = int(rows[exc.index]) if exc.index is not None else None
             raise ApiError(422, exc.message, f"reports[{index}]" if index is not None else "reports") from None
         rows_by_group[gid] = arr
-    ends = (starts + widths).tolist()
-    payloads = [payload[s:e] for s, e in zip(starts.tolist(), ends)]
-    return Batch(ids=np.frombuffer(ids_raw, dtype=np.uint8).reshape(n, 16), groups=groups, payloads=payloads,
+    return Batch(ids=np.frombuffer(ids_raw, dtype=np.uint8).reshape(n, 16), groups=groups,
                  rows_by_group=rows_by_group, tokens=body.tokens, assignments=body.assignments)
 
 

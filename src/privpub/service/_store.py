@@ -15,6 +15,7 @@ import itertools
 import logging
 import queue
 import secrets
+import struct
 import threading
 import time
 from collections.abc import Iterable, Sequence
@@ -25,8 +26,6 @@ from typing import Any
 import numpy as np
 import sqlalchemy as sa
 from numpy.typing import NDArray
-from sqlalchemy.dialects.postgresql import insert as pg_insert
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import Connection, Engine
 
 from privpub.service._catalog import make_kind, normalise_spec
@@ -106,10 +105,6 @@ def token_hash(token: str) -> bytes:
     return hashlib.sha256(token.encode("utf-8")).digest()
 
 
-def _insert(conn: Connection, table: sa.Table) -> Any:
-    return (pg_insert if conn.dialect.name == "postgresql" else sqlite_insert)(table)
-
-
 @dataclass
 class CampaignInfo:
     """A campaign's immutable declaration and its (cached) groups."""
@@ -137,11 +132,14 @@ class CampaignInfo:
 
 @dataclass
 class Batch:
-    """Validated reports: ids ``(n, 16)``, group per row, payload bytes per row, optional tokens."""
+    """Validated reports: ids ``(n, 16)``, group per row, payloads per group, optional tokens.
+
+    The payloads are arrays, one ``(k, width)`` per group with the group's rows in row order: the
+    batch path builds no Python object per report.
+    """
 
     ids: NDArray[np.uint8]
     groups: NDArray[np.int64]
-    payloads: list[bytes]
     rows_by_group: dict[int, NDArray[np.uint8]]  # group -> (k, width) payloads in row order
     tokens: list[str] | None = None
     assignments: list[str] | None = None
@@ -170,12 +168,177 @@ def _merge(batches: Sequence[Batch]) -> Batch:
     with_assign = any(b.assignments is not None for b in batches)
     return Batch(
         ids=np.concatenate([b.ids for b in batches]), groups=groups,
-        payloads=list(itertools.chain.from_iterable(b.payloads for b in batches)),
         rows_by_group={g: np.concatenate(v) for g, v in rows.items()},
         tokens=list(itertools.chain.from_iterable(b.tokens or [""] * len(b) for b in batches)) if with_tokens else None,
         assignments=(list(itertools.chain.from_iterable(b.assignments or [""] * len(b) for b in batches))
                      if with_assign else None),
     )
+
+
+_PG_HEADER = b"PGCOPY\n\xff\r\n\x00" + bytes(8)  # signature, flags, header extension length
+_PG_TRAILER = b"\xff\xff"
+_UNIQUE_VIOLATION = "23505"  # PostgreSQL's SQLSTATE
+_SQLITE_ROWS = "WITH RECURSIVE k(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM k WHERE i + 1 < ?) "
+
+
+def _by_group(batch: Batch, todo: NDArray[np.int64]) -> list[tuple[int, NDArray[np.int64], NDArray[np.uint8]]]:
+    """Per group: the positions in ``todo`` of its rows and their payloads ``(k, width)``, in ``todo``'s order."""
+    out = []
+    groups = batch.groups[todo]
+    for gid, rows in batch.rows_by_group.items():
+        at = np.flatnonzero(groups == gid)
+        if at.size == 0:
+            continue
+        rank = np.cumsum(batch.groups == gid) - 1  # row -> index in the group's payload array
+        out.append((int(gid), at, rows[rank[todo[at]]]))
+    return out
+
+
+def _pg_copy_data(batch: Batch, todo: NDArray[np.int64], cid: str, bucket: int) -> bytes:
+    """The rows ``todo`` of ``reports`` (campaign_id, report_id, group_id, payload, received) in
+    PostgreSQL's binary COPY format, encoded by NumPy (no Python object per row)."""
+    c = cid.encode()
+    encoded: list[tuple[NDArray[np.int64], NDArray[np.uint8]]] = []
+    for gid, at, payloads in _by_group(batch, todo):
+        w = int(payloads.shape[1])
+        # a row: 5 fields, each its int32 length then its bytes; only the id and the payload vary
+        head = struct.pack(f">hi{len(c)}si", 5, len(c), c, 16)
+        mid = struct.pack(">iii", 4, gid, w)
+        tail = struct.pack(">iq", 8, bucket)
+        template = np.frombuffer(head + bytes(16) + mid + bytes(w) + tail, dtype=np.uint8)
+        rows = np.empty((at.size, template.size), dtype=np.uint8)
+        rows[:] = template
+        rows[:, len(head):len(head) + 16] = batch.ids[todo[at]]
+        at_payload = len(head) + 16 + len(mid)
+        rows[:, at_payload:at_payload + w] = payloads
+        encoded.append((at, rows))
+    if len(encoded) == 1:
+        body = encoded[0][1].tobytes()
+    else:  # rows of different widths, interleaved in todo's order
+        length = np.zeros(todo.size, dtype=np.int64)
+        for at, rows in encoded:
+            length[at] = rows.shape[1]
+        start = np.cumsum(length) - length
+        flat = np.empty(int(length.sum()), dtype=np.uint8)
+        for at, rows in encoded:
+            flat[start[at][:, None] + np.arange(rows.shape[1])] = rows
+        body = flat.tobytes()
+    return _PG_HEADER + body + _PG_TRAILER
+
+
+def _sql(conn: Connection, text: str) -> str:
+    """``text`` with ``?`` placeholders in the driver's parameter style (psycopg: ``%s``).
+
+    The statements of the ingest transaction run as plain driver SQL: SQLAlchemy's per-statement
+    work (cache keys, parameter processing) cost as much CPU as a 1,000-report load.
+    """
+    return text.replace("?", "%s") if conn.dialect.name == "postgresql" else text
+
+
+class Resent(Exception):
+    """The bulk load met a report stored before (or by a concurrent writer): the transaction is
+    rolled back and run again on the deduplicating path (:meth:`Store.ingest`)."""
+
+
+def _append(conn: Connection, cid: str, batch: Batch, todo: NDArray[np.int64], bucket: int, *,
+            dedup: bool) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """Insert the rows ``todo`` (sorted by id) into ``reports``, each report at most once.
+
+    Returns the rows of ``batch`` found already stored and their stored times; every other row of
+    ``todo`` was inserted.
+
+    ``dedup=False``, the common case: one bulk load straight into ``reports`` (PostgreSQL: one
+    binary ``COPY`` of a buffer encoded by NumPy; SQLite: one ``INSERT ... SELECT`` per group
+    slicing two blobs; no Python object per report, no ``RETURNING``). A unique violation means
+    some reports were stored before: :class:`Resent` is raised and the caller runs the transaction
+    again with ``dedup=True``, which first finds the stored ones with one probe of the primary key
+    in the database (:func:`_append_pg_dedup`, :func:`_append_sqlite_dedup`) and loads the others.
+    """
+    none = np.zeros(0, dtype=np.int64)
+    if todo.size == 0:
+        return none, none
+    raw = conn.connection.driver_connection
+    assert raw is not None  # an open connection's DBAPI connection
+    pg = conn.dialect.name == "postgresql"
+    cur = raw.cursor()
+    try:
+        if dedup:
+            at, when = _append_pg_dedup(cur, cid, batch, todo, bucket) if pg else \
+                _append_sqlite_dedup(cur, cid, batch, todo, bucket)
+            return todo[at], when
+        if pg:
+            with cur.copy("COPY reports (campaign_id, report_id, group_id, payload, received) "
+                          "FROM STDIN (FORMAT BINARY)") as cp:
+                cp.write(_pg_copy_data(batch, todo, cid, bucket))
+        else:
+            _sqlite_insert(cur, cid, batch, todo, bucket)
+        return none, none
+    except Exception as exc:
+        if _is_unique_violation(exc):  # PostgreSQL (dedup): a concurrent writer committed one meanwhile
+            raise Resent("some reports were stored before") from None
+        raise
+    finally:
+        cur.close()
+
+
+def _is_unique_violation(exc: BaseException) -> bool:
+    """A duplicate primary key: psycopg's SQLSTATE 23505, or sqlite3's SQLITE_CONSTRAINT_PRIMARYKEY."""
+    import sqlite3
+
+    if isinstance(exc, sqlite3.IntegrityError):
+        return getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY
+    return getattr(exc, "sqlstate", None) == _UNIQUE_VIOLATION
+
+
+def _sqlite_insert(cur: Any, cid: str, batch: Batch, todo: NDArray[np.int64], bucket: int) -> None:
+    """One ``INSERT ... SELECT`` per group: the ids and payloads are two blobs sliced by SQLite."""
+    for gid, at, payloads in _by_group(batch, todo):
+        w = int(payloads.shape[1])
+        cur.execute(_SQLITE_ROWS + "INSERT INTO reports (campaign_id, report_id, group_id, payload, received) "
+                    "SELECT ?, substr(?, 16 * i + 1, 16), ?, substr(?, ? * i + 1, ?), ? FROM k",
+                    (int(at.size), cid, np.ascontiguousarray(batch.ids[todo[at]]).tobytes(), gid,
+                     payloads.tobytes(), w, w, bucket))
+
+
+def _append_sqlite_dedup(cur: Any, cid: str, batch: Batch, todo: NDArray[np.int64], bucket: int
+                         ) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """SQLite, some reports stored before: one join finds them, the others are inserted (the
+    transaction holds the database's write lock, so nothing is stored in between)."""
+    found = cur.execute(_SQLITE_ROWS + "SELECT k.i, r.received FROM k JOIN reports r ON r.campaign_id = ? "
+                        "AND r.report_id = substr(?, 16 * k.i + 1, 16)",
+                        (int(todo.size), cid, np.ascontiguousarray(batch.ids[todo]).tobytes())).fetchall()
+    got = np.array(found, dtype=np.int64).reshape(-1, 2)
+    keep = np.ones(todo.size, dtype=bool)
+    keep[got[:, 0]] = False
+    _sqlite_insert(cur, cid, batch, todo[keep], bucket)
+    return got[:, 0], got[:, 1]
+
+
+def _append_pg_dedup(cur: Any, cid: str, batch: Batch, todo: NDArray[np.int64], bucket: int
+                     ) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """PostgreSQL, some reports stored before: one statement probes the primary key for every id
+    (sent as one ``bytea``; the stored ones come back as two ``bytea``, positions and stored times,
+    not a row each), then one binary COPY appends the others. A concurrent writer that stores one
+    of them in between makes the COPY fail with a unique violation (:meth:`Store.ingest` retries)."""
+    cur.execute("SET LOCAL jit = off")  # a large batch passes the JIT threshold; compiling costs more than it saves
+    cur.execute(
+        "SELECT string_agg(int4send(k.i), ''::bytea ORDER BY k.i), string_agg(int8send(r.received), ''::bytea "
+        "ORDER BY k.i) FROM generate_series(0, %(n)s - 1) AS k(i) CROSS JOIN LATERAL (SELECT received FROM reports "
+        "WHERE campaign_id = %(c)s AND report_id = substring(%(ids)s FROM 16 * k.i + 1 FOR 16) LIMIT 1) AS r",
+        {"n": int(todo.size), "c": cid, "ids": np.ascontiguousarray(batch.ids[todo]).tobytes()})
+    row = cur.fetchone()
+    at = np.zeros(0, dtype=np.int64)
+    when = np.zeros(0, dtype=np.int64)
+    if row is not None and row[0] is not None:
+        at = np.frombuffer(row[0], dtype=">i4").astype(np.int64)
+        when = np.frombuffer(row[1], dtype=">i8").astype(np.int64)
+    keep = np.ones(todo.size, dtype=bool)
+    keep[at] = False
+    if keep.any():
+        with cur.copy("COPY reports (campaign_id, report_id, group_id, payload, received) "
+                      "FROM STDIN (FORMAT BINARY)") as cp:
+            cp.write(_pg_copy_data(batch, todo[keep], cid, bucket))
+    return at, when
 
 
 class Store:
@@ -277,11 +440,11 @@ class Store:
             raise Gone(f"the campaign was archived at {iso(when)}: its releases stay readable, nothing else")
 
     def is_open(self, conn: Connection, info: CampaignInfo, t: int) -> str | None:
-        row = conn.execute(sa.select(campaigns.c.closed, campaigns.c.archived_at)
-                           .where(campaigns.c.id == info.id)).one()
-        if row.archived_at is not None:
+        closed, archived_at = conn.exec_driver_sql(_sql(conn, "SELECT closed, archived_at FROM campaigns WHERE id = ?"),
+                                                   (info.id,)).one()
+        if archived_at is not None:
             return "the campaign is archived"
-        if row.closed:
+        if closed:
             return "the campaign is closed"
         if info.opens_at is not None and t < info.opens_at:
             return f"the campaign opens at {iso(info.opens_at)}"
@@ -302,8 +465,30 @@ class Store:
         return tokens
 
     # -- reports ---------------------------------------------------------------------------------
-    def store_batch(self, conn: Connection, info: CampaignInfo, batch: Batch, t: int) -> Outcome:
-        """Append the new reports of ``batch`` and add them to the aggregates (inside ``conn``'s tx)."""
+    def ingest(self, info: CampaignInfo, batch: Batch, t: int) -> Outcome:
+        """Store ``batch`` in its own writing transaction (the ingest thread's path).
+
+        The reports are bulk-loaded first; when the load meets a report stored before (a resent
+        batch, or a concurrent writer's), the transaction is rolled back and run again on the
+        deduplicating path, so a batch without resent reports pays for no duplicate check.
+        """
+        dedup = False
+        for _ in range(5):
+            try:
+                with write_tx(self.engine) as conn:
+                    return self.store_batch(conn, info, batch, t, dedup=dedup)
+            except Resent:
+                dedup = True
+        raise Unavailable("the reports could not be stored while other writers stored the same ids; "
+                          "send them again with the same report ids")
+
+    def store_batch(self, conn: Connection, info: CampaignInfo, batch: Batch, t: int, *,
+                    dedup: bool = True) -> Outcome:
+        """Append the new reports of ``batch`` and add them to the aggregates (inside ``conn``'s tx).
+
+        ``dedup=False`` skips the duplicate check and raises :class:`Resent` (the transaction is
+        then unusable on PostgreSQL) when a report was stored before; see :meth:`ingest`.
+        """
         n = len(batch)
         status = np.full(n, NEW, dtype=np.int64)
         bucket = t - t % info.time_precision
@@ -316,9 +501,9 @@ class Store:
         _, first, inverse = np.unique(view, return_index=True, return_inverse=True)
         repeat = first[inverse] != np.arange(n)
         status[repeat] = DUPLICATE
-        ids_b = [bytes(r) for r in batch.ids]
         c = info.id
-        if info.enrollment or info.kind.assigned:
+        if info.enrollment or info.kind.assigned:  # known duplicates must not consume their tokens
+            ids_b = [bytes(r) for r in batch.ids]
             cand = np.flatnonzero(~repeat)
             existing = self._existing(conn, c, [ids_b[i] for i in cand])
             for i in cand:
@@ -334,13 +519,9 @@ class Store:
                           assignments.c.group_id, batch.groups)
         todo = np.flatnonzero(status == NEW)
         todo = todo[np.argsort(view[todo], kind="stable")]  # append in random-id order, not arrival order
-        inserted = self._append(conn, c, ids_b, batch, todo, bucket)
-        lost = [i for i in todo if ids_b[i] not in inserted]  # raced with another writer: stored once there
-        if lost:
-            existing = self._existing(conn, c, [ids_b[i] for i in lost])
-            for i in lost:
-                status[i] = DUPLICATE
-                received[i] = existing.get(ids_b[i], bucket)
+        stored, when = _append(conn, c, batch, todo, bucket, dedup=dedup)  # stored before
+        status[stored] = DUPLICATE
+        received[stored] = when
         new_mask = status == NEW
         if new_mask.any():
             shard = next(self._shards)
@@ -352,52 +533,15 @@ class Store:
                 assert group is not None
                 add = info.kind.support(group, batch.rows_by_group[gid][take])
                 self._add(conn, c, gid, shard, int(take.size), add)
-            conn.execute(_insert(conn, report_buckets).values(campaign_id=c, bucket=bucket, shard=shard,
-                                                              n=int(new_mask.sum()))
-                         .on_conflict_do_update(index_elements=["campaign_id", "bucket", "shard"],
-                                                set_={"n": report_buckets.c.n + sa.literal_column("excluded.n")}))
+            conn.exec_driver_sql(_sql(conn, "INSERT INTO report_buckets (campaign_id, bucket, shard, n) VALUES "
+                                            "(?, ?, ?, ?) ON CONFLICT (campaign_id, bucket, shard) DO UPDATE SET "
+                                            "n = report_buckets.n + excluded.n"),
+                                 (c, int(bucket), int(shard), int(new_mask.sum())))
         # duplicates of a report earlier in this same batch share its receipt
         received[repeat] = received[first[inverse]][repeat]
         dup_of_new = repeat & (status[first[inverse]] != NEW) & (status[first[inverse]] != DUPLICATE)
         status[dup_of_new] = status[first[inverse]][dup_of_new]
         return Outcome(status, received)
-
-    @staticmethod
-    def _append(conn: Connection, cid: str, ids_b: list[bytes], batch: Batch, todo: NDArray[np.int64],
-                bucket: int) -> set[bytes]:
-        """Insert the rows ``todo``; returns the ids actually inserted (a concurrent writer may have won).
-
-        PostgreSQL: binary COPY into a temporary table, then one ``INSERT ... SELECT ... ON CONFLICT
-        DO NOTHING RETURNING``. SQLite: the transaction holds the database's write lock, so the rows
-        not already stored are inserted with one ``executemany``.
-        """
-        if todo.size == 0:
-            return set()
-        if conn.dialect.name == "postgresql":
-            raw = conn.connection.driver_connection
-            assert raw is not None  # an open connection's psycopg connection
-            with raw.cursor() as cur:
-                # one temporary table per connection (created in a transaction: a rollback drops it too)
-                cur.execute("CREATE TEMP TABLE IF NOT EXISTS privpub_incoming (report_id bytea, group_id int4, "
-                            "payload bytea) ON COMMIT DELETE ROWS")
-                with cur.copy("COPY privpub_incoming (report_id, group_id, payload) FROM STDIN (FORMAT BINARY)") as cp:
-                    cp.set_types(["bytea", "int4", "bytea"])
-                    groups = batch.groups
-                    for i in todo.tolist():
-                        cp.write_row((ids_b[i], int(groups[i]), batch.payloads[i]))
-                cur.execute("INSERT INTO reports (campaign_id, report_id, group_id, payload, received) "
-                            "SELECT %s, report_id, group_id, payload, %s FROM privpub_incoming "
-                            "ON CONFLICT DO NOTHING RETURNING report_id", (cid, bucket))
-                return {bytes(r[0]) for r in cur.fetchall()}  # the temporary rows go at commit
-        wanted = [ids_b[i] for i in todo.tolist()]
-        have = Store._existing(conn, cid, wanted)
-        rows = [(cid, ids_b[i], int(batch.groups[i]), batch.payloads[i], bucket) for i in todo.tolist()
-                if ids_b[i] not in have]
-        if not rows:  # every report was already stored
-            return set()
-        conn.exec_driver_sql("INSERT INTO reports (campaign_id, report_id, group_id, payload, received) "
-                             "VALUES (?, ?, ?, ?, ?)", rows)
-        return {r[1] for r in rows}
 
     @staticmethod
     def _existing(conn: Connection, cid: str, ids: list[bytes]) -> dict[bytes, int]:
@@ -454,10 +598,14 @@ class Store:
 
     @staticmethod
     def _add(conn: Connection, cid: str, gid: int, shard: int, n: int, add: NDArray[np.int64]) -> None:
-        key = (aggregates.c.campaign_id == cid, aggregates.c.group_id == gid, aggregates.c.shard == shard)
-        row = conn.execute(sa.select(aggregates.c.n, aggregates.c.support).where(*key).with_for_update()).one()
-        support = np.frombuffer(row.support, dtype="<i8") + add
-        conn.execute(sa.update(aggregates).where(*key).values(n=row.n + n, support=support.astype("<i8").tobytes()))
+        lock = " FOR UPDATE" if conn.dialect.name == "postgresql" else ""  # SQLite: the writer holds the database
+        key = (cid, gid, shard)
+        old_n, old = conn.exec_driver_sql(_sql(conn, "SELECT n, support FROM aggregates WHERE campaign_id = ? AND "
+                                                     "group_id = ? AND shard = ?" + lock), key).one()
+        support = np.frombuffer(old, dtype="<i8") + add
+        conn.exec_driver_sql(_sql(conn, "UPDATE aggregates SET n = ?, support = ? WHERE campaign_id = ? AND "
+                                        "group_id = ? AND shard = ?"),
+                             (int(old_n) + n, support.astype("<i8").tobytes(), *key))
 
     # -- assignments (multi-phase campaigns) -----------------------------------------------------
     def assign(self, cid: str, count: int, tokens: list[str] | None = None) -> dict[str, Any]:
@@ -757,8 +905,7 @@ class Ingestor:
         last: BaseException | None = None
         for attempt in range(3):
             try:
-                with write_tx(self.store.engine) as conn:
-                    out = self.store.store_batch(conn, info, merged, now_s())
+                out = self.store.ingest(info, merged, now_s())
                 break
             except sa.exc.OperationalError as exc:  # deadlock, lock timeout, lost connection: try again
                 last = exc

@@ -1,0 +1,172 @@
+"""The batch-ingest path of the store (issue 27): bulk load first, deduplication only after a
+unique violation (``Store.ingest``). Each report is stored and counted once, on both databases: fresh batches, resent
+reports mixed with new ones, whole batches resent, repeats inside a batch, a concurrent writer
+storing the same ids, and groups of different payload widths in one batch."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+import sqlalchemy as sa
+from service_helpers import fresh_database
+
+from privpub.service import Store, make_engine, upgrade
+from privpub.service._db import write_tx
+from privpub.service._specs import CampaignSpec
+from privpub.service._store import DUPLICATE, NEW, Batch, CampaignInfo, Outcome, Resent, _append
+from privpub.service._tables import aggregates, report_buckets, reports
+
+T0 = 1_800_000_000  # a whole hour: the bucket of T0 is T0
+
+
+@pytest.fixture(scope="module")
+def store(backend: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Store]:
+    gen = fresh_database(backend, tmp_path_factory.mktemp("db"))
+    url = next(gen)
+    upgrade(url)
+    engine = make_engine(url, pool_size=2)
+    try:
+        yield Store(engine)
+    finally:
+        engine.dispose()
+        for _ in gen:
+            pass
+
+
+def _campaign(store: Store) -> CampaignInfo:
+    body = CampaignSpec.model_validate({"name": "ingest", "kind": "frequency", "oracle": "OUE", "epsilon": 1.0,
+                                        "categories": [str(i) for i in range(16)], "min_reports": 1})
+    return store.create_campaign(body.root.model_dump(mode="json"))
+
+
+def _batch(ids: np.ndarray, payloads: np.ndarray) -> Batch:
+    return Batch(ids=ids, groups=np.zeros(ids.shape[0], dtype=np.int64), rows_by_group={0: payloads})
+
+
+def _put(store: Store, info: CampaignInfo, ids: np.ndarray, payloads: np.ndarray, t: int) -> Outcome:
+    return store.ingest(info, _batch(ids, payloads), t)
+
+
+def _stored(store: Store, cid: str) -> tuple[int, int, int, np.ndarray]:
+    """Rows, aggregate count, bucket count and the aggregates' per-cell sums of a campaign."""
+    with store.engine.connect() as conn:
+        _, support = Store._sums(conn, cid)
+        rows = conn.execute(sa.select(sa.func.count()).select_from(reports).where(reports.c.campaign_id == cid)
+                            ).scalar_one()
+        agg = conn.execute(sa.select(sa.func.sum(aggregates.c.n)).where(aggregates.c.campaign_id == cid)).scalar_one()
+        buckets = conn.execute(sa.select(sa.func.sum(report_buckets.c.n))
+                               .where(report_buckets.c.campaign_id == cid)).scalar_one()
+    return int(rows), int(agg), int(buckets or 0), support[0]
+
+
+def _ones(info: CampaignInfo, payloads: np.ndarray) -> np.ndarray:
+    """The per-cell sums the aggregates must hold for ``payloads`` (the kind's own support)."""
+    return info.kind.support(info.groups[0], payloads)
+
+
+def test_duplicates_are_detected_and_counted_once(store: Store) -> None:
+    info = _campaign(store)
+    rng = np.random.default_rng(7)
+    n = 2000
+    ids1 = rng.integers(0, 256, size=(n, 16), dtype=np.uint8)
+    pay1 = rng.integers(0, 256, size=(n, 2), dtype=np.uint8)
+    out = _put(store, info, ids1, pay1, T0)
+    assert (out.status == NEW).all() and (out.received == T0).all()
+    assert _stored(store, info.id)[:3] == (n, n, n)
+
+    # 10% resent (spread through the batch, with other payloads), one id twice inside the batch
+    ids2 = rng.integers(0, 256, size=(n, 16), dtype=np.uint8)
+    pay2 = rng.integers(0, 256, size=(n, 2), dtype=np.uint8)
+    resent = rng.choice(n, size=n // 10, replace=False)
+    ids2[resent] = ids1[rng.choice(n, size=n // 10, replace=False)]
+    fresh = np.setdiff1d(np.arange(n), resent)
+    ids2[fresh[1]] = ids2[fresh[0]]
+    out = _put(store, info, ids2, pay2, T0 + 7200)
+    expect = np.full(n, NEW)
+    expect[resent] = DUPLICATE
+    expect[fresh[1]] = DUPLICATE
+    np.testing.assert_array_equal(out.status, expect)
+    np.testing.assert_array_equal(out.received[resent], np.full(resent.size, T0))  # the first receipt's time
+    assert out.received[fresh[1]] == out.received[fresh[0]] == T0 + 7200
+    added = np.setdiff1d(fresh, [fresh[1]])
+    rows, agg, buckets, support = _stored(store, info.id)
+    assert rows == agg == buckets == n + added.size
+    np.testing.assert_array_equal(support, _ones(info, pay1) + _ones(info, pay2[added]))
+
+    # the first batch resent whole: nothing stored, nothing counted, the first receipts
+    out = _put(store, info, ids1, pay1, T0 + 3600)
+    assert (out.status == DUPLICATE).all() and (out.received == T0).all()
+    assert _stored(store, info.id)[:3] == (rows, agg, buckets)
+
+
+def test_concurrent_writers_store_shared_ids_once(store: Store) -> None:
+    """Writer B sends ids writer A is storing in a transaction still open: B's bulk load waits for
+    A's commit, then finds A's reports stored and appends only its own."""
+    info = _campaign(store)
+    rng = np.random.default_rng(8)
+    ids_a = rng.integers(0, 256, size=(300, 16), dtype=np.uint8)
+    ids_b = np.concatenate([ids_a[::3], rng.integers(0, 256, size=(200, 16), dtype=np.uint8)])
+    pay_a = rng.integers(0, 256, size=(300, 2), dtype=np.uint8)
+    pay_b = rng.integers(0, 256, size=(ids_b.shape[0], 2), dtype=np.uint8)
+    result: dict[str, Outcome] = {}
+    errors: list[BaseException] = []
+
+    def writer_b() -> None:
+        try:
+            result["b"] = _put(store, info, ids_b, pay_b, T0 + 3600)
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    with write_tx(store.engine) as conn:
+        result["a"] = store.store_batch(conn, info, _batch(ids_a, pay_a), T0)
+        thread = threading.Thread(target=writer_b)
+        thread.start()
+        time.sleep(1.0)  # B is waiting on A's lock (SQLite) or on A's uncommitted ids (PostgreSQL)
+        assert thread.is_alive()
+    thread.join(60)
+    assert not errors and not thread.is_alive()
+    assert (result["a"].status == NEW).all()
+    shared = ids_a[::3].shape[0]
+    expect = np.array([DUPLICATE] * shared + [NEW] * 200)
+    np.testing.assert_array_equal(result["b"].status, expect)
+    assert (result["b"].received[:shared] == T0).all()
+    rows, agg, buckets, support = _stored(store, info.id)
+    assert rows == agg == buckets == 500
+    np.testing.assert_array_equal(support, _ones(info, pay_a) + _ones(info, pay_b[shared:]))
+
+
+def test_append_mixed_widths_round_trip(store: Store) -> None:
+    """Groups of different payload widths interleaved in one batch are stored byte for byte, and a
+    report stored before comes back as such, with its stored time."""
+    info = _campaign(store)  # any campaign id: _append writes rows, not aggregates
+    rng = np.random.default_rng(9)
+    n = 400
+    ids = rng.integers(0, 256, size=(n, 16), dtype=np.uint8)
+    groups = rng.integers(0, 3, size=n).astype(np.int64)
+    widths = {0: 2, 1: 5, 2: 1}
+    rows = {g: rng.integers(0, 256, size=(int((groups == g).sum()), w), dtype=np.uint8) for g, w in widths.items()}
+    batch = Batch(ids=ids, groups=groups, rows_by_group=rows)
+    order = np.argsort(ids.view("V16").ravel())
+    first, second = order[: n // 2], order[n // 4:]  # the second part overlaps the first by n / 4
+    with write_tx(store.engine) as conn:
+        at, _ = _append(conn, info.id, batch, first[np.argsort(ids[first].view("V16").ravel())], T0, dedup=False)
+    assert at.size == 0
+    with pytest.raises(Resent), write_tx(store.engine) as conn:  # the bulk load meets stored reports
+        _append(conn, info.id, batch, second, T0 + 60, dedup=False)
+    with write_tx(store.engine) as conn:
+        at, when = _append(conn, info.id, batch, second, T0 + 60, dedup=True)
+    np.testing.assert_array_equal(np.sort(at), np.sort(order[n // 4: n // 2]))
+    assert (when == T0).all()
+    with store.engine.connect() as conn:
+        got = conn.execute(sa.select(reports.c.report_id, reports.c.group_id, reports.c.payload, reports.c.received)
+                           .where(reports.c.campaign_id == info.id)).all()
+    assert len(got) == n
+    rank = {g: np.cumsum(groups == g) - 1 for g in widths}
+    want = {bytes(ids[i]): (int(groups[i]), bytes(rows[int(groups[i])][rank[int(groups[i])][i]]),
+                            T0 if i in set(first.tolist()) else T0 + 60) for i in range(n)}
+    assert {bytes(r[0]): (r[1], bytes(r[2]), r[3]) for r in got} == want
+
