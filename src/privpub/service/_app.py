@@ -167,7 +167,8 @@ def _batch(store: Store, info: CampaignInfo, body: BatchIn) -> Batch:
 async def _store_batch(app: Any, info: CampaignInfo, batch: Batch) -> Any:
     fut = app.state.ingestor.submit(info, batch)
     try:
-        return await asyncio.wait_for(asyncio.wrap_future(fut), STORE_TIMEOUT)
+        async with asyncio.timeout(STORE_TIMEOUT):
+            return await asyncio.wrap_future(fut)
     except Exception as exc:  # the transaction failed: nothing of this request was stored
         log.warning("storing reports failed: %s", type(exc).__name__)
         raise ApiError(503, "the reports could not be stored; send them again with the same report ids",
@@ -274,6 +275,11 @@ _REFUSED = (CLOSED, BAD_TOKEN, BAD_ASSIGNMENT, ARCHIVED)
 def _count_outcomes(campaign_id: str, status: Any) -> None:
     """Count a stored batch's reports by outcome (accepted, duplicate, refused) for ``/metrics``."""
     status = np.asarray(status)
+    if status.shape == (1,):  # one report: no array passes
+        one = int(status[0])
+        count_reports(campaign_id, accepted=int(one == NEW), duplicate=int(one == DUPLICATE),
+                      refused=int(one in _REFUSED))
+        return
     count_reports(campaign_id, accepted=int((status == NEW).sum()), duplicate=int((status == DUPLICATE).sum()),
                   refused=int(np.isin(status, _REFUSED).sum()))
 
