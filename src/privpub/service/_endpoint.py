@@ -80,13 +80,13 @@ def _query_pairs(raw: bytes) -> dict[str, str]:
     return out
 
 
-@dataclass(frozen=True)
 class Call:
     """What a handler may know of its request: the application, the path parameters, the scope."""
 
-    app: Any
-    params: dict[str, str]
-    scope: Scope
+    __slots__ = ("app", "params", "scope")
+
+    def __init__(self, app: Any, params: dict[str, str], scope: Scope) -> None:
+        self.app, self.params, self.scope = app, params, scope
 
     def header(self, name: str) -> str | None:
         """A request header (latin-1), or None."""

@@ -287,15 +287,14 @@ async def _ranges(call: Call, body: RangesIn) -> tuple[int, dict[str, Any]]:
     def who() -> Asker:
         return asker(call.app, sid, auth, call.client_host)
 
+    def slow() -> tuple[Any, int]:
+        out, t, _ = store.answer(sid, lo, hi, record=body.log, who=who())
+        return out, t
+
     got = (store.try_answer_many(sid, lo, hi, record=body.log, who=who())
            if (auth is None or store.loaded(sid)) else None)
-    if got is None:  # a writer holds the stream (or it is not loaded): the thread pool
-        def slow() -> tuple[Any, int]:
-            out, t, _ = store.answer(sid, lo, hi, record=body.log, who=who())
-            return out, t
-
-        got = await anyio.to_thread.run_sync(slow)
-    out, t = got
+    # a writer holds the stream (or it is not loaded): the thread pool
+    out, t = got if got is not None else await anyio.to_thread.run_sync(slow)
     return 200, {"estimates": out.tolist(), "t": t}
 
 
