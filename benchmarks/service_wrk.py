@@ -6,9 +6,18 @@ measures the same endpoint with ``wrk`` (Debian package ``wrk``; C, one thread p
 the bodies): 64 keep-alive connections post ``POST /campaigns/{id}/reports`` with unique report ids
 and random OUE-shaped payloads for ``--seconds``, loopback only, then stops.
 
-Every response is counted by status in the Lua script; at the end the stored count (the campaign's
-running aggregate) must lie between the number of 201 receipts and that plus the connections
-(requests still in flight when wrk stops are stored but never answered to it). Prints one JSON line.
+Every response is counted by status in the Lua script; after each run the stored count (the
+campaign's running aggregate) must lie between the number of 201 receipts and that plus the
+connections (requests still in flight when wrk stops are stored but never answered to it).
+
+The reference: the same ``wrk`` script against a minimal uvicorn JSON application
+(``benchmarks/wrk_reference_app.py``: reads the body, parses the JSON, answers 201; nothing
+validated or stored) served with the options of ``privpub serve`` (httptools, the same workers,
+no access log). Both servers run side by side; each round loads one, then the other (the order
+alternates between rounds), after an unmeasured warm-up of each (the first reports compile the
+aggregation kernels, if the cache does not hold them). Server CPU is the user + system time of the
+server's process group (every worker and thread; not the database's processes) over the run.
+Prints one JSON line per run and a summary line: the medians and their ratio.
 
     python benchmarks/service_wrk.py --backend postgresql --postgres-url postgresql+psycopg://u@127.0.0.1:5432/postgres
 """
@@ -20,9 +29,11 @@ import json
 import os
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import httpx
@@ -30,7 +41,7 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "service"))
 
-from service_helpers import ADMIN_TOKEN, Server, create, fresh_database  # noqa: E402
+from service_helpers import ADMIN_TOKEN, Server, create, free_port, fresh_database  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
 from service_load import server_cpu_seconds  # noqa: E402
@@ -41,6 +52,7 @@ LUA = r"""
 -- globals: wrk's thread:set/get and setup() see globals of each thread's interpreter only
 counter = 0
 tid = 0
+run = 0
 ok, other = 0, 0
 local threads = {}
 local b64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
@@ -51,7 +63,9 @@ function setup(thread)
 end
 
 function init(args)
-   math.randomseed(tid * 7919)
+   -- the run number (wrk's arguments after "--"): every run sends new report ids
+   run = tonumber(args[1] or "0")
+   math.randomseed(tid * 7919 + run * 104729)
 end
 
 local function payload()
@@ -66,7 +80,7 @@ end
 
 function request()
    counter = counter + 1
-   local id = string.format("%08x%024x", tid, counter)
+   local id = string.format("%08x%08x%016x", run, tid, counter)
    local body = '{"report_id":"' .. id .. '","report":"' .. payload() .. '"}'
    return wrk.format("POST", nil, {["Content-Type"] = "application/json"}, body)
 end
@@ -87,6 +101,48 @@ end
 """
 
 
+_runs = iter(range(1, 10**6))
+
+
+def _wrk(args: argparse.Namespace, script: Path, url: str, seconds: int) -> tuple[int, int, int, int]:
+    proc = subprocess.run(["wrk", f"-t{args.threads}", f"-c{args.connections}", f"-d{seconds}s",
+                           "--latency", "-s", str(script), url, "--", str(next(_runs))],
+                          capture_output=True, text=True, check=False, timeout=seconds + 120)
+    if proc.returncode != 0:
+        sys.exit(f"wrk failed ({proc.returncode}): {proc.stderr.strip()}")
+    m = re.search(r"RESULT ok=(\d+) other=(\d+) p50_us=(\d+) p99_us=(\d+)", proc.stdout)
+    assert m is not None, proc.stdout
+    ok, other, p50, p99 = (int(g) for g in m.groups())
+    return ok, other, p50, p99
+
+
+class Reference:
+    """The minimal uvicorn JSON application, served like ``privpub serve`` (own process group)."""
+
+    def __init__(self, workers: int, log: Path) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "uvicorn", "wrk_reference_app:app", "--app-dir", str(ROOT / "benchmarks"),
+             "--host", "127.0.0.1", "--port", str(self.port), "--workers", str(workers), "--http", "httptools",
+             "--no-access-log", "--no-server-header", "--log-level", "warning"],
+            stdout=log.open("ab"), stderr=subprocess.STDOUT, start_new_session=True)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                if httpx.post(f"{self.url}/campaigns/x/reports", json={"report_id": "1"}, timeout=2).status_code == 201:
+                    return
+            except httpx.TransportError:
+                time.sleep(0.2)
+        self.stop()
+        sys.exit("the reference application did not start")
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, 15)
+            self.proc.wait(30)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--backend", choices=["sqlite", "postgresql"], default="postgresql")
@@ -94,18 +150,22 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--connections", type=int, default=64)
     parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--seconds", type=int, default=60)
+    parser.add_argument("--seconds", type=int, default=15, help="seconds of each measured run")
+    parser.add_argument("--rounds", type=int, default=3, help="runs of each server, alternated")
+    parser.add_argument("--warmup", type=int, default=3, help="unmeasured seconds of load on each server first")
+    parser.add_argument("--no-reference", action="store_true", help="load privpub only")
     args = parser.parse_args()
     if shutil.which("wrk") is None:
         sys.exit("wrk is not installed (Debian: apt-get install wrk)")
-    if not 1 <= args.seconds <= 600:
-        sys.exit("--seconds must be in 1..600")
+    if not 1 <= args.seconds <= 600 or not 1 <= args.rounds <= 20 or not 0 <= args.warmup <= 60:
+        sys.exit("--seconds must be in 1..600, --rounds in 1..20, --warmup in 0..60")
     if args.postgres_url:
         os.environ["PRIVPUB_TEST_POSTGRES_URL"] = args.postgres_url
     with tempfile.TemporaryDirectory(prefix="privpub-wrk-") as tmp:
         gen = fresh_database(args.backend, Path(tmp))
         db = next(gen)
         server = Server(db, Path(tmp) / "server.log", workers=args.workers).start()
+        ref = None if args.no_reference else Reference(args.workers, Path(tmp) / "reference.log")
         try:
             with httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {ADMIN_TOKEN}"}) as admin:
                 cid = create(admin, name="wrk", kind="frequency", oracle="OUE", epsilon=1.0,
@@ -113,29 +173,53 @@ def main() -> None:
             script = Path(tmp) / "reports.lua"
             script.write_text(LUA)
             assert server.proc is not None
-            cpu0, load0 = server_cpu_seconds(server.proc.pid), os.getloadavg()[0]
-            proc = subprocess.run(["wrk", f"-t{args.threads}", f"-c{args.connections}", f"-d{args.seconds}s",
-                                  "--latency", "-s", str(script), f"{server.url}/campaigns/{cid}/reports"],
-                                 capture_output=True, text=True, check=False, timeout=args.seconds + 120)
-            if proc.returncode != 0:
-                sys.exit(f"wrk failed ({proc.returncode}): {proc.stderr.strip()}")
-            out = proc.stdout
-            cpu1, load1 = server_cpu_seconds(server.proc.pid), os.getloadavg()[0]
-            m = re.search(r"RESULT ok=(\d+) other=(\d+) p50_us=(\d+) p99_us=(\d+)", out)
-            assert m is not None, out
-            ok, other, p50, p99 = (int(g) for g in m.groups())
-            with httpx.Client(base_url=server.url) as client:
-                stored = int(client.get(f"/campaigns/{cid}/status").json()["n_reports"])
-            if not 0 <= stored - ok <= args.connections:
-                sys.exit(f"stored {stored} reports for {ok} receipts over {args.connections} connections")
-            print(json.dumps({"backend": args.backend, "workers": args.workers, "connections": args.connections,
-                              "seconds": args.seconds, "receipts": ok, "other_status": other, "stored": stored,
-                              "unanswered_at_stop": stored - ok, "reports_per_s": round(ok / args.seconds),
-                              "p50_ms": p50 / 1000, "p99_ms": p99 / 1000,
-                              "server_cpu_ms_per_1000": round(1e6 * (cpu1 - cpu0) / max(ok, 1), 1),
-                              "load_average": [round(load0, 1), round(load1, 1)]}), flush=True)
+            targets = {"privpub": (server.proc.pid, f"{server.url}/campaigns/{cid}/reports")}
+            if ref is not None:
+                targets["reference"] = (ref.proc.pid, f"{ref.url}/campaigns/{cid}/reports")
+            answered = 0  # receipts so far (the stored count grows over the runs)
+
+            def stored() -> int:
+                with httpx.Client(base_url=server.url) as client:
+                    return int(client.get(f"/campaigns/{cid}/status").json()["n_reports"])
+
+            if args.warmup:
+                for _, url in targets.values():
+                    _wrk(args, script, url, args.warmup)
+                answered = stored()
+            results: dict[str, list[float]] = {name: [] for name in targets}
+            for r in range(args.rounds):
+                order = list(targets) if r % 2 == 0 else list(reversed(targets))
+                for name in order:
+                    pgid, url = targets[name]
+                    cpu0, load0 = server_cpu_seconds(pgid), os.getloadavg()[0]
+                    ok, other, p50, p99 = _wrk(args, script, url, args.seconds)
+                    cpu1, load1 = server_cpu_seconds(pgid), os.getloadavg()[0]
+                    line: dict[str, object] = {"server": name, "round": r + 1}
+                    if name == "privpub":
+                        n = stored()
+                        if not 0 <= n - answered - ok <= args.connections:
+                            sys.exit(f"stored {n - answered} reports for {ok} receipts over {args.connections} "
+                                     "connections")
+                        line.update(backend=args.backend, stored=n - answered, unanswered_at_stop=n - answered - ok)
+                        answered = n
+                    cpu_ms = 1e3 * (cpu1 - cpu0) / max(ok, 1)
+                    results[name].append(cpu_ms)
+                    line.update(workers=args.workers, connections=args.connections, seconds=args.seconds,
+                                receipts=ok, other_status=other, requests_per_s=round(ok / args.seconds),
+                                p50_ms=p50 / 1000, p99_ms=p99 / 1000, server_cpu_ms_per_request=round(cpu_ms, 4),
+                                load_average=[round(load0, 1), round(load1, 1)])
+                    print(json.dumps(line), flush=True)
+            summary: dict[str, object] = {"summary": True, "backend": args.backend, "workers": args.workers,
+                                          "rounds": args.rounds, "load_average_now": [round(x, 1) for x in os.getloadavg()]}
+            for name, vals in results.items():
+                summary[f"{name}_cpu_ms_per_request_median"] = round(statistics.median(vals), 4)
+            if ref is not None:
+                summary["ratio"] = round(statistics.median(results["privpub"]) / statistics.median(results["reference"]), 2)
+            print(json.dumps(summary), flush=True)
         finally:
             server.stop()
+            if ref is not None:
+                ref.stop()
             for _ in gen:
                 pass
 

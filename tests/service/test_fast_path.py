@@ -268,10 +268,39 @@ def _range_cases() -> list[Case]:
     ]
 
 
+def _ranges_cases() -> list[Case]:
+    def post(body: Any, headers: Callable[[Side], dict[str, str]] | None = None,
+             stream: Callable[[Side], str] | None = None, **kw: Any) -> Callable[[Side], Reply]:
+        def run(s: Side) -> Reply:
+            sid = stream(s) if stream else s.sid
+            return _reply(s.client.post(f"/streams/{sid}/ranges", json=body,
+                                        headers=headers(s) if headers else None, **kw), s)
+        return run
+
+    return [
+        ("valid", post({"ranges": [[1, 5], [2, 2], [3, 5]]}), 200),
+        ("not logged", post({"ranges": [[1, 5]], "log": False}), 200),
+        ("the admin token (a reader)", post({"ranges": [[2, 3]]}, headers=lambda s: {
+            "Authorization": f"Bearer {ADMIN_TOKEN}"}), 200),
+        ("bad token (answered as anonymous)", post({"ranges": [[2, 3]]},
+                                                   headers=lambda s: {"Authorization": "Bearer x"}), 200),
+        ("empty list", post({"ranges": []}), 422),
+        ("too many", post({"ranges": [[1, 1]] * 10_001}), 422),
+        ("reversed range", post({"ranges": [[1, 2], [4, 3]]}), 422),
+        ("future range", post({"ranges": [[1, 2], [2, 10**6]]}), 422),
+        ("not a pair", post({"ranges": [[1, 2, 3]]}), 422),
+        ("not integers", post({"ranges": [["a", 2]]}), 422),
+        ("unknown field", post({"ranges": [[1, 2]], "extra": 1}), 422),
+        ("not JSON", post(None, content=b"[[1,2]]", headers=lambda s: {"Content-Type": "text/plain"}), 415),
+        ("unknown stream", post({"ranges": [[1, 2]]}, stream=lambda s: "0" * 16), 404),
+        ("bad stream id (the route's 422)", post({"ranges": [[1, 2]]}, stream=lambda s: "nope"), 422),
+    ]
+
+
 CASES = {"POST /campaigns/{id}/reports": _report_cases, "POST /campaigns/{id}/reports/batch": _batch_cases,
          "POST /streams/{id}/counts": lambda: _stream_cases("counts"),
          "POST /streams/{id}/events": lambda: _stream_cases("events"),
-         "GET /streams/{id}/range": _range_cases}
+         "GET /streams/{id}/range": _range_cases, "POST /streams/{id}/ranges": _ranges_cases}
 
 
 @pytest.mark.parametrize("endpoint", list(CASES))

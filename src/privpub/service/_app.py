@@ -24,11 +24,12 @@ from fastapi import APIRouter, Depends, FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 import privpub
 from privpub.ldp.wire import b64decode
 from privpub.service._db import make_engine, upgrade
-from privpub.service._endpoint import Call, Endpoint, FastPath
+from privpub.service._endpoint import MATCH, Call, Endpoint, FastPath
 from privpub.service._http import (
     MAX_BATCH_BODY,
     MAX_BATCH_REPORTS,
@@ -66,7 +67,7 @@ from privpub.service._streams import StreamError, StreamStore
 from privpub.service._transport import Guard, TransportConfig, admin_token_problem
 from privpub.service._web import CampaignCORS, client_js_router
 
-__all__ = ["ROUTERS", "create_app", "create_app_from_env"]
+__all__ = ["ROUTERS", "PrivpubApp", "create_app", "create_app_from_env"]
 
 log = logging.getLogger("privpub.service")
 
@@ -165,7 +166,8 @@ def _batch(store: Store, info: CampaignInfo, body: BatchIn) -> Batch:
 async def _store_batch(app: Any, info: CampaignInfo, batch: Batch) -> Any:
     fut = app.state.ingestor.submit(info, batch)
     try:
-        return await asyncio.wait_for(asyncio.wrap_future(fut), STORE_TIMEOUT)
+        async with asyncio.timeout(STORE_TIMEOUT):
+            return await asyncio.wrap_future(fut)
     except Exception as exc:  # the transaction failed: nothing of this request was stored
         log.warning("storing reports failed: %s", type(exc).__name__)
         raise ApiError(503, "the reports could not be stored; send them again with the same report ids",
@@ -272,6 +274,11 @@ _REFUSED = (CLOSED, BAD_TOKEN, BAD_ASSIGNMENT, ARCHIVED)
 def _count_outcomes(campaign_id: str, status: Any) -> None:
     """Count a stored batch's reports by outcome (accepted, duplicate, refused) for ``/metrics``."""
     status = np.asarray(status)
+    if status.shape == (1,):  # one report: no array passes
+        one = int(status[0])
+        count_reports(campaign_id, accepted=int(one == NEW), duplicate=int(one == DUPLICATE),
+                      refused=int(one in _REFUSED))
+        return
     count_reports(campaign_id, accepted=int((status == NEW).sum()), duplicate=int((status == DUPLICATE).sum()),
                   refused=int(np.isin(status, _REFUSED).sum()))
 
@@ -416,6 +423,53 @@ ROUTERS: list[Callable[[], APIRouter]] = [
 ]
 
 
+class PrivpubApp(FastAPI):
+    """The FastAPI application whose hot endpoints skip the framework's own outer middleware.
+
+    FastAPI wraps the user middleware in its own: Starlette's server-error middleware, the native
+    telemetry (which reads the OpenTelemetry configuration from the environment on every request)
+    and its own body limit. The service's middleware (CORS, the transport guard, the body limit, the
+    fast path) already does all of that for the :class:`~privpub.service._endpoint.Endpoint` paths:
+    a request that :class:`~privpub.service._endpoint.FastPath` serves enters the service's outermost
+    middleware directly (the same instances the framework's stack holds, so the failed-authentication
+    buckets and the body-memory budget are shared). Every other request takes the framework's way.
+    """
+
+    #: the service's outermost middleware inside the framework's stack, and the fast path
+    _front: ASGIApp | None = None
+    _fast: FastPath | None = None
+
+    def build_middleware_stack(self) -> ASGIApp:
+        stack = super().build_middleware_stack()
+        node: Any = stack
+        front = fast = None
+        for _ in range(32):  # the framework's layers, then ours (each keeps the next as .app)
+            if front is None and isinstance(node, CampaignCORS):
+                front = node
+            if isinstance(node, FastPath):
+                fast = node
+                break
+            node = getattr(node, "app", None)
+            if node is None:
+                break
+        if front is not None and fast is not None:
+            self._front, self._fast = front, fast
+        return stack
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            if self.middleware_stack is None:
+                self.middleware_stack = self.build_middleware_stack()
+            fast = self._fast
+            found = fast.match(scope["method"], scope["path"]) if fast is not None else None
+            if found is not None and self._front is not None:
+                scope["app"] = self
+                scope[MATCH] = found  # FastPath need not match again
+                await self._front(scope, receive, send)
+                return
+        await super().__call__(scope, receive, send)
+
+
 def create_app(db: str, *, admin_token: str | None = None, migrate: bool = True,
                transport: TransportConfig | None = None, fast_paths: bool = True) -> FastAPI:
     """The service's ASGI application over the database ``db`` (URL or SQLite path).
@@ -450,7 +504,7 @@ def create_app(db: str, *, admin_token: str | None = None, migrate: bool = True,
             app.state.ingestor.stop()
             engine.dispose()
 
-    app = FastAPI(title="privpub collection service", version=privpub.__version__, docs_url=None, redoc_url=None,
+    app = PrivpubApp(title="privpub collection service", version=privpub.__version__, docs_url=None, redoc_url=None,
                   lifespan=lifespan,
                   description="Local-DP collection: devices perturb, an untrusted server collects, aggregates "
                               "and publishes; and real-time count streams published under event-level DP "

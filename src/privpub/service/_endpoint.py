@@ -22,6 +22,7 @@ limit (429), the body deadline (408), the memory budget (503), metrics), then
 from __future__ import annotations
 
 import inspect
+import json
 import logging
 import re
 from collections.abc import Awaitable, Callable, Sequence
@@ -31,28 +32,61 @@ from urllib.parse import parse_qsl
 
 import anyio
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import Response
 from pydantic import BaseModel, ValidationError
 from starlette.requests import Request
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from privpub.service._http import MAX_BODY, read_body
 
-__all__ = ["Call", "Endpoint", "FastPath", "error_response"]
+__all__ = ["Call", "Endpoint", "FastPath", "JsonAnswer", "error_response"]
 
 log = logging.getLogger("privpub.service")
 
 #: a handler's answer: status code and JSON body
 Answer = tuple[int, Any]
 
+#: JSON as Starlette's ``JSONResponse`` renders it (compact, UTF-8, no NaN), with one encoder
+_encode = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode
+#: the scope key where :class:`privpub.service._app.PrivpubApp` leaves the fast path's match
+MATCH = "privpub.fast_path"
 
-@dataclass(frozen=True)
+
+class JsonAnswer(Response):
+    """A handler's JSON answer, sent as ``JSONResponse`` would send it (same body and headers:
+    ``content-length`` and ``content-type: application/json``), built without its header
+    machinery (the hot endpoints answer thousands of these a second)."""
+
+    media_type = "application/json"
+
+    def __init__(self, status: int, content: Any) -> None:
+        self.status_code = status
+        self.background = None
+        self.body = _encode(content).encode("utf-8")
+        self.raw_headers = [(b"content-length", str(len(self.body)).encode("latin-1")),
+                            (b"content-type", b"application/json")]
+
+
+def _query_pairs(raw: bytes) -> dict[str, str]:
+    """The query string's name/value pairs (the last of repeated names, as the framework's
+    ``QueryParams``); plain ``a=1&b=2`` strings are split directly, others go through ``parse_qsl``."""
+    if b"%" in raw or b"+" in raw or b";" in raw:
+        return dict(parse_qsl(raw.decode("latin-1"), keep_blank_values=True))
+    out: dict[str, str] = {}
+    for part in raw.decode("latin-1").split("&"):
+        if part:
+            name, _, value = part.partition("=")
+            out[name] = value
+    return out
+
+
 class Call:
     """What a handler may know of its request: the application, the path parameters, the scope."""
 
-    app: Any
-    params: dict[str, str]
-    scope: Scope
+    __slots__ = ("app", "params", "scope")
+
+    def __init__(self, app: Any, params: dict[str, str], scope: Scope) -> None:
+        self.app, self.params, self.scope = app, params, scope
 
     def header(self, name: str) -> str | None:
         """A request header (latin-1), or None."""
@@ -120,8 +154,7 @@ class Endpoint:
             call = Call(app, params, scope)
             if self.query is not None:
                 # repeated names: the last value, as the framework's QueryParams
-                pairs = parse_qsl(scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True)
-                query = self.query.model_validate(dict(pairs))
+                query = self.query.model_validate(_query_pairs(scope.get("query_string", b"")))
                 return self._json(await self._handle(call, query))
             raw = await read_body(receive, self.limit)
             if raw is None:
@@ -143,8 +176,7 @@ class Endpoint:
 
     @staticmethod
     def _json(answer: Answer) -> Response:
-        status, body = answer
-        return JSONResponse(body, status_code=status)
+        return JsonAnswer(*answer)
 
     async def route(self, request: Request, **params: str) -> Response:
         """The FastAPI route's body: forward the request to :meth:`respond`."""
@@ -208,7 +240,9 @@ class FastPath:
         return None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        found = self.match(scope["method"], scope["path"]) if scope["type"] == "http" else None
+        found = scope.pop(MATCH, None)
+        if found is None and scope["type"] == "http":
+            found = self.match(scope["method"], scope["path"])
         if found is None:
             await self.app(scope, receive, send)
             return

@@ -81,7 +81,11 @@ def count_reports(campaign_id: str, *, accepted: int = 0, duplicate: int = 0, re
     for outcome, n in (("accepted", accepted), ("duplicate", duplicate), ("refused", refused),
                        ("suspected", suspected)):
         if n:
-            _m().reports.labels(campaign_id, outcome).inc(n)
+            key = (campaign_id, outcome)
+            child = _reports.get(key)
+            if child is None:
+                child = _reports[key] = _m().reports.labels(campaign_id, outcome)
+            child.inc(n)
 
 
 def count_auth_failure(kind: str, reason: str) -> None:
@@ -91,10 +95,18 @@ def count_auth_failure(kind: str, reason: str) -> None:
 
 def count_stream(stream_id: str, kind: str, n: int = 1) -> None:
     """A successful stream request (``kind``: ingest or query) of an existing stream."""
-    _m().stream_requests.labels(stream_id, kind).inc(n)
+    key = (stream_id, kind)
+    child = _streams.get(key)
+    if child is None:
+        child = _streams[key] = _m().stream_requests.labels(stream_id, kind)
+    child.inc(n)
 
 
-_latency: dict[tuple[str, str, int], Any] = {}  # label children by (method, template, status): bounded
+# label children, looked up once per label set (``labels`` takes a lock and builds its key every
+# call); bounded: routes x statuses, and campaigns and streams, which only admins create
+_latency: dict[tuple[str, str, int], Any] = {}
+_reports: dict[tuple[str, str], Any] = {}
+_streams: dict[tuple[str, str], Any] = {}
 
 
 def observe_request(method: str, template: str, status: int, seconds: float) -> None:

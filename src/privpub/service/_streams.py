@@ -976,6 +976,29 @@ class StreamStore:
         self._log(live, t, [lo], [hi], who)
         return {"estimate": est, "start": lo, "end": hi, "t": t, "std": std}
 
+    def try_answer_many(self, sid: str, lo: NDArray[np.int64], hi: NDArray[np.int64], *, record: bool = True,
+                        who: Asker | None = None) -> tuple[NDArray[Any], int] | None:
+        """Many ranges from the worker's copy without waiting (the event loop's fast path; as
+        :meth:`answer` without variances), or None when the copy is busy, absent, or behind a range."""
+        live = self._live.get(sid)
+        if live is None or not live.lock.acquire(blocking=False):
+            return None
+        try:
+            pub = live.pub
+            t, W = live.visible, pub.window
+            if ((hi > t) & (lo <= hi)).any():
+                return None  # maybe released by another worker: the slow path checks the database
+            bad = ~((lo >= 1) & (lo > pub.t - W) & (lo <= hi) & (hi <= t))
+            if bad.any():
+                i = int(np.flatnonzero(bad)[0])
+                raise self._range_error(int(lo[i]), int(hi[i]), t, W, None if lo.shape[0] == 1 else f"ranges[{i}]")
+            out = pub._answer_at(lo, hi, np.full(lo.shape, t, dtype=np.int64))
+        finally:
+            live.lock.release()
+        if record:
+            self._log(live, t, lo.tolist(), hi.tolist(), who)
+        return out, t
+
     def answer(self, sid: str, lo: NDArray[np.int64], hi: NDArray[np.int64], *, record: bool = True,
                variance: bool = False, who: Asker | None = None) -> tuple[NDArray[Any], int, builtins.list[float] | None]:
         """Noisy answers to ranges ``[lo, hi]`` from released nodes; logged (as the stream's query-log

@@ -255,7 +255,8 @@ class Guard:
             if early is not None:
                 await early(scope, receive, watched)
             else:
-                await self.app(scope, self._deadline(receive), watched)
+                # the body deadline: only where a body may be read (GET and HEAD bodies never are)
+                await self.app(scope, self._deadline(receive) if method in _BODY_METHODS else receive, watched)
         except Exception as exc:  # unexpected: one line, no traceback (SQL parameters), no detail
             log.error("unhandled error method=%s path=%s status=500 error=%s", method, template,
                       type(exc).__name__)
