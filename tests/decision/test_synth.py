@@ -15,17 +15,17 @@ from decision_helpers import make_frame, make_schema
 
 pytest.importorskip("mbi", reason="AIM and MST need privpub[baselines]")
 
-from privpub.audit import audit_epsilon  # noqa: E402
-from privpub.core import (  # noqa: E402
+from privpub.audit import audit_epsilon
+from privpub.core import (
     Accountant,
     Session,
     discrete_gaussian,
     exponential_mechanism_zcdp,
     zcdp_to_approx_dp,
 )
-from privpub.decision import AIM, MST, PUBLISHERS, SyntheticRelease  # noqa: E402
-from privpub.decision._synth import _Table  # noqa: E402
-from privpub.errors import BudgetExceededError, ParameterError  # noqa: E402
+from privpub.decision import AIM, MST, PUBLISHERS, SyntheticRelease
+from privpub.decision._synth import _Table
+from privpub.errors import BudgetExceededError, ParameterError
 
 FAST = {"bins": 3, "max_iters": 60}
 
@@ -56,7 +56,7 @@ def test_release_is_rho_zcdp_and_ledger_sums_to_rho(make, table) -> None:
     n_synth = int(rel.counts.sum())
     assert abs(n_synth - len(table)) < 60
     # classifier inputs work as for MAXGDDP
-    X, y, w = rel.encode_cells()
+    X, _, w = rel.encode_cells()
     assert X.shape[0] == len(rel.cell_ids) == len(w) and w.min() >= 1
     assert rel.encode(table).shape[1] == X.shape[1]
 

@@ -22,7 +22,7 @@ from privpub.decision._synth import AIM, MST, SyntheticRelease
 from privpub.decision._taxonomy import Taxonomy, load_taxonomies
 
 #: publishers by CLI name
-PUBLISHERS = {"maxgddp": MAXGDDP, "diffgen": DiffGen, "aim": AIM, "mst": MST}
+PUBLISHERS: dict[str, type[TablePublisher]] = {"maxgddp": MAXGDDP, "diffgen": DiffGen, "aim": AIM, "mst": MST}
 
 __all__ = [
     "AIM",

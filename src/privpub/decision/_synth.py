@@ -245,7 +245,7 @@ def _sample(model: Any, domain: Any, gen: np.random.Generator, max_rows: float, 
     the number of rows is the model's total, itself estimated from the noisy marginals.
     """
     names = list(domain.attrs)
-    total = max(1, int(round(float(model.total))))
+    total = max(1, round(float(model.total)))
     if total > max_rows:
         raise ParameterError(f"the model's estimated total {total} exceeds max_synthetic_rows={max_rows:g}",
                              param="max_synthetic_rows")
@@ -380,14 +380,14 @@ class AIM(_MarginalPublisher):
         rounds = self.rounds or 16 * d
         rho_m = 0.9 * rho / rounds  # one measurement: sigma^2 = 1 / (2 rho_m)
         rho_s = 0.1 * rho / rounds  # one selection: epsilon = sqrt(8 rho_s)
-        oneway = [(j,) for j in range(d)]
+        oneway: list[Clique] = [(j,) for j in range(d)]
         used = 0.0
         measurements = []
         measured: list[Clique] = []
         with _step("1-way marginals"):
-            for cl in oneway:
-                measurements.append(self._measure(table, cl, rho_m, gen, mbi, names, "1-way marginal"))
-                measured.append(cl)
+            for one in oneway:
+                measurements.append(self._measure(table, one, rho_m, gen, mbi, names, "1-way marginal"))
+                measured.append(one)
                 used += rho_m
         model = self._fit(domain, measurements, mbi)
         t = 0
