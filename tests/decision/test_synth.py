@@ -184,3 +184,14 @@ def test_measurement_audit_and_leaky_control() -> None:
     assert ok.passed, ok
     leaky = audit_epsilon(_measurement(100 * rho), a, b, epsilon=eps, trials=4000, batch=True, rng=0)
     assert not leaky.passed, leaky
+
+
+def test_cli_refuses_zcdp_methods_before_reading(tmp_path) -> None:
+    from typer.testing import CliRunner
+
+    from privpub.cli import app
+
+    res = CliRunner().invoke(app, ["decision", str(tmp_path / "absent.csv"), "--target", "y", "--epsilon", "1",
+                                   "--method", "aim", "--levels", "2", "-o", str(tmp_path / "out.csv")])
+    assert res.exit_code == 2, res.output
+    assert "rho-zCDP" in res.output and "rho=" in res.output
