@@ -145,7 +145,7 @@ def _publishers() -> list[tuple[str, Callable[[Any], Any]]]:
         out.append((f"spatial.{name}",
                     lambda eps, name=name, **kw: spatial.PUBLISHERS[name]().publish(POINTS, bounds=BOX, epsilon=eps,
                                                                                       rng=0, **kw)))
-    for name in sorted(decision.PUBLISHERS):
+    for name in sorted(m for m in decision.PUBLISHERS if "pure-dp" in decision.PUBLISHERS[m].measures):
         out.append((f"decision.{name}",
                     lambda eps, name=name, **kw: decision.PUBLISHERS[name](levels=2).publish(
                         FRAME, schema=SCHEMA, epsilon=eps, rng=0, **kw)))

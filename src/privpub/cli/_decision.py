@@ -165,6 +165,10 @@ def register(app: typer.Typer, reproduce_app: typer.Typer) -> None:
         checks(check_epsilon, epsilon, "--epsilon")
         if method not in PUBLISHERS:
             checks.add(f"--method must be one of {', '.join(sorted(PUBLISHERS))}, got {method!r}")
+        elif "pure-dp" not in PUBLISHERS[method].measures:
+            checks.add(f"--method {method} is rho-zCDP synthetic data, not epsilon-DP: this command takes --epsilon; "
+                       f"use privpub.decision.{PUBLISHERS[method].__name__}(...).publish(data, schema=..., rho=...)")
+            method = ""
         checks(check_positive_int, levels, "--levels")
         checks(check_engine, engine)
         checks(check_output, output, force=force, inputs=[input, schema, taxonomy], supported=FORMATS)

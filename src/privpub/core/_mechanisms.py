@@ -47,6 +47,7 @@ __all__ = [
     "discrete_laplace_pmf",
     "exponential_mechanism",
     "exponential_mechanism_probabilities",
+    "exponential_mechanism_zcdp",
     "laplace",
     "laplace_noise",
     "rational_scale",
@@ -592,6 +593,68 @@ def exponential_mechanism(
     gen = as_generator(rng)
     logits = _logits(u, eps, sens, monotone)
     charge("exponential_mechanism", eps, sensitivity=sens, note=note, accountant=accountant)
+    return int(np.argmax(logits + gen.gumbel(size=u.shape[0])))
+
+
+def exponential_mechanism_zcdp(
+    scores: ArrayLike,
+    *,
+    rho: float,
+    sensitivity: float = 1.0,
+    rng: RNGLike = None,
+    accountant: Accountant | None = None,
+    note: str = "",
+) -> int:
+    """The exponential mechanism accounted under rho-zCDP: index ``i`` with probability
+    proportional to ``exp(epsilon * scores[i] / (2 * sensitivity))``, ``epsilon = sqrt(8 rho)``.
+
+    Parameters
+    ----------
+    scores : array_like, shape (k,)
+        Utility of each candidate (higher is better), finite.
+    rho : float
+        zCDP parameter, finite and > 0.
+    sensitivity : float
+        Largest change of any single score between neighbouring datasets (the scores may move
+        in different directions).
+    rng : int, Generator or None
+        Randomness.
+    accountant : Accountant, optional
+        The accountant to charge (default: the active one, if any); it must account in zCDP.
+    note : str
+        Recorded with the charge.
+
+    Notes
+    -----
+    **Privacy:** the exponential mechanism at ``epsilon`` is ``epsilon``-bounded-range, hence
+    ``epsilon^2 / 8``-zCDP ([CR21]_ Lemma 3.2, used by AIM and MST), four times less than the
+    ``epsilon^2 / 2`` of the generic pure-DP conversion. The same sampler as
+    :func:`exponential_mechanism` (Gumbel-max, exact in distribution); charges ``rho`` (measure
+    ``"zcdp"``) before drawing, so a pure-DP accountant refuses it.
+
+    References
+    ----------
+    .. [CR21] Cesar, Rogers. Bounding, concentrating, and truncating: unifying privacy loss
+       composition for data analytics. ALT 2021, arXiv:2004.07223.
+
+    Examples
+    --------
+    >>> from privpub.core import Accountant
+    >>> with Accountant(1.0, measure="zcdp") as acc:
+    ...     i = exponential_mechanism_zcdp([0.0, 100.0, 0.0], rho=0.5, rng=0)
+    >>> i, acc.total
+    (1, 0.5)
+    """
+    u = _check_scores(scores)
+    r = check_epsilon(rho, "rho")
+    eps = math.sqrt(8.0 * r)
+    sens = _check_sensitivity(sensitivity)
+    _check_scale(eps, sens)
+    gen = as_generator(rng)
+    logits = _logits(u, eps, sens, False)
+    charge("exponential_mechanism", r, sensitivity=sens, note=(f"{note}; " if note else "")
+           + f"epsilon=sqrt(8 rho)={eps:.6g}, bounded range: rho=epsilon^2/8", accountant=accountant,
+           measure="zcdp")
     return int(np.argmax(logits + gen.gumbel(size=u.shape[0])))
 
 

@@ -18,20 +18,24 @@ from privpub.decision._diffgen import DiffGen
 from privpub.decision._maxgddp import MAXGDDP
 from privpub.decision._model import Specialization
 from privpub.decision._release import DecisionRelease, TablePublisher
+from privpub.decision._synth import AIM, MST, SyntheticRelease
 from privpub.decision._taxonomy import Taxonomy, load_taxonomies
 
 #: publishers by CLI name
-PUBLISHERS = {"maxgddp": MAXGDDP, "diffgen": DiffGen}
+PUBLISHERS: dict[str, type[TablePublisher]] = {"maxgddp": MAXGDDP, "diffgen": DiffGen, "aim": AIM, "mst": MST}
 
 __all__ = [
+    "AIM",
     "CategoricalAttribute",
     "DecisionRelease",
     "DiffGen",
     "MAXGDDP",
+    "MST",
     "NumericAttribute",
     "PUBLISHERS",
     "Schema",
     "Specialization",
+    "SyntheticRelease",
     "TablePublisher",
     "Taxonomy",
     "load_taxonomies",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import pandas as pd
@@ -272,8 +272,13 @@ class TablePublisher(Publisher, ABC):
 
     ``publish(data, *, schema, epsilon, rng=None, session=None)`` releases the table ``data`` (a
     DataFrame, or a Spark DataFrame, with the ``schema``'s columns and target) as a
-    :class:`DecisionRelease`.
+    :class:`DecisionRelease`. :attr:`measures` says which: ``("pure-dp",)`` publishers take
+    ``epsilon=``; the zCDP ones (:class:`~privpub.decision.AIM`, :class:`~privpub.decision.MST`)
+    take ``rho=``.
     """
+
+    #: the privacy measure of ``publish``'s budget
+    measures: ClassVar[tuple[str, ...]] = ("pure-dp",)
 
     @abstractmethod
     def publish(
