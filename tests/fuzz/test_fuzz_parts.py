@@ -45,7 +45,7 @@ def _finite_values(release: object, *names: str) -> None:
         assert np.all(np.isfinite(arr)), f"{type(release).__name__}.{name} holds NaN or infinity"
 
 
-HISTOGRAMS = ["ahp", "hphp", "hphp_paper", "hphp_unattributed", "laplace", "optimal"]
+HISTOGRAMS = ["ahp", "dawa", "hphp", "hphp_paper", "hphp_unattributed", "laplace", "optimal"]
 STREAMS = ["bt", "bth", "hq_rtp", "hq_rtpmm", "rtp", "rtp_mm"]
 SPATIALS = ["ahead", "gtr", "hdg", "kdght", "rappor", "ug"]
 DECISIONS = ["diffgen", "maxgddp"]
