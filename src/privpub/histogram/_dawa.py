@@ -18,8 +18,6 @@ from privpub.core import (
     RNGLike,
     Session,
     accounting,
-    as_generator,
-    check_epsilon,
     describe_data,
     laplace,
     laplace_noise,
@@ -29,12 +27,10 @@ from privpub.histogram._kernels import _jit
 from privpub.histogram._publishers import (
     HistogramPublisher,
     HistogramRelease,
-    _check_float_output,
     _check_split,
-    _counts,
+    _prepared,
     _release,
     _unit_params,
-    release_unit,
 )
 
 __all__ = [
@@ -284,12 +280,7 @@ class DAWA(HistogramPublisher):
         record): for ``PrivacyUnit.person(column, k)`` every mechanism draws at ``epsilon / k`` per
         row and the ledger states the release per person (see :func:`release_unit`).
         """
-        unit = release_unit(data, privacy_unit, "DAWA")
-        counts = _counts(data, "DAWA", "dawa")
-        eps = check_epsilon(epsilon)
-        gen = as_generator(rng)
-        _check_float_output(counts, "dawa")
-        split(unit.record_amount(eps), [self.ratio, 1.0 - self.ratio])  # checked before anything is reserved
+        unit, counts, eps, gen = _prepared(data, privacy_unit, epsilon, rng, "DAWA", "dawa", ratio=self.ratio)
         n = counts.size
         with accounting(eps, method="dawa", session=session, data=describe_data(counts), unit=unit) as acc:
             eps1, eps2 = split(acc.record_budget, [self.ratio, 1.0 - self.ratio])

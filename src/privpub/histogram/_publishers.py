@@ -281,6 +281,24 @@ def _check_float_output(counts: NDArray[np.int64], method: str) -> None:
         )
 
 
+def _prepared(
+    data: ArrayLike, privacy_unit: PrivacyUnit | None, epsilon: float, rng: RNGLike, publisher: str, method: str,
+    *, grouping: str = "fast", ratio: float | None = None,
+) -> tuple[PrivacyUnit, NDArray[np.int64], float, np.random.Generator]:
+    """The checks every histogram publisher makes before it reserves anything, in one order: the
+    unit, the counts (and their memory), ``epsilon``, the generator; for a two-stage publisher
+    (``ratio`` given) also the exactness of its real-valued output and the split of the
+    record-level budget. Returns ``(unit, counts, epsilon, generator)``."""
+    unit = release_unit(data, privacy_unit, publisher)
+    counts = _counts(data, publisher, method, grouping)
+    eps = check_epsilon(epsilon)
+    gen = as_generator(rng)
+    if ratio is not None:
+        _check_float_output(counts, method)
+        split(unit.record_amount(eps), [ratio, 1.0 - ratio])  # checked before anything is reserved
+    return unit, counts, eps, gen
+
+
 @dataclass(frozen=True, kw_only=True)
 class HistogramRelease(Release):
     """A published histogram with its grouping and ledger.
@@ -633,12 +651,8 @@ class HPHP(HistogramPublisher):
         row and the ledger states the release per person (see :func:`release_unit`).
         """
         method = {"private": "hphp", "unattributed": "hphp_unattributed", "paper": "hphp_paper"}[self.variant]
-        unit = release_unit(data, privacy_unit, "HPHP")
-        counts = _counts(data, "HPHP", method, self.grouping)
-        eps = check_epsilon(epsilon)
-        gen = as_generator(rng)
-        _check_float_output(counts, method)
-        split(unit.record_amount(eps), [self.rho, 1.0 - self.rho])  # checked before anything is reserved
+        unit, counts, eps, gen = _prepared(data, privacy_unit, epsilon, rng, "HPHP", method, grouping=self.grouping,
+                                           ratio=self.rho)
         n = counts.size
         with accounting(eps, method=method, session=session, data=describe_data(counts),
                         private=self.private, unit=unit) as acc:
@@ -735,12 +749,7 @@ class AHP(HistogramPublisher):
         record): for ``PrivacyUnit.person(column, k)`` every mechanism draws at ``epsilon / k`` per
         row and the ledger states the release per person (see :func:`release_unit`).
         """
-        unit = release_unit(data, privacy_unit, "AHP")
-        counts = _counts(data, "AHP", "ahp")
-        eps = check_epsilon(epsilon)
-        gen = as_generator(rng)
-        _check_float_output(counts, "ahp")
-        split(unit.record_amount(eps), [self.ratio, 1.0 - self.ratio])  # checked before anything is reserved
+        unit, counts, eps, gen = _prepared(data, privacy_unit, epsilon, rng, "AHP", "ahp", ratio=self.ratio)
         n = counts.size
         with accounting(eps, method="ahp", session=session, data=describe_data(counts), unit=unit) as acc:
             eps1, eps2 = split(acc.record_budget, [self.ratio, 1.0 - self.ratio])
@@ -801,10 +810,7 @@ class LaplaceHistogram(HistogramPublisher):
         record): for ``PrivacyUnit.person(column, k)`` every mechanism draws at ``epsilon / k`` per
         row and the ledger states the release per person (see :func:`release_unit`).
         """
-        unit = release_unit(data, privacy_unit, "LaplaceHistogram")
-        counts = _counts(data, "LaplaceHistogram", "laplace")
-        eps = check_epsilon(epsilon)
-        gen = as_generator(rng)
+        unit, counts, eps, gen = _prepared(data, privacy_unit, epsilon, rng, "LaplaceHistogram", "laplace")
         n = counts.size
         with accounting(eps, method="laplace", session=session, data=describe_data(counts), unit=unit) as acc:
             with acc.step("publish"):
@@ -867,12 +873,8 @@ class OptimalGrouping(HistogramPublisher):
         record): for ``PrivacyUnit.person(column, k)`` every mechanism draws at ``epsilon / k`` per
         row and the ledger states the release per person (see :func:`release_unit`).
         """
-        unit = release_unit(data, privacy_unit, "OptimalGrouping")
-        counts = _counts(data, "OptimalGrouping", "optimal", self.grouping)
-        eps = check_epsilon(epsilon)
-        gen = as_generator(rng)
-        _check_float_output(counts, "optimal")
-        split(unit.record_amount(eps), [self.split, 1.0 - self.split])  # checked before anything is reserved
+        unit, counts, eps, gen = _prepared(data, privacy_unit, epsilon, rng, "OptimalGrouping", "optimal",
+                                           grouping=self.grouping, ratio=self.split)
         with accounting(eps, method="optimal", session=session, data=describe_data(counts),
                         private=False, unit=unit) as acc:
             eps1, eps2 = split(acc.record_budget, [self.split, 1.0 - self.split])
