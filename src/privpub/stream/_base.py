@@ -484,6 +484,14 @@ class StreamPublisher:
         """Exact variance of the noisy answer to the range ``[l, r]`` (inside the window)."""
         raise NotImplementedError  # pragma: no cover - every publisher defines it
 
+    def _variance_checked(self, l: int, r: int) -> float:
+        """:meth:`answer_variance` of a range the caller has already checked (ints in the window)."""
+        return self.answer_variance(l, r)
+
+    def _answer_one(self, l: int, r: int, t: int) -> Any:
+        """The answer to one checked range ``[l, r]`` as of time ``t`` (a Python scalar)."""
+        return self._answer_at(np.array([l]), np.array([r]), np.array([t]))[0].item()
+
     def __repr__(self) -> str:
         budget = f"rho={self.rho}" if self.measure == ZCDP else f"epsilon={self.epsilon}"
         return f"{type(self).__name__}(window={self.window}, {budget}, noise={self.noise!r}, t={self._t})"

@@ -475,8 +475,16 @@ class BT(_BinaryTreePublisher):
     def answer_variance(self, l: int, r: int) -> float:
         """Exact variance of the answer to ``[l, r]`` (number of cover nodes times one node's variance)."""
         l_, r_ = self._check_query(l, r)
-        steps = self._cover(np.array([l_]), np.array([r_]))[0]
-        return len(steps) * self._node_var()
+        return self._variance_checked(l_, r_)
+
+    def _variance_checked(self, l: int, r: int) -> float:
+        # the greedy cover of :meth:`_cover`, counted with Python ints (one range: no arrays)
+        cap = self._k - 1
+        a, n = l - 1, 0
+        while a < r:
+            a += 1 << min(((a & -a).bit_length() - 1) if a else cap, cap, (r - a).bit_length() - 1)
+            n += 1
+        return n * self._node_var()
 
 
 class BTH(_BinaryTreePublisher):
@@ -535,13 +543,16 @@ class BTH(_BinaryTreePublisher):
     def answer_variance(self, l: int, r: int) -> float:
         """Exact variance of the answer to ``[l, r]`` at the current time (Haar formula per piece)."""
         l_, r_ = self._check_query(l, r)
+        return self._variance_checked(l_, r_)
+
+    def _variance_checked(self, l_: int, r_: int) -> float:
         T, k, t = self._Tb, self._k, self._t
         B = (t // T) * T
         total = 0.0
         s = ((l_ - 1) // T) * T
         while s < min(r_, B):
             a, b = max(l_, s + 1) - s, min(r_, s + T) - s
-            total += float(K.bth_piece_variance(k, np.array([a]), np.array([b]))[0])
+            total += K.bth_piece_variance_one(k, a, b)
             s += T
         u = t - B
         for lev in range(k - 2, -1, -1):
@@ -550,6 +561,6 @@ class BTH(_BinaryTreePublisher):
             start = B + ((u >> (lev + 1)) << (lev + 1))
             a, b = max(l_, start + 1), min(r_, start + (1 << lev))
             if a <= b:
-                total += float(K.bth_piece_variance(lev + 1, np.array([a - start]), np.array([b - start]))[0])
+                total += K.bth_piece_variance_one(lev + 1, a - start, b - start)
         return total * self._node_var()
 

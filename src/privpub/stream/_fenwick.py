@@ -561,14 +561,43 @@ class _FenwickPublisher(StreamPublisher):
 
     def answer_variance(self, l: int, r: int) -> float:
         """Exact variance of the answer to ``[l, r]``: the sum of its support's node variances."""
-        l_, r_ = self._check_query(l, r)
-        starts, cfgs = self._trees.overlapping(l_, r_)
+        if not (type(l) is int and type(r) is int and 0 < l <= r <= self._t and l > self._t - self.window):
+            l, r = self._check_query(l, r)
+        return self._variance_checked(l, r)
+
+    def _variance_checked(self, l: int, r: int) -> float:
+        # The support in a tree holding local items a..b is path(b) Δ path(a-1) (see
+        # ``K.decompose``). Both paths descend (clearing the lowest set bit) to the longest
+        # common prefix of b and a-1; walking the larger of the two until they meet visits
+        # exactly the symmetric difference, with no sets and no sorting.
+        trees = self._trees
+        starts, ids, table = trees.starts, trees.cfg_ids, trees.table
+        n = trees.n
+        i = max(0, bisect.bisect_right(starts, l, 0, n) - 1)  # trees.first_overlapping(l), faster for few trees
         total = 0.0
-        for s, cfg in zip(starts, cfgs):
+        while i < n:
+            s = int(starts[i])
+            if s > r:
+                break
+            i += 1
+            cfg = table[int(ids[i - 1])]
+            x = min(r - s + 1, cfg.T)
+            y = max(l - s, 0)
+            if y >= x:  # the tree ends before l
+                continue
             nv = cfg.plan.variances[cfg.row]
-            for _, v, _c in K.decompose(l_, r_, [int(s)], [cfg.k]):
-                total += float(nv[v - 1])
-        return total
+            while x != y:
+                if x > y:
+                    total += nv[x - 1]
+                    x &= x - 1
+                else:
+                    total += nv[y - 1]
+                    y &= y - 1
+        return float(total)
+
+    def _answer_one(self, l: int, r: int, t: int) -> Any:
+        st = self._store
+        return (st.NP[r - st.base] - st.NP[l - 1 - st.base]).item()
 
     # -- replay -----------------------------------------------------------------------------------
     def _replay_layout(

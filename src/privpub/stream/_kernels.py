@@ -435,6 +435,28 @@ def decompose(l: int, r: int, starts: list[int], heights: list[int]) -> list[tup
     return out
 
 
+def bth_piece_variance_one(k: int, a: int, b: int) -> float:
+    """:func:`bth_piece_variance` of one range, in plain Python (the same operations in the same
+    order, hence the same float): the service's one-range path, where NumPy's per-call overhead
+    on length-1 arrays dominates."""
+    T = 1 << (k - 1)
+    n = float(b - a + 1)
+    var = n * n / (T * (2.0 * T - 1.0))
+    lo, hi = a - 1, b
+    for lev in range(1, k):
+        size = 1 << lev
+        half = size >> 1
+        for second, pos in ((False, lo), (True, b - 1)):
+            if second and pos // size == lo // size:
+                continue  # do not count the same node twice
+            start = (pos // size) * size
+            mid = start + half
+            end = start + size
+            d = float(max(0, min(hi, mid) - max(lo, start)) - max(0, min(hi, end) - max(lo, mid)))
+            var = var + d * d / (size * (size - 1.0))
+    return var
+
+
 def brute_force_nodes(k: int, length: int) -> float:
     """Mean support size of a length-``L`` query over the ``T`` start offsets, by enumeration."""
     T = 1 << (k - 1)
