@@ -66,7 +66,7 @@ def test_variance_and_answer_paths_match_reference(method: str, kw: dict[str, ob
         first = max(1, t - W + 1)
         a = rng.integers(first, t + 1, 60)
         b = rng.integers(first, t + 1, 60)
-        pairs = list(zip(np.minimum(a, b).tolist(), np.maximum(a, b).tolist())) + [(first, t), (t, t), (first, first)]
+        pairs = [*zip(np.minimum(a, b).tolist(), np.maximum(a, b).tolist()), (first, t), (t, t), (first, first)]
         for l, r in pairs:
             ref = reference_variance(pub, l, r)
             assert pub.answer_variance(l, r) == pytest.approx(ref, rel=RTOL, abs=0.0)
