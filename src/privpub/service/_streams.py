@@ -1017,7 +1017,7 @@ class StreamStore:
             out = pub._answer_at(lo, hi, np.full(lo.shape, t, dtype=np.int64))
             var = None
             if variance:
-                var = [float(pub.answer_variance(int(a), int(b))) for a, b in zip(lo.tolist(), hi.tolist())]
+                var = [float(pub._variance_checked(a, b)) for a, b in zip(lo.tolist(), hi.tolist())]  # checked above
         if record:
             self._log(live, t, lo.tolist(), hi.tolist(), who)
         return out, t, var
