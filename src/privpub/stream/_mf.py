@@ -493,7 +493,8 @@ def blt_parameters(horizon: int, buffers: int = 4) -> tuple[tuple[float, ...], t
         raise ParameterError(f"buffers must be at most 8, got {d}", param="buffers")
     s = np.geomspace(1.0 / max(T, 2), 0.5, d)
     omega0 = 1.0 - s
-    w0 = np.sqrt(s) * np.gradient(np.log(s)) if d > 1 else np.ones(1)
+    # horizons 1 and 2 give one decay rate (s all 1/2): the quadrature weights vanish, start uniform
+    w0 = np.sqrt(s) * np.gradient(np.log(s)) if d > 1 and s[0] < s[-1] else np.ones(d)
     v0 = np.concatenate([np.log(omega0 / (1.0 - omega0)), np.log(w0 / w0.sum())])
 
     def loss(v: NDArray[np.float64]) -> float:
