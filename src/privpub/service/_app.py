@@ -164,10 +164,10 @@ def _batch(store: Store, info: CampaignInfo, body: BatchIn) -> Batch:
 
 
 async def _store_batch(app: Any, info: CampaignInfo, batch: Batch) -> Any:
-    fut = app.state.ingestor.submit(info, batch)
+    fut = app.state.ingestor.submit_async(info, batch)
     try:
         async with asyncio.timeout(STORE_TIMEOUT):
-            return await asyncio.wrap_future(fut)
+            return await fut
     except Exception as exc:  # the transaction failed: nothing of this request was stored
         log.warning("storing reports failed: %s", type(exc).__name__)
         raise ApiError(503, "the reports could not be stored; send them again with the same report ids",
