@@ -890,7 +890,7 @@ class Ingestor:
         # The writer's own long-lived connection: no pool checkout (PostgreSQL: no pre-ping round
         # trip) and no reset per transaction; dropped after an error and opened again on next use.
         self._conn: Connection | None = None
-        self._q: queue.Queue[_Unit | None] = queue.Queue()
+        self._q: queue.SimpleQueue[_Unit | None] = queue.SimpleQueue()  # C: no lock or condition in Python
         self._thread = threading.Thread(target=self._run, name="privpub-ingestor", daemon=True)
         self._thread.start()
 
