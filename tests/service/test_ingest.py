@@ -170,3 +170,47 @@ def test_append_mixed_widths_round_trip(store: Store) -> None:
                             T0 if i in set(first.tolist()) else T0 + 60) for i in range(n)}
     assert {bytes(r[0]): (r[1], bytes(r[2]), r[3]) for r in got} == want
 
+
+
+def test_ingestor_keeps_its_connection_and_replaces_a_lost_one(store: Store) -> None:
+    """The writer thread commits on one long-lived connection; when the database drops it, the
+    next commit is retried on a new one and nothing is lost or counted twice. Futures of an event
+    loop are settled on that loop."""
+    import asyncio
+
+    from privpub.service._store import Ingestor
+
+    info = _campaign(store)
+    rng = np.random.default_rng(9)
+    ingestor = Ingestor(store)
+    try:
+        def put(n: int) -> tuple[np.ndarray, Outcome]:
+            ids = rng.integers(0, 256, size=(n, 16), dtype=np.uint8)
+            pay = rng.integers(0, 256, size=(n, 2), dtype=np.uint8)
+            return ids, ingestor.submit(info, _batch(ids, pay)).result(timeout=30)
+
+        _, out = put(5)
+        assert (out.status == NEW).all()
+        first = ingestor._conn
+        assert first is not None
+        _, out = put(5)
+        assert (out.status == NEW).all() and ingestor._conn is first  # the same connection again
+        if store.engine.dialect.name == "postgresql":  # the server ends the writer's session
+            pid = first.exec_driver_sql("SELECT pg_backend_pid()").scalar_one()
+            first.rollback()
+            with store.engine.connect() as other:
+                other.exec_driver_sql("SELECT pg_terminate_backend(%s)", (pid,))
+            _, out = put(5)
+            assert (out.status == NEW).all() and ingestor._conn is not first
+
+        async def on_loop() -> Outcome:
+            ids = rng.integers(0, 256, size=(3, 16), dtype=np.uint8)
+            fut = ingestor.submit_async(info, _batch(ids, rng.integers(0, 256, size=(3, 2), dtype=np.uint8)))
+            return await asyncio.wait_for(fut, 30)
+
+        out = asyncio.run(on_loop())
+        assert (out.status == NEW).all()
+        assert _stored(store, info.id)[:3] == (13 + 5 * (store.engine.dialect.name == "postgresql"),) * 3
+    finally:
+        ingestor.stop()
+    assert ingestor._conn is None

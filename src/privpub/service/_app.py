@@ -163,15 +163,23 @@ def _batch(store: Store, info: CampaignInfo, body: BatchIn) -> Batch:
                  rows_by_group=rows_by_group, tokens=body.tokens, assignments=body.assignments)
 
 
+def _too_late(fut: asyncio.Future[Any]) -> None:
+    if not fut.done():
+        fut.set_exception(TimeoutError())
+
+
 async def _store_batch(app: Any, info: CampaignInfo, batch: Batch) -> Any:
-    fut = app.state.ingestor.submit(info, batch)
+    fut = app.state.ingestor.submit_async(info, batch)
+    # the writer's deadline: a plain timer failing the future (cheaper than a timeout context)
+    timer = asyncio.get_running_loop().call_later(STORE_TIMEOUT, _too_late, fut)
     try:
-        async with asyncio.timeout(STORE_TIMEOUT):
-            return await asyncio.wrap_future(fut)
+        return await fut
     except Exception as exc:  # the transaction failed: nothing of this request was stored
         log.warning("storing reports failed: %s", type(exc).__name__)
         raise ApiError(503, "the reports could not be stored; send them again with the same report ids",
                        headers={"Retry-After": "1"}) from None
+    finally:
+        timer.cancel()
 
 
 # ---------------------------------------------------------------------------------------------

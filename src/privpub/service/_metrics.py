@@ -44,8 +44,12 @@ class _Metrics:
     is imported, so it is imported only once ``privpub serve`` has set ``PROMETHEUS_MULTIPROC_DIR``."""
 
     def __init__(self) -> None:
-        from prometheus_client import Counter, Histogram
+        from prometheus_client import Counter, Histogram, values
 
+        if values.ValueClass is not values.MutexValue:  # multiprocess mode; no value made yet here
+            # every increment asks whether the process forked: with the default identifier that is
+            # a getpid() system call per increment (3 per report); _pid is kept current at fork
+            values.ValueClass = values.MultiProcessValue(process_identifier=_pid)  # type: ignore[no-untyped-call]
         self.reports = Counter(
             "privpub_reports", "Reports per campaign and outcome: accepted (stored), duplicate (a resent "
             "report id), refused (malformed, bad token or assignment, campaign closed), suspected "
@@ -63,6 +67,20 @@ class _Metrics:
 
 
 _made: _Metrics | None = None
+_the_pid = os.getpid()
+
+
+def _refresh_pid() -> None:
+    global _the_pid
+    _the_pid = os.getpid()
+
+
+os.register_at_fork(after_in_child=_refresh_pid)
+
+
+def _pid() -> int:
+    """This process's id, kept current across fork() (prometheus-client's process identifier)."""
+    return _the_pid
 _lock = threading.Lock()
 
 

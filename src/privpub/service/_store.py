@@ -9,6 +9,7 @@ request gets its receipt only after the transaction holding its report has commi
 
 from __future__ import annotations
 
+import asyncio
 import concurrent.futures
 import hashlib
 import itertools
@@ -465,17 +466,23 @@ class Store:
         return tokens
 
     # -- reports ---------------------------------------------------------------------------------
-    def ingest(self, info: CampaignInfo, batch: Batch, t: int) -> Outcome:
+    def ingest(self, info: CampaignInfo, batch: Batch, t: int, *, conn: Connection | None = None) -> Outcome:
         """Store ``batch`` in its own writing transaction (the ingest thread's path).
 
         The reports are bulk-loaded first; when the load meets a report stored before (a resent
         batch, or a concurrent writer's), the transaction is rolled back and run again on the
         deduplicating path, so a batch without resent reports pays for no duplicate check.
+
+        ``conn``: an open connection outside any transaction to run it on (the writer thread's own,
+        :class:`Ingestor`); without it, one from the pool.
         """
         dedup = False
         for _ in range(5):
             try:
-                with write_tx(self.engine) as conn:
+                if conn is None:
+                    with write_tx(self.engine) as c:
+                        return self.store_batch(c, info, batch, t, dedup=dedup)
+                with conn.begin():
                     return self.store_batch(conn, info, batch, t, dedup=dedup)
             except Resent:
                 dedup = True
@@ -853,16 +860,37 @@ def _ledger_explained(epsilon: float, records: list[dict[str, Any]]) -> str:
     return BudgetLedger.from_records(float(epsilon), records).explain()
 
 
+#: where a unit's outcome goes: a thread's future, or an event loop and one of its futures
+_Waiter = concurrent.futures.Future[Outcome] | tuple[asyncio.AbstractEventLoop, "asyncio.Future[Outcome]"]
+_Unit = tuple[CampaignInfo, Batch, _Waiter]
+
+
+def _resolve(done: list[tuple[asyncio.Future[Outcome], Outcome | BaseException]]) -> None:
+    """On the event loop: settle the futures of one commit (a request that timed out is left alone)."""
+    for fut, result in done:
+        if fut.done():
+            continue
+        if isinstance(result, BaseException):
+            fut.set_exception(result)
+        else:
+            fut.set_result(result)
+
+
 class Ingestor:
     """One writer thread per process: merges concurrent requests' reports into one transaction.
 
     :meth:`submit` enqueues a validated :class:`Batch` and returns a future resolved with its
-    :class:`Outcome` once the transaction that stored it has committed.
+    :class:`Outcome` once the transaction that stored it has committed; :meth:`submit_async`
+    does the same from an event loop with an asyncio future: the writer settles all of one
+    loop's futures of a commit with a single wake-up of that loop (not one per request).
     """
 
     def __init__(self, store: Store) -> None:
         self.store = store
-        self._q: queue.Queue[tuple[CampaignInfo, Batch, concurrent.futures.Future[Outcome]] | None] = queue.Queue()
+        # The writer's own long-lived connection: no pool checkout (PostgreSQL: no pre-ping round
+        # trip) and no reset per transaction; dropped after an error and opened again on next use.
+        self._conn: Connection | None = None
+        self._q: queue.SimpleQueue[_Unit | None] = queue.SimpleQueue()  # C: no lock or condition in Python
         self._thread = threading.Thread(target=self._run, name="privpub-ingestor", daemon=True)
         self._thread.start()
 
@@ -871,9 +899,33 @@ class Ingestor:
         self._q.put((info, batch, fut))
         return fut
 
+    def submit_async(self, info: CampaignInfo, batch: Batch) -> asyncio.Future[Outcome]:
+        """:meth:`submit` for a caller on the running event loop."""
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[Outcome] = loop.create_future()
+        self._q.put((info, batch, (loop, fut)))
+        return fut
+
     def stop(self) -> None:
         self._q.put(None)
         self._thread.join(timeout=10)
+        if not self._thread.is_alive():
+            self._drop()
+
+    def _connection(self) -> Connection:
+        if self._conn is None:
+            self._conn = self.store.engine.connect().execution_options(privpub_write=True)
+        return self._conn
+
+    def _drop(self) -> None:
+        """Close the writer's connection (after an error its state is unknown: it is invalidated)."""
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            try:
+                conn.invalidate()
+                conn.close()
+            except Exception:  # already broken: nothing more to release
+                pass
 
     def _run(self) -> None:
         while True:
@@ -892,38 +944,51 @@ class Ingestor:
                     break
                 units.append(nxt)
                 rows += len(nxt[1])
-            by_campaign: dict[str, list[tuple[CampaignInfo, Batch, concurrent.futures.Future[Outcome]]]] = {}
+            by_campaign: dict[str, list[_Unit]] = {}
             for u in units:
                 by_campaign.setdefault(u[0].id, []).append(u)
             for group in by_campaign.values():
                 self._commit(group)
 
-    def _commit(self, units: list[tuple[CampaignInfo, Batch, concurrent.futures.Future[Outcome]]]) -> None:
+    def _commit(self, units: list[_Unit]) -> None:
         info = units[0][0]
         merged = _merge([u[1] for u in units])
         out: Outcome | None = None
         last: BaseException | None = None
         for attempt in range(3):
             try:
-                out = self.store.ingest(info, merged, now_s())
+                out = self.store.ingest(info, merged, now_s(), conn=self._connection())
                 break
             except sa.exc.OperationalError as exc:  # deadlock, lock timeout, lost connection: try again
                 last = exc
+                self._drop()
                 log.warning("report transaction failed (attempt %d): %s", attempt + 1, type(exc).__name__)
                 time.sleep(0.05 * (attempt + 1))
             except Exception as exc:  # logged without the reports' content
                 last = exc
+                self._drop()
                 log.error("report transaction failed: %s", type(exc).__name__)
                 break
-        if out is None:
-            for _, _, fut in units:
-                fut.set_exception(last or RuntimeError("report transaction failed"))
-            return
+        results: list[Outcome | BaseException] = []
         start = 0
-        for _, batch, fut in units:
+        for _, batch, _ in units:
             k = len(batch)
-            fut.set_result(Outcome(out.status[start:start + k], out.received[start:start + k]))
+            results.append(Outcome(out.status[start:start + k], out.received[start:start + k]) if out is not None
+                           else last or RuntimeError("report transaction failed"))
             start += k
+        loops: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future[Outcome], Outcome | BaseException]]] = {}
+        for (_, _, waiter), result in zip(units, results, strict=True):
+            if isinstance(waiter, tuple):
+                loops.setdefault(waiter[0], []).append((waiter[1], result))
+            elif isinstance(result, BaseException):
+                waiter.set_exception(result)
+            else:
+                waiter.set_result(result)
+        for loop, done in loops.items():
+            try:
+                loop.call_soon_threadsafe(_resolve, done)
+            except RuntimeError:  # the loop is closed (shutdown): nobody waits any more
+                pass
 
 
 def load_reports(engine: Engine, cid: str) -> dict[int, tuple[NDArray[np.uint8], NDArray[np.uint8]]]:

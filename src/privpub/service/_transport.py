@@ -256,7 +256,14 @@ class Guard:
                 await early(scope, receive, watched)
             else:
                 # the body deadline: only where a body may be read (GET and HEAD bodies never are)
-                await self.app(scope, self._deadline(receive) if method in _BODY_METHODS else receive, watched)
+                if method in _BODY_METHODS:
+                    deadline = self._deadline(receive)
+                    try:
+                        await self.app(scope, deadline, watched)
+                    finally:
+                        deadline.close()
+                else:
+                    await self.app(scope, receive, watched)
         except Exception as exc:  # unexpected: one line, no traceback (SQL parameters), no detail
             log.error("unhandled error method=%s path=%s status=500 error=%s", method, template,
                       type(exc).__name__)
@@ -345,27 +352,63 @@ class Guard:
         if not hmac.compare_digest(given, hashlib.sha256(expected.encode("utf-8")).digest()):
             raise ApiError(403, "the admin token is not valid")
 
-    def _deadline(self, receive: Receive) -> Receive:
-        deadline = time.monotonic() + self.config.body_timeout
-        timeout = self.config.body_timeout
+    def _deadline(self, receive: Receive) -> _BodyDeadline:
+        return _BodyDeadline(receive, self.config.body_timeout)
 
-        done = False
-        loop = asyncio.get_running_loop()
 
-        async def timed() -> Message:
-            nonlocal done
-            if done:  # the body is complete: later calls wait for a disconnect, untimed
-                return await receive()
-            try:
-                async with asyncio.timeout_at(loop.time() + max(0.0, deadline - time.monotonic())):
-                    msg = await receive()
-            except TimeoutError:
-                raise BodyTimeout(408, f"the request body did not arrive within {timeout:g} s",
-                                  headers=dict(_CLOSE)) from None
-            done = msg["type"] != "http.request" or not msg.get("more_body", False)
-            return msg
+class _BodyDeadline:
+    """``receive`` with a deadline for the whole body, ``timeout`` seconds from now (408 after it).
 
-        return timed
+    One timer per request, not a timeout context per ``receive`` call: it cancels the request's
+    task only while the task waits in ``receive`` for the body (anything else the task awaits is
+    never cut short; a later ``receive`` past the deadline fails at once). Once the body is
+    complete the timer is cancelled and later calls (waiting for a disconnect) are untimed.
+    :meth:`close` cancels it when the request ends.
+    """
+
+    __slots__ = ("_handle", "_receive", "_task", "done", "late", "timeout", "waiting")
+
+    def __init__(self, receive: Receive, timeout: float) -> None:
+        self._receive = receive
+        self.timeout = timeout
+        self.done = self.late = self.waiting = False
+        self._task: asyncio.Task[Any] | None = None  # the task waiting in receive, if any
+        self._handle: asyncio.TimerHandle | None = asyncio.get_running_loop().call_later(timeout, self._expire)
+
+    def _expire(self) -> None:
+        self._handle = None
+        if self.done:
+            return
+        self.late = True
+        if self.waiting and self._task is not None:
+            self._task.cancel()
+
+    def close(self) -> None:
+        if self._handle is not None:
+            self._handle.cancel()
+            self._handle = None
+
+    def _timed_out(self) -> BodyTimeout:
+        return BodyTimeout(408, f"the request body did not arrive within {self.timeout:g} s", headers=dict(_CLOSE))
+
+    async def __call__(self) -> Message:
+        if self.done:  # the body is complete: later calls wait for a disconnect, untimed
+            return await self._receive()
+        if self.late:
+            raise self._timed_out()
+        self.waiting, self._task = True, asyncio.current_task()
+        try:
+            msg = await self._receive()
+        except asyncio.CancelledError:
+            if self.late and self._task is not None and self._task.uncancel() == 0:
+                raise self._timed_out() from None
+            raise
+        finally:
+            self.waiting, self._task = False, None
+        if msg["type"] != "http.request" or not msg.get("more_body", False):
+            self.done = True
+            self.close()
+        return msg
 
 
 def _has_body(headers: dict[bytes, bytes]) -> bool:
