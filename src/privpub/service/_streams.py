@@ -287,6 +287,9 @@ class Live:
     lock: threading.RLock = field(default_factory=threading.RLock)
     pending: list[tuple[float, int, int, int]] = field(default_factory=list)
     plock: threading.Lock = field(default_factory=threading.Lock)
+    #: held from taking the buffered query log to the commit that writes it, so that a reader who
+    #: flushes (the operator's log) waits for a flush in flight instead of counting before it commits
+    flock: threading.RLock = field(default_factory=threading.RLock)
     closed_at: int | None = None
     #: parts of the state stored in the database (compacted at PARTS_COMPACT)
     parts: int = 1
@@ -576,7 +579,7 @@ class StreamStore:
         live = self.live(sid)
         taken: list[tuple[float, int, int, int]] = []
         try:
-            with write_tx(self.engine) as conn:
+            with live.flock, write_tx(self.engine) as conn:
                 row = conn.execute(sa.select(streams.c.t, streams.c.open_count, streams.c.open_since,
                                              streams.c.log_seq, streams.c.closed_at).where(streams.c.id == sid)
                                    .with_for_update()).one()
@@ -898,7 +901,7 @@ class StreamStore:
             return
         taken: list[tuple[float, int, int, int]] = []
         try:
-            with write_tx(self.engine) as conn:
+            with live.flock, write_tx(self.engine) as conn:
                 taken = self._flush_pending(conn, live)
         except Exception:
             with live.plock:
