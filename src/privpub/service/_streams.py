@@ -897,16 +897,19 @@ class StreamStore:
         return pending
 
     def _flush_queries(self, live: Live) -> None:
-        if not live.pending:
-            return
-        taken: list[tuple[float, int, int, int]] = []
-        try:
-            with live.flock, write_tx(self.engine) as conn:
-                taken = self._flush_pending(conn, live)
-        except Exception:
-            with live.plock:
-                live.pending[:0] = taken
-            raise
+        # the flush lock first: with the buffer empty because another thread's flush took it, wait
+        # for that flush to commit (the operator's log counts the rows right after this)
+        with live.flock:
+            if not live.pending:
+                return
+            taken: list[tuple[float, int, int, int]] = []
+            try:
+                with write_tx(self.engine) as conn:
+                    taken = self._flush_pending(conn, live)
+            except Exception:
+                with live.plock:
+                    live.pending[:0] = taken
+                raise
 
     # -- reading --------------------------------------------------------------------------------
     def _current(self, sid: str) -> Live:
