@@ -138,21 +138,10 @@ def register_service_commands(stream_app: typer.Typer) -> None:
         _need_extra(client=True)
         body: dict[str, Any] = {"name": name, "publisher": method, "window": window, "sensitivity": sensitivity,
                                 "late": late}
-        if epsilon is not None:
-            body["epsilon"] = epsilon
-        if rho is not None:
-            body["rho"] = rho
-        if block_length is not None:
-            body["block_length"] = block_length
-        if step_seconds is not None:
-            body["step_seconds"] = step_seconds
-        if session is not None:
-            body["session"] = session
-        if origin is not None:
-            body["origin"] = origin
+        optional = {"epsilon": epsilon, "rho": rho, "block_length": block_length, "step_seconds": step_seconds,
+                    "session": session, "origin": origin, "log_per_client": log_per_client}
+        body.update({k: v for k, v in optional.items() if v is not None})  # omitted: the service's default
         body["queries_from"] = queries_from
-        if log_per_client is not None:
-            body["log_per_client"] = log_per_client
         check_spec("stream", body, "stream")
         client, _ = connect(url, connect_timeout)
         typer.echo(json.dumps(client.post("/streams", json=body).json(), indent=2))
