@@ -348,7 +348,7 @@ async def _report_batch(call: Call, body: BatchIn) -> tuple[int, dict[str, Any]]
 
 
 #: the report endpoints: served by their routes below and by the fast path (:class:`FastPath`)
-REPORT = Endpoint("POST", "/campaigns/{campaign_id}/reports", _report, body=ReportIn, status=201)
+REPORT = Endpoint("POST", "/campaigns/{campaign_id}/reports", _report, body=ReportIn, status=201, direct=True)
 REPORT_BATCH = Endpoint("POST", "/campaigns/{campaign_id}/reports/batch", _report_batch, body=BatchIn,
                         limit=MAX_BATCH_BODY)
 
@@ -446,14 +446,17 @@ class PrivpubApp(FastAPI):
     #: the service's outermost middleware inside the framework's stack, and the fast path
     _front: ASGIApp | None = None
     _fast: FastPath | None = None
+    _guard: Guard | None = None
 
     def build_middleware_stack(self) -> ASGIApp:
         stack = super().build_middleware_stack()
         node: Any = stack
-        front = fast = None
+        front = fast = guard = None
         for _ in range(32):  # the framework's layers, then ours (each keeps the next as .app)
             if front is None and isinstance(node, CampaignCORS):
                 front = node
+            if guard is None and isinstance(node, Guard):
+                guard = node
             if isinstance(node, FastPath):
                 fast = node
                 break
@@ -461,7 +464,7 @@ class PrivpubApp(FastAPI):
             if node is None:
                 break
         if front is not None and fast is not None:
-            self._front, self._fast = front, fast
+            self._front, self._fast, self._guard = front, fast, guard
         return stack
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -472,6 +475,11 @@ class PrivpubApp(FastAPI):
             found = fast.match(scope["method"], scope["path"]) if fast is not None else None
             if found is not None and self._front is not None:
                 scope["app"] = self
+                endpoint, params = found
+                if (endpoint.direct and self._guard is not None
+                        and await self._guard.direct(scope, receive, send, endpoint.limit,
+                                                     lambda body: endpoint.respond(self, scope, body, params))):
+                    return  # a plain JSON request: served without the middleware layers (Guard.direct)
                 scope[MATCH] = found  # FastPath need not match again
                 await self._front(scope, receive, send)
                 return

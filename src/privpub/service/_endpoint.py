@@ -125,6 +125,9 @@ class Endpoint:
         The request's model (exactly one of them).
     status : int
         The documented success status (the handler returns the actual one).
+    direct : bool
+        A public endpoint whose plain JSON requests the application serves without its middleware
+        layers (:meth:`privpub.service._transport.Guard.direct`: the same checks, inline).
     limit : int
         Largest body in bytes (413 beyond; :class:`~privpub.service._http.BodyLimit` refuses a
         larger announced ``Content-Length`` before either entry sees the request).
@@ -137,6 +140,7 @@ class Endpoint:
     query: type[BaseModel] | None = None
     limit: int = MAX_BODY
     status: int = 200
+    direct: bool = False
     regex: re.Pattern[str] = field(init=False, repr=False, compare=False)
     blocking: bool = field(init=False, repr=False, compare=False)
 

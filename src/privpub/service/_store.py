@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import functools
 import hashlib
 import itertools
 import logging
@@ -52,6 +53,9 @@ N_SHARDS = 8
 _CHUNK = 2000
 #: max reports merged into one writer transaction
 MAX_TX_ROWS = 60_000
+#: PostgreSQL: the writer stores up to this many reports per transaction in two round trips
+#: (:meth:`Store.ingest_pipelined`); larger groups take :meth:`Store.ingest` (one binary COPY)
+PIPELINED_ROWS = 2000
 
 NEW, DUPLICATE, BAD_TOKEN, BAD_ASSIGNMENT, CLOSED, ARCHIVED = 0, 1, 2, 3, 4, 5
 #: longest validity of an assignment in a multi-phase campaign without enrollment
@@ -91,7 +95,13 @@ def now_s() -> int:
 
 
 def iso(ts: int | None) -> str | None:
-    return None if ts is None else datetime.fromtimestamp(int(ts), UTC).isoformat().replace("+00:00", "Z")
+    return None if ts is None else _iso(int(ts))
+
+
+@functools.lru_cache(maxsize=256)
+def _iso(ts: int) -> str:
+    # receipts repeat the same few time buckets: formatted once each
+    return datetime.fromtimestamp(ts, UTC).isoformat().replace("+00:00", "Z")
 
 
 def _epoch(value: Any) -> int | None:
@@ -443,6 +453,10 @@ class Store:
     def is_open(self, conn: Connection, info: CampaignInfo, t: int) -> str | None:
         closed, archived_at = conn.exec_driver_sql(_sql(conn, "SELECT closed, archived_at FROM campaigns WHERE id = ?"),
                                                    (info.id,)).one()
+        return self._closed_reason(info, t, closed, archived_at)
+
+    @staticmethod
+    def _closed_reason(info: CampaignInfo, t: int, closed: Any, archived_at: Any) -> str | None:
         if archived_at is not None:
             return "the campaign is archived"
         if closed:
@@ -452,6 +466,98 @@ class Store:
         if info.closes_at is not None and t >= info.closes_at:
             return f"the campaign closed at {iso(info.closes_at)}"
         return None
+
+    def ingest_pipelined(self, info: CampaignInfo, batch: Batch, t: int, conn: Connection) -> Outcome | None:
+        """PostgreSQL, a small batch of a campaign without tokens or assignments (the single-report
+        writer's usual group): :meth:`ingest` in two round trips instead of eight.
+
+        The same transaction as :meth:`store_batch` with ``dedup=False``, sent with psycopg's
+        pipeline mode: the first round trip reads the campaign's state, locks the aggregate rows
+        and inserts the new reports (one ``INSERT ... SELECT`` per group slicing two ``bytea``: a
+        ``COPY`` cannot be pipelined); the second adds the reports to the aggregates, counts them
+        in their time bucket and commits. A closed or archived campaign rolls it back (nothing
+        stored); a report stored before (a resend) aborts it and returns None: the caller runs
+        :meth:`ingest`, whose deduplicating path finds it. ``conn``: the writer's own connection,
+        outside any transaction.
+        """
+        import psycopg
+
+        n = len(batch)
+        status = np.full(n, NEW, dtype=np.int64)
+        bucket = t - t % info.time_precision
+        received = np.full(n, bucket, dtype=np.int64)
+        view = np.ascontiguousarray(batch.ids).view("V16").ravel()
+        if n == 1:
+            first = inverse = np.zeros(1, dtype=np.int64)
+            repeat = np.zeros(1, dtype=bool)
+            todo = first
+        else:
+            _, first, inverse = np.unique(view, return_index=True, return_inverse=True)
+            repeat = first[inverse] != np.arange(n)
+            status[repeat] = DUPLICATE
+            todo = np.flatnonzero(~repeat)
+            todo = todo[np.argsort(view[todo], kind="stable")]  # append in random-id order, as store_batch
+        parts = _by_group(batch, todo)
+        c = info.id
+        raw = conn.connection.driver_connection
+        assert raw is not None  # an open connection's DBAPI connection
+        shard = next(self._shards)
+        # client-side binding: each round trip is one simple-query message of several statements
+        # (the server-side binding of the extended protocol takes one statement per message)
+        head = ["BEGIN", "SELECT closed, archived_at FROM campaigns WHERE id = %s"]
+        args: list[Any] = [c]
+        for gid, at, payloads in parts:
+            head.append("SELECT n, support FROM aggregates WHERE campaign_id = %s AND group_id = %s AND shard = %s "
+                        "FOR UPDATE")
+            args += [c, gid, shard]
+        for gid, at, payloads in parts:
+            w = int(payloads.shape[1])
+            head.append("INSERT INTO reports (campaign_id, report_id, group_id, payload, received) SELECT %s, "
+                        "substring(%s FROM 16 * i + 1 FOR 16), %s, substring(%s FROM %s * i + 1 FOR %s), %s "
+                        "FROM generate_series(0, %s - 1) AS k(i)")
+            args += [c, np.ascontiguousarray(batch.ids[todo[at]]).tobytes(), gid, payloads.tobytes(), w, w, bucket,
+                     int(at.size)]
+        raw.autocommit = True  # BEGIN and COMMIT are sent inside the round trips, not as their own
+        cur = psycopg.ClientCursor(raw)
+        try:
+            try:
+                cur.execute("; ".join(head), args)
+            except psycopg.errors.UniqueViolation:  # a report stored before: the deduplicating path
+                cur.execute("ROLLBACK")
+                return None
+            cur.nextset()  # BEGIN's empty result
+            row = cur.fetchone()
+            assert row is not None  # the campaign exists (info was read from it)
+            reason = self._closed_reason(info, t, row[0], row[1])
+            if reason is not None:
+                cur.execute("ROLLBACK")
+                status[:] = ARCHIVED if reason == "the campaign is archived" else CLOSED
+                return Outcome(status, received)
+            tail: list[str] = []
+            args = []
+            for gid, at, payloads in parts:
+                cur.nextset()
+                old_n, old = cur.fetchone() or (0, b"")
+                group = info.groups[gid] if gid in info.groups else self.group(info, gid)
+                assert group is not None
+                support = np.frombuffer(old, dtype="<i8") + info.kind.support(group, payloads)
+                tail.append("UPDATE aggregates SET n = %s, support = %s WHERE campaign_id = %s AND group_id = %s "
+                            "AND shard = %s")
+                args += [int(old_n) + int(at.size), support.astype("<i8").tobytes(), c, gid, shard]
+            tail += ["INSERT INTO report_buckets (campaign_id, bucket, shard, n) VALUES (%s, %s, %s, %s) ON CONFLICT "
+                     "(campaign_id, bucket, shard) DO UPDATE SET n = report_buckets.n + excluded.n", "COMMIT"]
+            args += [c, int(bucket), int(shard), int(todo.size)]
+            cur.execute("; ".join(tail), args)
+        except BaseException:
+            if raw.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:  # e.g. the connection was lost
+                raw.rollback()
+            raise
+        finally:
+            cur.close()
+            if raw.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
+                raw.autocommit = False
+        received[repeat] = received[first[inverse]][repeat]
+        return Outcome(status, received)
 
     # -- enrollment tokens -----------------------------------------------------------------------
     def create_tokens(self, cid: str, count: int) -> list[str]:
@@ -957,7 +1063,13 @@ class Ingestor:
         last: BaseException | None = None
         for attempt in range(3):
             try:
-                out = self.store.ingest(info, merged, now_s(), conn=self._connection())
+                conn, t = self._connection(), now_s()
+                out = None
+                if (conn.dialect.name == "postgresql" and len(merged) <= PIPELINED_ROWS
+                        and not info.enrollment and not info.kind.assigned):
+                    out = self.store.ingest_pipelined(info, merged, t, conn)
+                if out is None:
+                    out = self.store.ingest(info, merged, t, conn=conn)
                 break
             except sa.exc.OperationalError as exc:  # deadlock, lock timeout, lost connection: try again
                 last = exc

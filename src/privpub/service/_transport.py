@@ -40,6 +40,7 @@ import re
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -277,6 +278,57 @@ class Guard:
                     _metrics.count_stream(params["stream_id"], "ingest")
                 elif template.endswith(("/range", "/ranges")):
                     _metrics.count_stream(params["stream_id"], "query")
+
+    async def direct(self, scope: Scope, receive: Receive, send: Send, limit: int,
+                     serve: Callable[[Receive], Awaitable[Any]]) -> bool:
+        """Serve a plain JSON request to a public endpoint with what this guard and the body limit
+        would do to it, without their middleware layers (the single-report hot path).
+
+        Plain: ``POST`` with ``Content-Type: application/json``, a ``Content-Length`` of at most
+        ``limit`` bytes (and below :data:`LARGE_BODY`: no memory reservation), no
+        ``Transfer-Encoding``, no ``Origin`` (no CORS), to a route without authentication. Each
+        check the middleware would make then passes: only the body deadline, the unexpected-error
+        answer and the latency metric are left, and they are kept here. ``serve(receive)`` returns
+        the response (or None: the client went away). Returns False, having done nothing, when
+        the request is not plain: the caller sends it through the middleware.
+        """
+        if scope["method"] != "POST":
+            return False
+        ctype = length = None
+        for k, v in scope["headers"]:
+            if k == b"content-type":
+                ctype = v
+            elif k == b"content-length":
+                if length is not None:
+                    return False
+                length = v
+            elif k == b"origin" or k == b"transfer-encoding":
+                return False
+        if (length is None or not length.isdigit() or len(length) > 6 or int(length) > limit
+                or ctype is None or ctype.split(b";", 1)[0].strip().lower() != b"application/json"):
+            return False
+        method = scope["method"]
+        template, auth, _ = self.route(method, scope["path"])
+        if auth is not None:
+            return False
+        from privpub.service import _metrics
+
+        start = time.perf_counter()
+        status = 500
+        deadline = self._deadline(receive)
+        try:
+            response = await serve(deadline)
+            if response is not None:
+                status = response.status_code
+                await response(scope, deadline, send)
+        except Exception as exc:  # unexpected: as __call__ (one line, no traceback, a 500 without detail)
+            log.error("unhandled error method=%s path=%s status=500 error=%s", method, template, type(exc).__name__)
+            status = 500
+            await _json_error(500, "internal error")(scope, receive, send)
+        finally:
+            deadline.close()
+            _metrics.observe_request(method, template, status, time.perf_counter() - start)
+        return True
 
     # -- screening (headers only: no body is read) ---------------------------------------------
     async def _screen(self, scope: Scope, headers: dict[bytes, bytes], method: str, auth: str | None,
