@@ -517,6 +517,9 @@ class Store:
                         "FROM generate_series(0, %s - 1) AS k(i)")
             args += [c, np.ascontiguousarray(batch.ids[todo[at]]).tobytes(), gid, payloads.tobytes(), w, w, bucket,
                      int(at.size)]
+        idle = psycopg.pq.TransactionStatus.IDLE
+        if raw.info.transaction_status != idle:  # not the writer's idle connection: the general path
+            return None
         raw.autocommit = True  # BEGIN and COMMIT are sent inside the round trips, not as their own
         cur = psycopg.ClientCursor(raw)
         try:
@@ -548,13 +551,16 @@ class Store:
                      "(campaign_id, bucket, shard) DO UPDATE SET n = report_buckets.n + excluded.n", "COMMIT"]
             args += [c, int(bucket), int(shard), int(todo.size)]
             cur.execute("; ".join(tail), args)
-        except BaseException:
-            if raw.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:  # e.g. the connection was lost
-                raw.rollback()
-            raise
+        except psycopg.OperationalError as exc:  # e.g. the connection was lost: as SQLAlchemy reports it
+            raise sa.exc.OperationalError(None, None, exc) from exc
         finally:
             cur.close()
-            if raw.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
+            if raw.info.transaction_status != idle and not raw.closed:  # an error inside the transaction
+                try:
+                    raw.execute("ROLLBACK")
+                except psycopg.Error:  # the connection is broken: the writer drops it
+                    pass
+            if raw.info.transaction_status == idle:
                 raw.autocommit = False
         received[repeat] = received[first[inverse]][repeat]
         return Outcome(status, received)
