@@ -17,7 +17,9 @@ no access log). Both servers run side by side; each round loads one, then the ot
 alternates between rounds), after an unmeasured warm-up of each (the first reports compile the
 aggregation kernels, if the cache does not hold them). Server CPU is the user + system time of the
 server's process group (every worker and thread; not the database's processes) over the run.
-Prints one JSON line per run and a summary line: the medians and their ratio.
+Prints one JSON line per run and a summary line: the medians and their ratio. ``--baseline-src``
+adds a third server, another checkout's privpub (e.g. ``/path/to/main/src``), to the alternation:
+before and after a change measured in the same run, under the same load.
 
     python benchmarks/service_wrk.py --backend postgresql --postgres-url postgresql+psycopg://u@127.0.0.1:5432/postgres
 """
@@ -154,6 +156,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3, help="runs of each server, alternated")
     parser.add_argument("--warmup", type=int, default=3, help="unmeasured seconds of load on each server first")
     parser.add_argument("--no-reference", action="store_true", help="load privpub only")
+    parser.add_argument("--baseline-src", type=Path, default=None,
+                        help="also serve another checkout's privpub (its src directory, e.g. main's) on the same "
+                             "database and alternate it with the others: before/after figures from one run")
     args = parser.parse_args()
     if shutil.which("wrk") is None:
         sys.exit("wrk is not installed (Debian: apt-get install wrk)")
@@ -161,31 +166,40 @@ def main() -> None:
         sys.exit("--seconds must be in 1..600, --rounds in 1..20, --warmup in 0..60")
     if args.postgres_url:
         os.environ["PRIVPUB_TEST_POSTGRES_URL"] = args.postgres_url
+    if args.baseline_src is not None and not (args.baseline_src / "privpub" / "__init__.py").is_file():
+        sys.exit(f"--baseline-src {args.baseline_src}: no privpub package there (give a checkout's src directory)")
     with tempfile.TemporaryDirectory(prefix="privpub-wrk-") as tmp:
         gen = fresh_database(args.backend, Path(tmp))
         db = next(gen)
-        server = Server(db, Path(tmp) / "server.log", workers=args.workers).start()
+        servers = {"privpub": Server(db, Path(tmp) / "server.log", workers=args.workers).start()}
+        if args.baseline_src is not None:  # another checkout's privpub on the same database (own campaign)
+            servers["baseline"] = Server(db, Path(tmp) / "baseline.log", workers=args.workers,
+                                         env={"PYTHONPATH": str(args.baseline_src.resolve())}).start()
         ref = None if args.no_reference else Reference(args.workers, Path(tmp) / "reference.log")
         try:
-            with httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {ADMIN_TOKEN}"}) as admin:
-                cid = create(admin, name="wrk", kind="frequency", oracle="OUE", epsilon=1.0,
-                             categories=[str(i) for i in range(D)], min_reports=1)["id"]
+            cids = {}
+            for name, server in servers.items():
+                with httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {ADMIN_TOKEN}"}) as admin:
+                    cids[name] = create(admin, name="wrk", kind="frequency", oracle="OUE", epsilon=1.0,
+                                        categories=[str(i) for i in range(D)], min_reports=1)["id"]
             script = Path(tmp) / "reports.lua"
             script.write_text(LUA)
-            assert server.proc is not None
-            targets = {"privpub": (server.proc.pid, f"{server.url}/campaigns/{cid}/reports")}
+            targets = {}
+            for name, server in servers.items():
+                assert server.proc is not None
+                targets[name] = (server.proc.pid, f"{server.url}/campaigns/{cids[name]}/reports")
             if ref is not None:
-                targets["reference"] = (ref.proc.pid, f"{ref.url}/campaigns/{cid}/reports")
-            answered = 0  # receipts so far (the stored count grows over the runs)
+                targets["reference"] = (ref.proc.pid, f"{ref.url}/campaigns/{cids['privpub']}/reports")
+            answered = dict.fromkeys(servers, 0)  # receipts so far (the stored count grows over the runs)
 
-            def stored() -> int:
-                with httpx.Client(base_url=server.url) as client:
-                    return int(client.get(f"/campaigns/{cid}/status").json()["n_reports"])
+            def stored(name: str) -> int:
+                with httpx.Client(base_url=servers[name].url) as client:
+                    return int(client.get(f"/campaigns/{cids[name]}/status").json()["n_reports"])
 
             if args.warmup:
                 for _, url in targets.values():
                     _wrk(args, script, url, args.warmup)
-                answered = stored()
+                answered = {name: stored(name) for name in servers}
             results: dict[str, list[float]] = {name: [] for name in targets}
             for r in range(args.rounds):
                 order = list(targets) if r % 2 == 0 else list(reversed(targets))
@@ -195,13 +209,14 @@ def main() -> None:
                     ok, other, p50, p99 = _wrk(args, script, url, args.seconds)
                     cpu1, load1 = server_cpu_seconds(pgid), os.getloadavg()[0]
                     line: dict[str, object] = {"server": name, "round": r + 1}
-                    if name == "privpub":
-                        n = stored()
-                        if not 0 <= n - answered - ok <= args.connections:
-                            sys.exit(f"stored {n - answered} reports for {ok} receipts over {args.connections} "
-                                     "connections")
-                        line.update(backend=args.backend, stored=n - answered, unanswered_at_stop=n - answered - ok)
-                        answered = n
+                    if name in servers:
+                        n = stored(name)
+                        if not 0 <= n - answered[name] - ok <= args.connections:
+                            sys.exit(f"{name}: stored {n - answered[name]} reports for {ok} receipts over "
+                                     f"{args.connections} connections")
+                        line.update(backend=args.backend, stored=n - answered[name],
+                                    unanswered_at_stop=n - answered[name] - ok)
+                        answered[name] = n
                     cpu_ms = 1e3 * (cpu1 - cpu0) / max(ok, 1)
                     results[name].append(cpu_ms)
                     line.update(workers=args.workers, connections=args.connections, seconds=args.seconds,
@@ -214,10 +229,13 @@ def main() -> None:
             for name, vals in results.items():
                 summary[f"{name}_cpu_ms_per_request_median"] = round(statistics.median(vals), 4)
             if ref is not None:
-                summary["ratio"] = round(statistics.median(results["privpub"]) / statistics.median(results["reference"]), 2)
+                for name in servers:
+                    key = "ratio" if name == "privpub" else f"{name}_ratio"
+                    summary[key] = round(statistics.median(results[name]) / statistics.median(results["reference"]), 2)
             print(json.dumps(summary), flush=True)
         finally:
-            server.stop()
+            for server in servers.values():
+                server.stop()
             if ref is not None:
                 ref.stop()
             for _ in gen:

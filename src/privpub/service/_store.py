@@ -506,7 +506,7 @@ class Store:
         # (the server-side binding of the extended protocol takes one statement per message)
         head = ["BEGIN", "SELECT closed, archived_at FROM campaigns WHERE id = %s"]
         args: list[Any] = [c]
-        for gid, at, payloads in parts:
+        for gid, _, _ in parts:
             head.append("SELECT n, support FROM aggregates WHERE campaign_id = %s AND group_id = %s AND shard = %s "
                         "FOR UPDATE")
             args += [c, gid, shard]
