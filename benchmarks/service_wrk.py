@@ -171,12 +171,15 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="privpub-wrk-") as tmp:
         gen = fresh_database(args.backend, Path(tmp))
         db = next(gen)
-        servers = {"privpub": Server(db, Path(tmp) / "server.log", workers=args.workers).start()}
+        servers = {"privpub": Server(db, Path(tmp) / "server.log", workers=args.workers)}
         if args.baseline_src is not None:  # another checkout's privpub on the same database (own campaign)
-            servers["baseline"] = Server(db, Path(tmp) / "baseline.log", workers=args.workers,
-                                         env={"PYTHONPATH": str(args.baseline_src.resolve())}).start()
-        ref = None if args.no_reference else Reference(args.workers, Path(tmp) / "reference.log")
+            servers["baseline"] = Server(db, Path(tmp) / "baseline.log", workers=args.workers)
+            servers["baseline"].env["PYTHONPATH"] = str(args.baseline_src.resolve())
+        ref = None
         try:
+            for server in servers.values():
+                server.start()
+            ref = None if args.no_reference else Reference(args.workers, Path(tmp) / "reference.log")
             cids = {}
             for name, server in servers.items():
                 with httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {ADMIN_TOKEN}"}) as admin:

@@ -56,6 +56,10 @@ MAX_TX_ROWS = 60_000
 #: PostgreSQL: the writer stores up to this many reports per transaction in two round trips
 #: (:meth:`Store.ingest_pipelined`); larger groups take :meth:`Store.ingest` (one binary COPY)
 PIPELINED_ROWS = 2000
+#: the writer waits up to LINGER_SECONDS for a group of fewer than LINGER_ROWS reports to grow,
+#: when the group before it held several requests (concurrent load; a lone request never waits)
+LINGER_SECONDS = 0.002
+LINGER_ROWS = 32
 
 NEW, DUPLICATE, BAD_TOKEN, BAD_ASSIGNMENT, CLOSED, ARCHIVED = 0, 1, 2, 3, 4, 5
 #: longest validity of an assignment in a multi-phase campaign without enrollment
@@ -1003,6 +1007,7 @@ class Ingestor:
         # trip) and no reset per transaction; dropped after an error and opened again on next use.
         self._conn: Connection | None = None
         self._q: queue.SimpleQueue[_Unit | None] = queue.SimpleQueue()  # C: no lock or condition in Python
+        self._last = 0  # requests in the last group
         self._thread = threading.Thread(target=self._run, name="privpub-ingestor", daemon=True)
         self._thread.start()
 
@@ -1046,9 +1051,13 @@ class Ingestor:
                 return
             units = [first]
             rows = len(first[1])
+            # under concurrent load (the last group had several requests), wait a moment for more
+            # to join a small group: the writer's cost is per transaction, not per report
+            linger = time.monotonic() + LINGER_SECONDS if self._last > 1 else 0.0
             while rows < MAX_TX_ROWS:
                 try:
-                    nxt = self._q.get_nowait()
+                    wait = linger - time.monotonic() if rows < LINGER_ROWS else 0.0
+                    nxt = self._q.get(timeout=wait) if wait > 0 else self._q.get_nowait()
                 except queue.Empty:
                     break
                 if nxt is None:
@@ -1056,6 +1065,7 @@ class Ingestor:
                     break
                 units.append(nxt)
                 rows += len(nxt[1])
+            self._last = len(units)
             by_campaign: dict[str, list[_Unit]] = {}
             for u in units:
                 by_campaign.setdefault(u[0].id, []).append(u)
