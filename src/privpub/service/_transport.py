@@ -317,14 +317,17 @@ class Guard:
         status = 500
         deadline = self._deadline(receive)
         try:
-            response = await serve(deadline)
+            try:
+                response = await serve(deadline)
+            except Exception as exc:  # unexpected: as __call__ (one line, no traceback, a 500 without detail)
+                log.error("unhandled error method=%s path=%s status=500 error=%s", method, template,
+                          type(exc).__name__)
+                response = _json_error(500, "internal error")
             if response is not None:
                 status = response.status_code
                 await response(scope, deadline, send)
-        except Exception as exc:  # unexpected: as __call__ (one line, no traceback, a 500 without detail)
+        except Exception as exc:  # sending failed (the answer may have started): logged, nothing more sent
             log.error("unhandled error method=%s path=%s status=500 error=%s", method, template, type(exc).__name__)
-            status = 500
-            await _json_error(500, "internal error")(scope, receive, send)
         finally:
             deadline.close()
             _metrics.observe_request(method, template, status, time.perf_counter() - start)
