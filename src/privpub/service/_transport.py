@@ -49,6 +49,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
+from privpub.service import _metrics
+
 __all__ = ["Guard", "HeaderTimeoutProtocol", "TransportConfig", "admin_token_problem"]
 
 log = logging.getLogger("privpub.service")
@@ -228,8 +230,6 @@ class Guard:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        from privpub.service import _metrics
-
         start = time.perf_counter()
         method = scope["method"]
         template, auth, params = self.route(method, scope["path"])
@@ -311,8 +311,6 @@ class Guard:
         template, auth, _ = self.route(method, scope["path"])
         if auth is not None:
             return False
-        from privpub.service import _metrics
-
         start = time.perf_counter()
         status = 500
         deadline = self._deadline(receive)
@@ -343,8 +341,6 @@ class Guard:
                                    "Content-Type")
         if auth is None:
             return None
-        from privpub.service import _metrics
-
         raw = headers.get(b"authorization", b"").decode("latin-1")
         scheme, _, token = raw.partition(" ")
         token = token.strip()
