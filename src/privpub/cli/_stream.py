@@ -227,7 +227,8 @@ def register(app: typer.Typer, reproduce_app: typer.Typer) -> None:
             data = pub.bound_events(steps - 1, ids)
         else:
             data = read_series(input, column)
-            notice = unit_notice(None, privacy_id, epsilon if rho is None else rho, unit="event")  # a series has no public id statement
+            amount = next(v for v in (epsilon, rho) if v is not None)  # checked: exactly one is given
+            notice = unit_notice(None, privacy_id, amount, unit="event")  # a series has no public id statement
             if notice is not None and not quiet:
                 typer.echo(notice, err=True)
         check_stream_sizes(method, window, height, len(data))
