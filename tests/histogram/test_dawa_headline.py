@@ -31,6 +31,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from privpub.experiments.histogram import DPBENCH_DAWA_REPORTED, DPBENCH_REPORTED_SE
 from privpub.histogram import (
     DAWA,
     LaplaceHistogram,
@@ -45,15 +46,10 @@ RATIO = 0.25
 
 #: DPBench Figure 2(a): log10 of DAWA's mean scaled error at scale 1000, ε = 0.1, per data set
 #: (privpub registry name -> value; the figure's names are HEPTH, ADULT, NETTRACE, SEARCH,
-#: LC-REQ-ALL, MD-SAL)
-FIG2A_DAWA = {
-    "HEPTH": -3.047,
-    "ADULTFRANK": -3.094,
-    "NETTRACE": -3.106,
-    "SEARCHLOGS": -3.152,
-    "LC-REQ": -3.011,
-    "MD-SAL": -3.061,
-}
+#: LC-REQ-ALL, MD-SAL). One copy, in the reproduction report's module.
+FIG2A_DAWA = {key.removeprefix("dpbench_1d/"): value for key, value in DPBENCH_DAWA_REPORTED.items()}
+assert FIG2A_DAWA == {"HEPTH": -3.047, "ADULTFRANK": -3.094, "NETTRACE": -3.106, "SEARCHLOGS": -3.152,
+                      "LC-REQ": -3.011, "MD-SAL": -3.061}
 #: Figure 2(a)'s data-independent lines at scale 1000 (the same value on every set: the noise does
 #: not depend on the data and the study reuses the 4 algorithm seeds): Identity and HB
 FIG2A_IDENTITY = -2.149
@@ -66,6 +62,7 @@ REPORTED_RUNS = 20
 #: the largest run-to-run coefficient of variation of DAWA's error at scale 1000 on the six sets
 REPORTED_CV = 0.75
 SE_REPORTED = REPORTED_CV / math.sqrt(REPORTED_RUNS) / math.log(10)
+assert math.isclose(SE_REPORTED, DPBENCH_REPORTED_SE)
 #: Identity's points are means over the 4 algorithm seeds only (the data sample does not move
 #: Identity's error); Identity's CV on the prefix workload is 0.53
 SE_REPORTED_IDENTITY = 0.53 / math.sqrt(4) / math.log(10)
@@ -275,3 +272,19 @@ def test_papers_noise_level_is_not_eps1_dp_and_privpubs_is(n: int) -> None:
     assert math.isclose(paper, eps1 * delta / 2.0, rel_tol=1e-9)
     assert paper > eps1 * 1.2  # n = 4: 1.25 eps1; n = 4096: 10.9 eps1
     assert math.isclose(log_ratio(delta / eps1), eps1, rel_tol=1e-9)
+
+
+def test_report_section_counts_its_verdict_from_the_runs() -> None:
+    """The reproduction report's DPBench subsection: one row per (set, trial) at scale 1000, and the
+    verdict's k of n counted from the table's tolerances (here on surrogates under DPBench names)."""
+    from privpub.experiments import histogram as exp
+
+    hists = {"dpbench_1d/HEPTH": exp.synthetic_like("nettrace", n=256, seed=1),
+             "dpbench_1d/NETTRACE": exp.synthetic_like("waitakere", n=300, seed=1), "other": np.ones(8)}
+    rows = exp.dpbench_headline(hists, trials=5)
+    assert set(rows["dataset"]) == {"dpbench_1d/HEPTH", "dpbench_1d/NETTRACE"} and len(rows) == 10
+    text = exp._headline_md(rows)
+    k = sum(abs(float(cell.split(" ± ")[0])) <= float(cell.split(" ± ")[1])
+            for cell in (line.rsplit("|", 2)[1].strip() for line in text.splitlines() if line.startswith("| ")
+                         and "±" in line and "tolerance" not in line))
+    assert f"within the tolerance on {k} of 2 sets" in text
