@@ -87,8 +87,8 @@ def _paper_noise_dawa(x: np.ndarray, gen: np.random.Generator) -> np.ndarray:
 
     Test-only calibration of the protocol: the same kernels as privpub's DAWA, but the noise level
     the paper and DPBench's code use (whose privacy privpub could not verify, see
-    ``privpub.histogram.DAWA``). DPBench's code considers every interval, this the aligned dyadic
-    ones (as the paper's approximate variant).
+    ``privpub.histogram.DAWA``). DPBench's DAWA uses the paper's approximate variant (intervals of
+    length 2^k at every offset); this uses the aligned ones only.
     """
     n = x.size
     eps1, eps2 = RATIO * EPSILON, (1 - RATIO) * EPSILON
