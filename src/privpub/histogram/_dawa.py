@@ -171,8 +171,9 @@ def greedy_h_weights(boundaries: ArrayLike, n: int) -> tuple[NDArray[np.int64], 
     4096 single-bin buckets its all-ranges error is twice that of equal weights per level. So
     three data-independent strategies are scored by the same recursion's *exact* error of the
     whole tree and the best is returned: the paper's greedy search, the same search with
-    DPBench's depth decay (``greedyH.py``: the parent's own query counts ``2^(-depth/2)``), and
-    equal weights along every path. Reads only the boundaries. Compiled (Numba), O(n log k).
+    DPBench's depth decay (``greedyH.py``: the parent's own query counts ``2^(-depth/2)`` and the
+    decayed objective is carried up; reproduced exactly, see the tests), and equal weights
+    along every path. Reads only the boundaries. Compiled (Numba), O(n log k).
 
     Returns
     -------
@@ -209,7 +210,9 @@ def _greedy_h(boundaries: ArrayLike, n: int, strategy: str = "best"
     best: tuple[NDArray[np.float64], float] | None = None
     for name in names:
         fixed, decay = candidates[name]
-        weights, error, _ = jit.greedy_h(b, float(n), spans, children, _GRID, fixed, decay)
+        weights, error, splits = jit.greedy_h(b, float(n), spans, children, _GRID, fixed, decay)
+        if decay:  # the decayed search carries a heuristic objective: score its splits exactly
+            weights, error, _ = jit.greedy_h(b, float(n), spans, children, _GRID, splits, False)
         if best is None or error < best[1]:
             best = (np.asarray(weights), float(error))
     assert best is not None

@@ -252,8 +252,10 @@ def greedy_h(b, n, spans, children, grid, fixed, decay):
     all-ranges error; see :func:`privpub.histogram.greedy_h_weights`.
 
     ``fixed[v] >= 0`` imposes node ``v``'s split instead of searching the grid. ``decay`` applies
-    DPBench's heuristic (the parent's own query counts ``2^(-depth/2)`` in the search); the
-    returned error is always the exact one of the chosen splits.
+    DPBench's heuristic (the parent's own query counts ``2^(-depth/2)`` in the search, and the
+    decayed objective is carried up, as ``greedyH.py``). The returned error is exact for fixed
+    splits and for the search without decay; re-run with ``fixed = p_choice`` for the exact error
+    of a decayed search.
     """
     m = spans.shape[0]
     k = b.size - 1
@@ -279,7 +281,9 @@ def greedy_h(b, n, spans, children, grid, fixed, decay):
         ks = kk[c1] + kk[c2]
         t = err[c1] + err[c2]
         q = _range_gram(n, b, u, lo, hi)
-        if fixed[v] >= 0:
+        searched = fixed[v] < 0
+        best = 0.0
+        if not searched:
             pj = fixed[v]
         else:
             dec = 2.0 ** (-depth[v] / 2.0) if decay else 1.0
@@ -299,7 +303,8 @@ def greedy_h(b, n, spans, children, grid, fixed, decay):
                     pj = p
         a2 = (1.0 - pj) * (1.0 - pj)
         denom = pj * pj + a2 * ks
-        err[v] = (t - a2 * q / denom) / (pj * pj)
+        # a searched node carries the searched objective up (with decay: DPBench's decayed one)
+        err[v] = best if searched else (t - a2 * q / denom) / (pj * pj)
         kk[v] = ks / denom
         for s in range(lo, hi):
             u[s] /= denom
