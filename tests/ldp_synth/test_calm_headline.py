@@ -1,6 +1,6 @@
 """CALM's headline measurement: the error of 3-way marginals against epsilon (issue 26, acceptance 1).
 
-The CALM paper (Zhang, Wang, Li, He, Chen, CCS 2018, Sec. 6) plots the error of k-way marginals
+The CALM paper (Zhang, Wang, Li, He, Chen, CCS 2018) evaluates the error of k-way marginals
 against epsilon on its data sets. **Its numbers are not reachable from this project**: the paper is
 not in the stored corpora (only its abstract and reference lists are), and the authors never
 released CALM's code (github.com/vvv214/LDP_Protocols README: "The source code is not opened yet").
@@ -19,8 +19,8 @@ we hold, in the paper's metric, so that a reader with the paper can put its read
 independent runs (seeds 10-17, not the seeds the test uses). The test makes one run (seed 0), so its
 difference from the pinned mean has standard deviation ``sd * sqrt(1 + 1/8)``; it must lie within 5
 of those (5 rather than 4 because ``sd`` is itself estimated from 8 runs): a correct CALM fails
-with probability well below 1e-3, while the negative controls (uniform marginals, the paper's "Uni"
-line, and CALM at epsilon / 8) lie 25-35 of them away.
+with probability well below 1e-3, while the negative controls (uniform marginals, and CALM at
+epsilon / 8) lie 16-33 of them away.
 """
 
 from __future__ import annotations
@@ -99,7 +99,7 @@ def test_calm_3way_error_matches_its_pinned_level_at_epsilon_1_and_2(name: str, 
         assert abs(measured[eps] - mean) <= _tolerance(sd), (name, eps, measured[eps], mean)
     # the paper's trend: the error falls with epsilon
     assert measured[2.0] < measured[1.0]
-    # negative control 1: uniform marginals (the paper's "Uni" line) are far outside the band at epsilon 1
+    # negative control 1: uniform marginals are far outside the band at epsilon 1
     mean, sd = PINNED[(name, 1.0)]
     assert _uniform_avd3(data) - mean > 2 * _tolerance(sd)
 
