@@ -269,6 +269,60 @@ def _id_order(ids: NDArray[np.uint8]) -> tuple[NDArray[np.int64], NDArray[np.int
     return order.astype(np.int64, copy=False), first
 
 
+def _id_keys(ids: NDArray[np.uint8]) -> NDArray[np.uint64]:
+    """The first 8 bytes of each id as an integer (ids sorted by bytes have sorted keys)."""
+    return np.ascontiguousarray(ids).view(">u8")[:, 0].astype(np.uint64)
+
+
+class RecentIds:
+    """Keys (:func:`_id_keys`) of the reports this process stored lately, per campaign: a predictor
+    of which reports of a batch are resent, so that only those are probed in the database.
+
+    Never trusted alone: the predicted reports are probed (the database says whether they are
+    stored, and when), and a stored report the predictor missed (stored by another process,
+    before a restart, or forgotten) makes the bulk load fail with a unique violation, after which
+    every id of the batch is probed. A key shared by two ids only costs a probe. Kept as a few
+    sorted runs per campaign (merged as they grow, like a binary counter); past ``capacity`` keys
+    in all, the oldest runs are forgotten. Commits of fewer than ``min_batch`` reports are not
+    recorded (their resent reports are all within the first statement's sample).
+    """
+
+    def __init__(self, capacity: int = 1 << 22, min_batch: int = 256) -> None:
+        self.capacity = capacity
+        self.min_batch = min_batch
+        self._lock = threading.Lock()
+        self._runs: dict[str, list[tuple[int, NDArray[np.uint64]]]] = {}  # campaign -> [(age, sorted keys)]
+        self._age = 0
+        self._size = 0
+
+    def add(self, cid: str, keys: NDArray[np.uint64]) -> None:
+        """Record the keys of reports just committed."""
+        if keys.size < self.min_batch:
+            return
+        keys = np.sort(keys)
+        with self._lock:
+            self._age += 1
+            runs = self._runs.setdefault(cid, [])
+            runs.append((self._age, keys))
+            self._size += keys.size
+            while len(runs) > 1 and runs[-2][1].size <= 2 * runs[-1][1].size:
+                (a, x), (_, y) = runs[-2], runs.pop()
+                runs[-1] = (a, np.sort(np.concatenate((x, y)), kind="stable"))  # two sorted runs: a merge
+            while self._size > self.capacity:
+                cid_old = min((r[0][0], c) for c, r in self._runs.items() if r)[1]
+                self._size -= self._runs[cid_old].pop(0)[1].size
+
+    def find(self, cid: str, keys: NDArray[np.uint64]) -> NDArray[np.bool_]:
+        """Per key: whether it was recorded for ``cid``."""
+        hit = np.zeros(keys.size, dtype=bool)
+        with self._lock:
+            runs = list(self._runs.get(cid, ()))
+        for _, run in runs:
+            at = np.minimum(np.searchsorted(run, keys), run.size - 1)
+            hit |= run[at] == keys
+        return hit
+
+
 def _sql(conn: Connection, text: str) -> str:
     """``text`` with ``?`` placeholders in the driver's parameter style (psycopg: ``%s``).
 
@@ -284,7 +338,7 @@ class Resent(Exception):
 
 
 def _append(conn: Connection, cid: str, batch: Batch, todo: NDArray[np.int64], bucket: int, *,
-            dedup: bool) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+            dedup: bool, probe: NDArray[np.bool_] | None = None) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
     """Insert the rows ``todo`` (sorted by id) into ``reports``, each report at most once.
 
     Returns the rows of ``batch`` found already stored and their stored times; every other row of
@@ -296,6 +350,9 @@ def _append(conn: Connection, cid: str, batch: Batch, todo: NDArray[np.int64], b
     some reports were stored before: :class:`Resent` is raised and the caller runs the transaction
     again with ``dedup=True``, which first finds the stored ones with one probe of the primary key
     in the database (:func:`_append_pg_dedup`, :func:`_append_sqlite_dedup`) and loads the others.
+    ``probe`` (with ``dedup=True``), a mask over ``todo``: probe only those rows (the ones
+    :class:`RecentIds` predicts stored) and bulk-load the others, which raises :class:`Resent` if
+    one of them was stored too.
     """
     none = np.zeros(0, dtype=np.int64)
     if todo.size == 0:
@@ -306,9 +363,9 @@ def _append(conn: Connection, cid: str, batch: Batch, todo: NDArray[np.int64], b
     cur = raw.cursor()
     try:
         if dedup:
-            at, when = _append_pg_dedup(cur, cid, batch, todo, bucket) if pg else \
-                _append_sqlite_dedup(cur, cid, batch, todo, bucket)
-            return todo[at], when
+            probed = todo if probe is None else todo[probe]
+            return _append_pg_dedup(cur, cid, batch, todo, probed, bucket) if pg else \
+                _append_sqlite_dedup(cur, cid, batch, todo, probed, bucket)
         if pg:
             with cur.copy("COPY reports (campaign_id, report_id, group_id, payload, received) "
                           "FROM STDIN (FORMAT BINARY)") as cp:
@@ -317,7 +374,7 @@ def _append(conn: Connection, cid: str, batch: Batch, todo: NDArray[np.int64], b
             _sqlite_insert(cur, cid, batch, todo, bucket)
         return none, none
     except Exception as exc:
-        if _is_unique_violation(exc):  # PostgreSQL (dedup): a concurrent writer committed one meanwhile
+        if _is_unique_violation(exc):  # also (dedup): a report not probed, or a concurrent writer's
             raise Resent("some reports were stored before") from None
         raise
     finally:
@@ -343,45 +400,46 @@ def _sqlite_insert(cur: Any, cid: str, batch: Batch, todo: NDArray[np.int64], bu
                      payloads.tobytes(), w, w, bucket))
 
 
-def _append_sqlite_dedup(cur: Any, cid: str, batch: Batch, todo: NDArray[np.int64], bucket: int
-                         ) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
-    """SQLite, some reports stored before: one join finds them, the others are inserted (the
-    transaction holds the database's write lock, so nothing is stored in between)."""
+def _append_sqlite_dedup(cur: Any, cid: str, batch: Batch, todo: NDArray[np.int64], probed: NDArray[np.int64],
+                         bucket: int) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """SQLite, some reports stored before: one join finds which of the rows ``probed`` are, the
+    other rows of ``todo`` are inserted (the transaction holds the database's write lock, so
+    nothing is stored in between). Returns the rows found stored and their stored times."""
     found = cur.execute(_SQLITE_ROWS + "SELECT k.i, r.received FROM k JOIN reports r ON r.campaign_id = ? "
                         "AND r.report_id = substr(?, 16 * k.i + 1, 16)",
-                        (int(todo.size), cid, np.ascontiguousarray(batch.ids[todo]).tobytes())).fetchall()
+                        (int(probed.size), cid, np.ascontiguousarray(batch.ids[probed]).tobytes())).fetchall()
     got = np.array(found, dtype=np.int64).reshape(-1, 2)
-    keep = np.ones(todo.size, dtype=bool)
-    keep[got[:, 0]] = False
-    _sqlite_insert(cur, cid, batch, todo[keep], bucket)
-    return got[:, 0], got[:, 1]
+    stored = probed[got[:, 0]]
+    _sqlite_insert(cur, cid, batch, todo[~np.isin(todo, stored)], bucket)
+    return stored, got[:, 1]
 
 
-def _append_pg_dedup(cur: Any, cid: str, batch: Batch, todo: NDArray[np.int64], bucket: int
-                     ) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
-    """PostgreSQL, some reports stored before: one statement probes the primary key for every id
-    (sent as one ``bytea``; the stored ones come back as two ``bytea``, positions and stored times,
-    not a row each), then one binary COPY appends the others. A concurrent writer that stores one
-    of them in between makes the COPY fail with a unique violation (:meth:`Store.ingest` retries).
+def _append_pg_dedup(cur: Any, cid: str, batch: Batch, todo: NDArray[np.int64], probed: NDArray[np.int64],
+                     bucket: int) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """PostgreSQL, some reports stored before: one statement probes the primary key for the rows
+    ``probed`` (ids sent as one ``bytea``; the stored ones come back as two ``bytea``, positions
+    and stored times, not a row each), then one binary COPY appends the other rows of ``todo``.
+    A concurrent writer that stores one of them in between makes the COPY fail with a unique
+    violation (:meth:`Store.ingest` retries). Returns the rows found stored and their stored times.
     The transaction's first statement turned JIT off (:meth:`Store._open_pg`)."""
     cur.execute(
         "SELECT string_agg(int4send(k.i), ''::bytea ORDER BY k.i), string_agg(int8send(r.received), ''::bytea "
         "ORDER BY k.i) FROM generate_series(0, %(n)s - 1) AS k(i) CROSS JOIN LATERAL (SELECT received FROM reports "
         "WHERE campaign_id = %(c)s AND report_id = substring(%(ids)s FROM 16 * k.i + 1 FOR 16) LIMIT 1) AS r",
-        {"n": int(todo.size), "c": cid, "ids": np.ascontiguousarray(batch.ids[todo]).tobytes()})
+        {"n": int(probed.size), "c": cid, "ids": np.ascontiguousarray(batch.ids[probed]).tobytes()})
     row = cur.fetchone()
     at = np.zeros(0, dtype=np.int64)
     when = np.zeros(0, dtype=np.int64)
     if row is not None and row[0] is not None:
         at = np.frombuffer(row[0], dtype=">i4").astype(np.int64)
         when = np.frombuffer(row[1], dtype=">i8").astype(np.int64)
-    keep = np.ones(todo.size, dtype=bool)
-    keep[at] = False
-    if keep.any():
+    stored = probed[at]
+    rest = todo[~np.isin(todo, stored)]
+    if rest.size:
         with cur.copy("COPY reports (campaign_id, report_id, group_id, payload, received) "
                       "FROM STDIN (FORMAT BINARY)") as cp:
-            cp.write(_pg_copy_data(batch, todo[keep], cid, bucket))
-    return at, when
+            cp.write(_pg_copy_data(batch, rest, cid, bucket))
+    return stored, when
 
 
 class Store:
@@ -392,6 +450,7 @@ class Store:
         self._cache: dict[str, CampaignInfo] = {}
         self._lock = threading.Lock()
         self._shards = itertools.cycle(np.random.default_rng(secrets.randbits(64)).permutation(N_SHARDS).tolist())
+        self.recent = RecentIds()  # reports this process stored: which of a batch to probe
 
     # -- campaigns -------------------------------------------------------------------------------
     def create_campaign(self, body: dict[str, Any]) -> CampaignInfo:
@@ -517,7 +576,9 @@ class Store:
 
         The reports are bulk-loaded first; when the load meets a report stored before (a resent
         batch, or a concurrent writer's), the transaction is rolled back and run again on the
-        deduplicating path, so a batch without resent reports pays for no duplicate check.
+        deduplicating path, so a batch without resent reports pays for no duplicate check. A batch
+        whose sampled ids (:meth:`store_batch`) are stored goes to the deduplicating path at once.
+        The reports stored are recorded in :attr:`recent` once committed.
 
         ``conn``: an open connection outside any transaction to run it on (the writer thread's own,
         :class:`Ingestor`); without it, one from the pool.
@@ -527,9 +588,12 @@ class Store:
             try:
                 if conn is None:
                     with write_tx(self.engine) as c:
-                        return self.store_batch(c, info, batch, t, dedup=dedup)
-                with conn.begin():
-                    return self.store_batch(conn, info, batch, t, dedup=dedup)
+                        out = self.store_batch(c, info, batch, t, dedup=dedup)
+                else:
+                    with conn.begin():
+                        out = self.store_batch(conn, info, batch, t, dedup=dedup)
+                self.recent.add(info.id, _id_keys(batch.ids[out.status == NEW]))
+                return out
             except Resent:
                 dedup = True
         raise Unavailable("the reports could not be stored while other writers stored the same ids; "
@@ -542,7 +606,8 @@ class Store:
         ``dedup=False`` skips the duplicate check and raises :class:`Resent` (the transaction is
         then unusable on PostgreSQL) when a report was stored before; see :meth:`ingest`. Even
         then, :data:`SAMPLE` of the ids are probed first, and a batch with one of them stored
-        takes the deduplicating path at once.
+        takes the deduplicating path at once, probing only the reports :attr:`recent` predicts
+        stored when it knows the sampled ones (and all of them otherwise).
         """
         n = len(batch)
         status = np.full(n, NEW, dtype=np.int64)
@@ -571,8 +636,10 @@ class Store:
         if reason is not None:
             status[:] = ARCHIVED if reason == "the campaign is archived" else CLOSED
             return Outcome(status, received)
+        predicted = False
         if hits:
             dedup = True
+            predicted = int(self.recent.find(c, _id_keys(batch.ids[sample])).sum()) >= hits
         if checked:
             ids_b = [bytes(r) for r in batch.ids]
             cand = np.flatnonzero(~repeat)
@@ -589,7 +656,8 @@ class Store:
             self._consume(conn, assignments, c, batch.assignments or [""] * n, status, BAD_ASSIGNMENT,
                           assignments.c.group_id, batch.groups)
         todo = order[status[order] == NEW]  # append in random-id order, not arrival order
-        stored, when = _append(conn, c, batch, todo, bucket, dedup=dedup)  # stored before
+        probe = self.recent.find(c, _id_keys(batch.ids[todo])) if predicted else None
+        stored, when = _append(conn, c, batch, todo, bucket, dedup=dedup, probe=probe)  # stored before
         status[stored] = DUPLICATE
         received[stored] = when
         new_mask = status == NEW
