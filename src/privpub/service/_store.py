@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import hashlib
 import itertools
 import logging
@@ -19,7 +20,7 @@ import secrets
 import struct
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -238,8 +239,9 @@ def _pg_copy_data(batch: Batch, todo: NDArray[np.int64], cid: str, bucket: int) 
 #: the deduplicating path instead of a bulk load that would fail (a batch with 10% resent reports
 #: hits with probability 1 - 0.9^32 = 0.97; one that misses still fails its load and is rerun)
 SAMPLE = 32
-_PG_SAMPLE = ("(SELECT count(*) FROM unnest(%(sample)s::bytea[]) AS k(id) CROSS JOIN LATERAL "
-              "(SELECT 1 FROM reports WHERE campaign_id = %(c)s AND report_id = k.id LIMIT 1) AS r)")
+_PG_SAMPLE = ("(SELECT count(*) FROM generate_series(0, %(k)s - 1) AS k(i) CROSS JOIN LATERAL (SELECT 1 FROM "
+              "reports WHERE campaign_id = %(c)s AND report_id = substring(%(sample)s FROM 16 * k.i + 1 FOR 16) "
+              "LIMIT 1) AS r)")
 _SQLITE_SAMPLE = ("SELECT count(*) FROM k JOIN reports r ON r.campaign_id = ? "
                   "AND r.report_id = substr(?, 16 * k.i + 1, 16)")
 
@@ -330,6 +332,25 @@ def _sql(conn: Connection, text: str) -> str:
     work (cache keys, parameter processing) cost as much CPU as a 1,000-report load.
     """
     return text.replace("?", "%s") if conn.dialect.name == "postgresql" else text
+
+
+@contextlib.contextmanager
+def _cursor(conn: Connection) -> Iterator[Any]:
+    """A cursor of ``conn``'s DBAPI connection (inside its transaction): the statements of the
+    ingest transaction skip SQLAlchemy's per-statement result set-up (about 0.1 ms each). The
+    driver's errors come out as SQLAlchemy's (a deadlock or lost connection: ``OperationalError``,
+    which the writer thread retries)."""
+    raw = conn.connection.driver_connection
+    assert raw is not None  # an open connection's DBAPI connection
+    dbapi_error = conn.dialect.loaded_dbapi.Error
+    cur = raw.cursor()
+    try:
+        yield cur
+    except dbapi_error as exc:
+        raise sa.exc.DBAPIError.instance(None, None, exc, dbapi_error, hide_parameters=True,
+                                         dialect=conn.dialect) from exc
+    finally:
+        cur.close()
 
 
 class Resent(Exception):
@@ -694,12 +715,14 @@ class Store:
         It also turns JIT compilation off for the transaction (the duplicate probe of a large
         batch passes the JIT threshold; compiling costs more than it saves)."""
         gids = np.unique(batch.groups[~repeat]).tolist()
-        rows = conn.exec_driver_sql(
-            "WITH a AS (SELECT group_id, n, support FROM aggregates WHERE campaign_id = %(c)s AND shard = %(s)s "
-            "AND group_id = ANY(%(g)s) ORDER BY group_id FOR UPDATE) "
-            "SELECT c.closed, c.archived_at, " + _PG_SAMPLE + ", a.group_id, a.n, a.support, "
-            "set_config('jit', 'off', true) FROM campaigns c LEFT JOIN a ON true WHERE c.id = %(c)s",
-            {"c": info.id, "s": shard, "g": gids, "sample": [bytes(batch.ids[i]) for i in sample]}).all()
+        with _cursor(conn) as cur:
+            rows = cur.execute(
+                "WITH a AS (SELECT group_id, n, support FROM aggregates WHERE campaign_id = %(c)s AND shard = %(s)s "
+                "AND group_id = ANY(%(g)s) ORDER BY group_id FOR UPDATE) "
+                "SELECT c.closed, c.archived_at, " + _PG_SAMPLE + ", a.group_id, a.n, a.support, "
+                "set_config('jit', 'off', true) FROM campaigns c LEFT JOIN a ON true WHERE c.id = %(c)s",
+                {"c": info.id, "s": shard, "g": gids, "k": int(sample.size),
+                 "sample": np.ascontiguousarray(batch.ids[sample]).tobytes()}).fetchall()
         closed, archived_at, hits = rows[0][:3]
         locked = {int(r[3]): (int(r[4]), bytes(r[5])) for r in rows if r[3] is not None}
         if archived_at is not None:
@@ -716,12 +739,13 @@ class Store:
             old_n, old = locked[gid]
             values.append("(%s::integer, %s::bigint, %s::bytea)")
             params += [gid, old_n + k, (np.frombuffer(old, dtype="<i8") + add).astype("<i8").tobytes()]
-        conn.exec_driver_sql(
-            "WITH u AS (UPDATE aggregates AS a SET n = v.n, support = v.support FROM (VALUES " + ", ".join(values)
-            + ") AS v(g, n, support) WHERE a.campaign_id = %s AND a.shard = %s AND a.group_id = v.g) "
-            "INSERT INTO report_buckets (campaign_id, bucket, shard, n) VALUES (%s, %s, %s, %s) "
-            "ON CONFLICT (campaign_id, bucket, shard) DO UPDATE SET n = report_buckets.n + excluded.n",
-            (*params, cid, shard, cid, bucket, shard, n_new))
+        with _cursor(conn) as cur:
+            cur.execute(
+                "WITH u AS (UPDATE aggregates AS a SET n = v.n, support = v.support FROM (VALUES " + ", ".join(values)
+                + ") AS v(g, n, support) WHERE a.campaign_id = %s AND a.shard = %s AND a.group_id = v.g) "
+                "INSERT INTO report_buckets (campaign_id, bucket, shard, n) VALUES (%s, %s, %s, %s) "
+                "ON CONFLICT (campaign_id, bucket, shard) DO UPDATE SET n = report_buckets.n + excluded.n",
+                (*params, cid, shard, cid, bucket, shard, n_new))
 
     @staticmethod
     def _existing(conn: Connection, cid: str, ids: list[bytes]) -> dict[bytes, int]:
