@@ -235,9 +235,10 @@ def _pg_copy_data(batch: Batch, todo: NDArray[np.int64], cid: str, bucket: int) 
     return out.data
 
 
-#: ids of a batch probed before its bulk load: when one is stored already, the batch goes straight to
-#: the deduplicating path instead of a bulk load that would fail (a batch with 10% resent reports
-#: hits with probability 1 - 0.9^32 = 0.97; one that misses still fails its load and is rerun)
+#: ids of a batch probed before its bulk load (among those :class:`RecentIds` does not predict
+#: stored): when one is stored already, the batch goes straight to the deduplicating path instead of
+#: a bulk load that would fail (a batch with 10% resent reports hits with probability
+#: 1 - 0.9^32 = 0.97; one that misses still fails its load and is rerun)
 SAMPLE = 32
 _PG_SAMPLE = ("(SELECT count(*) FROM generate_series(0, %(k)s - 1) AS k(i) CROSS JOIN LATERAL (SELECT 1 FROM "
               "reports WHERE campaign_id = %(c)s AND report_id = substring(%(sample)s FROM 16 * k.i + 1 FOR 16) "
@@ -359,7 +360,7 @@ class Resent(Exception):
 
 
 def _append(conn: Connection, cid: str, batch: Batch, todo: NDArray[np.int64], bucket: int, *,
-            dedup: bool, probe: NDArray[np.bool_] | None = None) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+            dedup: bool) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
     """Insert the rows ``todo`` (sorted by id) into ``reports``, each report at most once.
 
     Returns the rows of ``batch`` found already stored and their stored times; every other row of
@@ -371,9 +372,6 @@ def _append(conn: Connection, cid: str, batch: Batch, todo: NDArray[np.int64], b
     some reports were stored before: :class:`Resent` is raised and the caller runs the transaction
     again with ``dedup=True``, which first finds the stored ones with one probe of the primary key
     in the database (:func:`_append_pg_dedup`, :func:`_append_sqlite_dedup`) and loads the others.
-    ``probe`` (with ``dedup=True``), a mask over ``todo``: probe only those rows (the ones
-    :class:`RecentIds` predicts stored) and bulk-load the others, which raises :class:`Resent` if
-    one of them was stored too.
     """
     none = np.zeros(0, dtype=np.int64)
     if todo.size == 0:
@@ -384,9 +382,8 @@ def _append(conn: Connection, cid: str, batch: Batch, todo: NDArray[np.int64], b
     cur = raw.cursor()
     try:
         if dedup:
-            probed = todo if probe is None else todo[probe]
-            return _append_pg_dedup(cur, cid, batch, todo, probed, bucket) if pg else \
-                _append_sqlite_dedup(cur, cid, batch, todo, probed, bucket)
+            return _append_pg_dedup(cur, cid, batch, todo, bucket) if pg else \
+                _append_sqlite_dedup(cur, cid, batch, todo, bucket)
         if pg:
             with cur.copy("COPY reports (campaign_id, report_id, group_id, payload, received) "
                           "FROM STDIN (FORMAT BINARY)") as cp:
@@ -421,46 +418,60 @@ def _sqlite_insert(cur: Any, cid: str, batch: Batch, todo: NDArray[np.int64], bu
                      payloads.tobytes(), w, w, bucket))
 
 
-def _append_sqlite_dedup(cur: Any, cid: str, batch: Batch, todo: NDArray[np.int64], probed: NDArray[np.int64],
-                         bucket: int) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
-    """SQLite, some reports stored before: one join finds which of the rows ``probed`` are, the
-    other rows of ``todo`` are inserted (the transaction holds the database's write lock, so
-    nothing is stored in between). Returns the rows found stored and their stored times."""
+#: PostgreSQL: which of %(n)s ids (one bytea of 16 bytes each) are stored in campaign %(c)s: an index
+#: lookup per id; the positions and stored times come back as two bytea, not a row each
+_PG_PROBE = ("SELECT string_agg(int4send(k.i), ''::bytea ORDER BY k.i) AS at, string_agg(int8send(r.received), "
+             "''::bytea ORDER BY k.i) AS received FROM generate_series(0, %(n)s - 1) AS k(i) CROSS JOIN LATERAL "
+             "(SELECT received FROM reports WHERE campaign_id = %(c)s AND report_id = substring(%(ids)s FROM 16 * k.i "
+             "+ 1 FOR 16) LIMIT 1) AS r")
+
+
+def _positions(at: bytes | None, when: bytes | None) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """The two bytea of :data:`_PG_PROBE` as arrays (none found: two NULLs)."""
+    if at is None or when is None:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    return np.frombuffer(at, dtype=">i4").astype(np.int64), np.frombuffer(when, dtype=">i8").astype(np.int64)
+
+
+def _sqlite_probe(cur: Any, cid: str, batch: Batch, rows: NDArray[np.int64]
+                  ) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """SQLite: which of ``rows`` are stored (positions in ``rows``) and when, by one join."""
     found = cur.execute(_SQLITE_ROWS + "SELECT k.i, r.received FROM k JOIN reports r ON r.campaign_id = ? "
                         "AND r.report_id = substr(?, 16 * k.i + 1, 16)",
-                        (int(probed.size), cid, np.ascontiguousarray(batch.ids[probed]).tobytes())).fetchall()
+                        (int(rows.size), cid, np.ascontiguousarray(batch.ids[rows]).tobytes())).fetchall()
     got = np.array(found, dtype=np.int64).reshape(-1, 2)
-    stored = probed[got[:, 0]]
-    _sqlite_insert(cur, cid, batch, todo[~np.isin(todo, stored)], bucket)
-    return stored, got[:, 1]
+    return got[:, 0], got[:, 1]
 
 
-def _append_pg_dedup(cur: Any, cid: str, batch: Batch, todo: NDArray[np.int64], probed: NDArray[np.int64],
-                     bucket: int) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
-    """PostgreSQL, some reports stored before: one statement probes the primary key for the rows
-    ``probed`` (ids sent as one ``bytea``; the stored ones come back as two ``bytea``, positions
-    and stored times, not a row each), then one binary COPY appends the other rows of ``todo``.
-    A concurrent writer that stores one of them in between makes the COPY fail with a unique
-    violation (:meth:`Store.ingest` retries). Returns the rows found stored and their stored times.
-    The transaction's first statement turned JIT off (:meth:`Store._open_pg`)."""
-    cur.execute(
-        "SELECT string_agg(int4send(k.i), ''::bytea ORDER BY k.i), string_agg(int8send(r.received), ''::bytea "
-        "ORDER BY k.i) FROM generate_series(0, %(n)s - 1) AS k(i) CROSS JOIN LATERAL (SELECT received FROM reports "
-        "WHERE campaign_id = %(c)s AND report_id = substring(%(ids)s FROM 16 * k.i + 1 FOR 16) LIMIT 1) AS r",
-        {"n": int(probed.size), "c": cid, "ids": np.ascontiguousarray(batch.ids[probed]).tobytes()})
-    row = cur.fetchone()
-    at = np.zeros(0, dtype=np.int64)
-    when = np.zeros(0, dtype=np.int64)
-    if row is not None and row[0] is not None:
-        at = np.frombuffer(row[0], dtype=">i4").astype(np.int64)
-        when = np.frombuffer(row[1], dtype=">i8").astype(np.int64)
-    stored = probed[at]
-    rest = todo[~np.isin(todo, stored)]
-    if rest.size:
+def _append_sqlite_dedup(cur: Any, cid: str, batch: Batch, todo: NDArray[np.int64], bucket: int
+                         ) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """SQLite, some reports stored before: one join finds them, the others are inserted (the
+    transaction holds the database's write lock, so nothing is stored in between). Returns the
+    rows found stored and their stored times."""
+    at, when = _sqlite_probe(cur, cid, batch, todo)
+    keep = np.ones(todo.size, dtype=bool)
+    keep[at] = False
+    _sqlite_insert(cur, cid, batch, todo[keep], bucket)
+    return todo[at], when
+
+
+def _append_pg_dedup(cur: Any, cid: str, batch: Batch, todo: NDArray[np.int64], bucket: int
+                     ) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """PostgreSQL, some reports stored before: one statement probes the primary key for every id
+    (:data:`_PG_PROBE`), then one binary COPY appends the others. A concurrent writer that stores
+    one of them in between makes the COPY fail with a unique violation (:meth:`Store.ingest`
+    retries). Returns the rows found stored and their stored times. The transaction's first
+    statement turned JIT off (:meth:`Store._open_pg`)."""
+    row = cur.execute(_PG_PROBE, {"n": int(todo.size), "c": cid,
+                                  "ids": np.ascontiguousarray(batch.ids[todo]).tobytes()}).fetchone()
+    at, when = _positions(*row) if row is not None else _positions(None, None)
+    keep = np.ones(todo.size, dtype=bool)
+    keep[at] = False
+    if keep.any():
         with cur.copy("COPY reports (campaign_id, report_id, group_id, payload, received) "
                       "FROM STDIN (FORMAT BINARY)") as cp:
-            cp.write(_pg_copy_data(batch, rest, cid, bucket))
-    return stored, when
+            cp.write(_pg_copy_data(batch, todo[keep], cid, bucket))
+    return todo[at], when
 
 
 class Store:
@@ -624,11 +635,11 @@ class Store:
                     dedup: bool = True) -> Outcome:
         """Append the new reports of ``batch`` and add them to the aggregates (inside ``conn``'s tx).
 
-        ``dedup=False`` skips the duplicate check and raises :class:`Resent` (the transaction is
-        then unusable on PostgreSQL) when a report was stored before; see :meth:`ingest`. Even
-        then, :data:`SAMPLE` of the ids are probed first, and a batch with one of them stored
-        takes the deduplicating path at once, probing only the reports :attr:`recent` predicts
-        stored when it knows the sampled ones (and all of them otherwise).
+        ``dedup=False`` skips the full duplicate check and raises :class:`Resent` (the transaction
+        is then unusable on PostgreSQL) when a report was stored before; see :meth:`ingest`. Even
+        then, the transaction's first statement probes the reports :attr:`recent` predicts stored
+        (they are then not loaded) and :data:`SAMPLE` of the others; when one of the sampled ones
+        is stored, the batch takes the deduplicating path at once (every id probed).
         """
         n = len(batch)
         status = np.full(n, NEW, dtype=np.int64)
@@ -640,27 +651,26 @@ class Store:
         c = info.id
         pg = conn.dialect.name == "postgresql"
         checked = info.enrollment or info.kind.assigned  # known duplicates must not consume their tokens
-        sample = np.zeros(0, dtype=np.int64)
+        predicted = sample = np.zeros(0, dtype=np.int64)  # rows, in id order
         if not dedup and not checked:
             cand = order[~repeat[order]]
-            sample = cand[np.unique(np.linspace(0, cand.size - 1, min(cand.size, SAMPLE)).astype(np.int64))]
+            known = self.recent.find(c, _id_keys(batch.ids[cand]))
+            predicted, rest = cand[known], cand[~known]
+            sample = rest[np.unique(np.linspace(0, rest.size - 1, min(rest.size, SAMPLE)).astype(np.int64))]
         shard = next(self._shards)
         locked: dict[int, tuple[int, bytes]] = {}  # PostgreSQL: group -> its aggregate row (n, support), locked
         if pg:
-            reason, hits, locked = self._open_pg(conn, info, t, batch, sample, shard, repeat)
+            reason, hits, found, when, locked = self._open_pg(conn, info, t, batch, predicted, sample, shard, repeat)
         else:
-            reason = self.is_open(conn, info, t)
-            hits = 0
-            if reason is None and sample.size:
-                hits = conn.exec_driver_sql(_SQLITE_ROWS + _SQLITE_SAMPLE, (
-                    int(sample.size), c, np.ascontiguousarray(batch.ids[sample]).tobytes())).scalar_one()
+            reason, hits, found, when = self._open_sqlite(conn, info, t, batch, predicted, sample)
         if reason is not None:
             status[:] = ARCHIVED if reason == "the campaign is archived" else CLOSED
             return Outcome(status, received)
-        predicted = False
-        if hits:
+        if hits:  # a stored report the predictor did not know: probe them all
             dedup = True
-            predicted = int(self.recent.find(c, _id_keys(batch.ids[sample])).sum()) >= hits
+        else:
+            status[predicted[found]] = DUPLICATE
+            received[predicted[found]] = when
         if checked:
             ids_b = [bytes(r) for r in batch.ids]
             cand = np.flatnonzero(~repeat)
@@ -677,8 +687,7 @@ class Store:
             self._consume(conn, assignments, c, batch.assignments or [""] * n, status, BAD_ASSIGNMENT,
                           assignments.c.group_id, batch.groups)
         todo = order[status[order] == NEW]  # append in random-id order, not arrival order
-        probe = self.recent.find(c, _id_keys(batch.ids[todo])) if predicted else None
-        stored, when = _append(conn, c, batch, todo, bucket, dedup=dedup, probe=probe)  # stored before
+        stored, when = _append(conn, c, batch, todo, bucket, dedup=dedup)  # stored before
         status[stored] = DUPLICATE
         received[stored] = when
         new_mask = status == NEW
@@ -706,11 +715,13 @@ class Store:
         status[dup_of_new] = status[first][dup_of_new]
         return Outcome(status, received)
 
-    def _open_pg(self, conn: Connection, info: CampaignInfo, t: int, batch: Batch, sample: NDArray[np.int64],
-                 shard: int, repeat: NDArray[np.bool_]) -> tuple[str | None, int, dict[int, tuple[int, bytes]]]:
+    def _open_pg(self, conn: Connection, info: CampaignInfo, t: int, batch: Batch, predicted: NDArray[np.int64],
+                 sample: NDArray[np.int64], shard: int, repeat: NDArray[np.bool_]
+                 ) -> tuple[str | None, int, NDArray[np.int64], NDArray[np.int64], dict[int, tuple[int, bytes]]]:
         """PostgreSQL, the transaction's first statement (one round trip): whether the campaign is
-        open, how many of the ``sample`` rows' ids are stored, and the batch's groups' aggregate
-        rows of ``shard``, locked (``FOR UPDATE``, in group order) and read for :meth:`_add_pg`.
+        open; which of the ``predicted`` rows are stored (positions in ``predicted``) and when; how
+        many of the ``sample`` rows are stored; and the batch's groups' aggregate rows of
+        ``shard``, locked (``FOR UPDATE``, in group order) and read for :meth:`_add_pg`.
 
         It also turns JIT compilation off for the transaction (the duplicate probe of a large
         batch passes the JIT threshold; compiling costs more than it saves)."""
@@ -718,16 +729,34 @@ class Store:
         with _cursor(conn) as cur:
             rows = cur.execute(
                 "WITH a AS (SELECT group_id, n, support FROM aggregates WHERE campaign_id = %(c)s AND shard = %(s)s "
-                "AND group_id = ANY(%(g)s) ORDER BY group_id FOR UPDATE) "
-                "SELECT c.closed, c.archived_at, " + _PG_SAMPLE + ", a.group_id, a.n, a.support, "
-                "set_config('jit', 'off', true) FROM campaigns c LEFT JOIN a ON true WHERE c.id = %(c)s",
+                "AND group_id = ANY(%(g)s) ORDER BY group_id FOR UPDATE), "
+                "p AS (" + _PG_PROBE.replace("%(n)s", "%(m)s").replace("%(ids)s", "%(predicted)s") + ") "
+                "SELECT c.closed, c.archived_at, " + _PG_SAMPLE + ", p.at, p.received, a.group_id, a.n, a.support, "
+                "set_config('jit', 'off', true) FROM campaigns c CROSS JOIN p LEFT JOIN a ON true WHERE c.id = %(c)s",
                 {"c": info.id, "s": shard, "g": gids, "k": int(sample.size),
-                 "sample": np.ascontiguousarray(batch.ids[sample]).tobytes()}).fetchall()
-        closed, archived_at, hits = rows[0][:3]
-        locked = {int(r[3]): (int(r[4]), bytes(r[5])) for r in rows if r[3] is not None}
-        if archived_at is not None:
-            return "the campaign is archived", int(hits), locked
-        return self._closed_reason(info, t, bool(closed)), int(hits), locked
+                 "sample": np.ascontiguousarray(batch.ids[sample]).tobytes(), "m": int(predicted.size),
+                 "predicted": np.ascontiguousarray(batch.ids[predicted]).tobytes()}).fetchall()
+        closed, archived_at, hits, at, when = rows[0][:5]
+        found, stored_at = _positions(at, when)
+        locked = {int(r[5]): (int(r[6]), bytes(r[7])) for r in rows if r[5] is not None}
+        reason = "the campaign is archived" if archived_at is not None else self._closed_reason(info, t, bool(closed))
+        return reason, int(hits), found, stored_at, locked
+
+    def _open_sqlite(self, conn: Connection, info: CampaignInfo, t: int, batch: Batch, predicted: NDArray[np.int64],
+                     sample: NDArray[np.int64]) -> tuple[str | None, int, NDArray[np.int64], NDArray[np.int64]]:
+        """SQLite, the transaction's first statements (:meth:`_open_pg` without the lock: the
+        transaction holds the database's write lock)."""
+        reason = self.is_open(conn, info, t)
+        hits = 0
+        found = when = np.zeros(0, dtype=np.int64)
+        if reason is None:
+            with _cursor(conn) as cur:
+                if sample.size:
+                    hits = cur.execute(_SQLITE_ROWS + _SQLITE_SAMPLE, (
+                        int(sample.size), info.id, np.ascontiguousarray(batch.ids[sample]).tobytes())).fetchone()[0]
+                if predicted.size and not hits:
+                    found, when = _sqlite_probe(cur, info.id, batch, predicted)
+        return reason, int(hits), found, when
 
     @staticmethod
     def _add_pg(conn: Connection, cid: str, shard: int, locked: dict[int, tuple[int, bytes]],
