@@ -185,6 +185,11 @@ _SQLITE_ROWS = "WITH RECURSIVE k(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM k W
 
 def _by_group(batch: Batch, todo: NDArray[np.int64]) -> list[tuple[int, NDArray[np.int64], NDArray[np.uint8]]]:
     """Per group: the positions in ``todo`` of its rows and their payloads ``(k, width)``, in ``todo``'s order."""
+    if todo.size == 0:
+        return []
+    if len(batch.rows_by_group) == 1:  # one group: a row's index is its index in the group's payloads
+        ((gid, rows),) = batch.rows_by_group.items()
+        return [(int(gid), np.arange(todo.size), rows[todo])]
     out = []
     groups = batch.groups[todo]
     for gid, rows in batch.rows_by_group.items():
@@ -285,44 +290,74 @@ class RecentIds:
     stored, and when), and a stored report the predictor missed (stored by another process,
     before a restart, or forgotten) makes the bulk load fail with a unique violation, after which
     every id of the batch is probed. A key shared by two ids only costs a probe. Kept as a few
-    sorted runs per campaign (merged as they grow, like a binary counter); past ``capacity`` keys
-    in all, the oldest runs are forgotten. Commits of fewer than ``min_batch`` reports are not
-    recorded (their resent reports are all within the first statement's sample).
+    sorted runs per campaign (merged as they grow, like a binary counter) behind a bitmap of
+    hashed keys (``2**bits`` bits) that answers most lookups of fresh keys without a search; past
+    ``capacity`` keys in all, the oldest runs are forgotten. Commits of fewer than ``min_batch``
+    reports are not recorded (their resent reports are all within the first statement's sample).
+    Memory: 8 bytes a key and ``2**bits / 8`` bytes of bitmap (32 + 8 MiB by default).
     """
 
-    def __init__(self, capacity: int = 1 << 22, min_batch: int = 256) -> None:
+    _MUL = np.uint64(0x9E3779B97F4A7C15)  # Fibonacci hashing: spreads structured keys over the bitmap
+
+    def __init__(self, capacity: int = 1 << 22, min_batch: int = 256, bits: int = 26) -> None:
         self.capacity = capacity
         self.min_batch = min_batch
+        self._shift = np.uint64(64 - bits)
+        self._bits = bits
+        self._map: NDArray[np.uint8] | None = None  # allocated on the first record
         self._lock = threading.Lock()
         self._runs: dict[str, list[tuple[int, NDArray[np.uint64]]]] = {}  # campaign -> [(age, sorted keys)]
         self._age = 0
         self._size = 0
 
+    def _slots(self, keys: NDArray[np.uint64]) -> tuple[NDArray[np.uint64], NDArray[np.uint8]]:
+        pos = (keys * self._MUL) >> self._shift
+        return pos >> np.uint64(3), (np.uint8(1) << (pos & np.uint64(7)).astype(np.uint8))
+
+    def _mark(self, keys: NDArray[np.uint64]) -> None:
+        if self._map is None:
+            self._map = np.zeros(1 << (self._bits - 3), dtype=np.uint8)
+        byte, bit = self._slots(keys)
+        np.bitwise_or.at(self._map, byte, bit)
+
     def add(self, cid: str, keys: NDArray[np.uint64]) -> None:
-        """Record the keys of reports just committed."""
+        """Record the keys of reports just committed (sorted or not)."""
         if keys.size < self.min_batch:
             return
-        keys = np.sort(keys)
+        if not (keys[1:] >= keys[:-1]).all():
+            keys = np.sort(keys)
         with self._lock:
             self._age += 1
+            self._mark(keys)
             runs = self._runs.setdefault(cid, [])
             runs.append((self._age, keys))
             self._size += keys.size
             while len(runs) > 1 and runs[-2][1].size <= 2 * runs[-1][1].size:
                 (a, x), (_, y) = runs[-2], runs.pop()
                 runs[-1] = (a, np.sort(np.concatenate((x, y)), kind="stable"))  # two sorted runs: a merge
-            while self._size > self.capacity:
-                cid_old = min((r[0][0], c) for c, r in self._runs.items() if r)[1]
-                self._size -= self._runs[cid_old].pop(0)[1].size
+            if self._size > self.capacity:
+                while self._size > self.capacity:
+                    cid_old = min((r[0][0], c) for c, r in self._runs.items() if r)[1]
+                    self._size -= self._runs[cid_old].pop(0)[1].size
+                assert self._map is not None
+                self._map[:] = 0  # rebuilt from the runs kept
+                for kept in self._runs.values():
+                    for _, run in kept:
+                        self._mark(run)
 
     def find(self, cid: str, keys: NDArray[np.uint64]) -> NDArray[np.bool_]:
         """Per key: whether it was recorded for ``cid``."""
         hit = np.zeros(keys.size, dtype=bool)
         with self._lock:
             runs = list(self._runs.get(cid, ()))
+            if not runs or self._map is None:
+                return hit
+            byte, bit = self._slots(keys)
+            maybe = np.flatnonzero(self._map[byte] & bit)
+        sub = keys[maybe]
         for _, run in runs:
-            at = np.minimum(np.searchsorted(run, keys), run.size - 1)
-            hit |= run[at] == keys
+            at = np.minimum(np.searchsorted(run, sub), run.size - 1)
+            hit[maybe] |= run[at] == sub
         return hit
 
 
@@ -620,11 +655,11 @@ class Store:
             try:
                 if conn is None:
                     with write_tx(self.engine) as c:
-                        out = self.store_batch(c, info, batch, t, dedup=dedup)
+                        out, new = self._store_batch(c, info, batch, t, dedup=dedup)
                 else:
                     with conn.begin():
-                        out = self.store_batch(conn, info, batch, t, dedup=dedup)
-                self.recent.add(info.id, _id_keys(batch.ids[out.status == NEW]))
+                        out, new = self._store_batch(conn, info, batch, t, dedup=dedup)
+                self.recent.add(info.id, _id_keys(batch.ids[new]))
                 return out
             except Resent:
                 dedup = True
@@ -641,6 +676,11 @@ class Store:
         (they are then not loaded) and :data:`SAMPLE` of the others; when one of the sampled ones
         is stored, the batch takes the deduplicating path at once (every id probed).
         """
+        return self._store_batch(conn, info, batch, t, dedup=dedup)[0]
+
+    def _store_batch(self, conn: Connection, info: CampaignInfo, batch: Batch, t: int, *,
+                     dedup: bool) -> tuple[Outcome, NDArray[np.int64]]:
+        """:meth:`store_batch`, also returning the rows stored, in id order."""
         n = len(batch)
         status = np.full(n, NEW, dtype=np.int64)
         bucket = t - t % info.time_precision
@@ -656,7 +696,7 @@ class Store:
             cand = order[~repeat[order]]
             known = self.recent.find(c, _id_keys(batch.ids[cand]))
             predicted, rest = cand[known], cand[~known]
-            sample = rest[np.unique(np.linspace(0, rest.size - 1, min(rest.size, SAMPLE)).astype(np.int64))]
+            sample = rest if rest.size <= SAMPLE else rest[np.linspace(0, rest.size - 1, SAMPLE).astype(np.int64)]
         shard = next(self._shards)
         locked: dict[int, tuple[int, bytes]] = {}  # PostgreSQL: group -> its aggregate row (n, support), locked
         if pg:
@@ -665,7 +705,7 @@ class Store:
             reason, hits, found, when = self._open_sqlite(conn, info, t, batch, predicted, sample)
         if reason is not None:
             status[:] = ARCHIVED if reason == "the campaign is archived" else CLOSED
-            return Outcome(status, received)
+            return Outcome(status, received), np.zeros(0, dtype=np.int64)
         if hits:  # a stored report the predictor did not know: probe them all
             dedup = True
         else:
@@ -693,10 +733,14 @@ class Store:
         new_mask = status == NEW
         if new_mask.any():
             sums: list[tuple[int, int, NDArray[np.int64]]] = []
-            for gid in np.unique(batch.groups[new_mask]).tolist():
-                in_group = batch.groups == gid
-                rows_in_group = np.cumsum(in_group) - 1  # index of each row inside its group's payload array
-                take = rows_in_group[new_mask & in_group]
+            one = len(batch.rows_by_group) == 1  # then a row's index is its index in its group's payloads
+            for gid in (list(batch.rows_by_group) if one else np.unique(batch.groups[new_mask]).tolist()):
+                if one:
+                    take = np.flatnonzero(new_mask)
+                else:
+                    in_group = batch.groups == gid
+                    rows_in_group = np.cumsum(in_group) - 1  # index of each row inside its group's payload array
+                    take = rows_in_group[new_mask & in_group]
                 group = info.groups[gid] if gid in info.groups else self.group(info, gid)
                 assert group is not None
                 sums.append((gid, int(take.size), info.kind.support(group, batch.rows_by_group[gid][take])))
@@ -713,7 +757,7 @@ class Store:
         received[repeat] = received[first][repeat]
         dup_of_new = repeat & (status[first] != NEW) & (status[first] != DUPLICATE)
         status[dup_of_new] = status[first][dup_of_new]
-        return Outcome(status, received)
+        return Outcome(status, received), order[new_mask[order]]
 
     def _open_pg(self, conn: Connection, info: CampaignInfo, t: int, batch: Batch, predicted: NDArray[np.int64],
                  sample: NDArray[np.int64], shard: int, repeat: NDArray[np.bool_]
@@ -725,14 +769,16 @@ class Store:
 
         It also turns JIT compilation off for the transaction (the duplicate probe of a large
         batch passes the JIT threshold; compiling costs more than it saves)."""
-        gids = np.unique(batch.groups[~repeat]).tolist()
+        gids = list(batch.rows_by_group) if len(batch.rows_by_group) == 1 else np.unique(batch.groups[~repeat]).tolist()
         with _cursor(conn) as cur:
             rows = cur.execute(
                 "WITH a AS (SELECT group_id, n, support FROM aggregates WHERE campaign_id = %(c)s AND shard = %(s)s "
-                "AND group_id = ANY(%(g)s) ORDER BY group_id FOR UPDATE), "
-                "p AS (" + _PG_PROBE.replace("%(n)s", "%(m)s").replace("%(ids)s", "%(predicted)s") + ") "
-                "SELECT c.closed, c.archived_at, " + _PG_SAMPLE + ", p.at, p.received, a.group_id, a.n, a.support, "
-                "set_config('jit', 'off', true) FROM campaigns c CROSS JOIN p LEFT JOIN a ON true WHERE c.id = %(c)s",
+                "AND group_id = ANY(%(g)s) ORDER BY group_id FOR UPDATE)"
+                + (", p AS (" + _PG_PROBE.replace("%(n)s", "%(m)s").replace("%(ids)s", "%(predicted)s") + ") "
+                   "SELECT c.closed, c.archived_at, " + _PG_SAMPLE + ", p.at, p.received, "
+                   if predicted.size else " SELECT c.closed, c.archived_at, " + _PG_SAMPLE + ", NULL, NULL, ")
+                + "a.group_id, a.n, a.support, set_config('jit', 'off', true) FROM campaigns c "
+                + ("CROSS JOIN p " if predicted.size else "") + "LEFT JOIN a ON true WHERE c.id = %(c)s",
                 {"c": info.id, "s": shard, "g": gids, "k": int(sample.size),
                  "sample": np.ascontiguousarray(batch.ids[sample]).tobytes(), "m": int(predicted.size),
                  "predicted": np.ascontiguousarray(batch.ids[predicted]).tobytes()}).fetchall()
