@@ -747,12 +747,7 @@ class Store:
             if pg:
                 self._add_pg(conn, c, shard, locked, sums, int(bucket), int(new_mask.sum()))
             else:
-                for gid, k, add in sums:
-                    self._add(conn, c, gid, shard, k, add)
-                conn.exec_driver_sql("INSERT INTO report_buckets (campaign_id, bucket, shard, n) VALUES (?, ?, ?, ?) "
-                                     "ON CONFLICT (campaign_id, bucket, shard) DO UPDATE SET "
-                                     "n = report_buckets.n + excluded.n", (c, int(bucket), int(shard),
-                                                                           int(new_mask.sum())))
+                self._add_sqlite(conn, c, shard, sums, int(bucket), int(new_mask.sum()))
         # duplicates of a report earlier in this same batch share its receipt
         received[repeat] = received[first][repeat]
         dup_of_new = repeat & (status[first] != NEW) & (status[first] != DUPLICATE)
@@ -791,12 +786,15 @@ class Store:
     def _open_sqlite(self, conn: Connection, info: CampaignInfo, t: int, batch: Batch, predicted: NDArray[np.int64],
                      sample: NDArray[np.int64]) -> tuple[str | None, int, NDArray[np.int64], NDArray[np.int64]]:
         """SQLite, the transaction's first statements (:meth:`_open_pg` without the lock: the
-        transaction holds the database's write lock)."""
-        reason = self.is_open(conn, info, t)
+        transaction holds the database's write lock), on the DBAPI cursor."""
         hits = 0
         found = when = np.zeros(0, dtype=np.int64)
-        if reason is None:
-            with _cursor(conn) as cur:
+        with _cursor(conn) as cur:
+            closed, archived_at = cur.execute("SELECT closed, archived_at FROM campaigns WHERE id = ?",
+                                              (info.id,)).fetchone()
+            reason = "the campaign is archived" if archived_at is not None else \
+                self._closed_reason(info, t, bool(closed))
+            if reason is None:
                 if sample.size:
                     hits = cur.execute(_SQLITE_ROWS + _SQLITE_SAMPLE, (
                         int(sample.size), info.id, np.ascontiguousarray(batch.ids[sample]).tobytes())).fetchone()[0]
@@ -876,15 +874,21 @@ class Store:
                     status[i] = bad
 
     @staticmethod
-    def _add(conn: Connection, cid: str, gid: int, shard: int, n: int, add: NDArray[np.int64]) -> None:
-        lock = " FOR UPDATE" if conn.dialect.name == "postgresql" else ""  # SQLite: the writer holds the database
-        key = (cid, gid, shard)
-        old_n, old = conn.exec_driver_sql(_sql(conn, "SELECT n, support FROM aggregates WHERE campaign_id = ? AND "
-                                                     "group_id = ? AND shard = ?" + lock), key).one()
-        support = np.frombuffer(old, dtype="<i8") + add
-        conn.exec_driver_sql(_sql(conn, "UPDATE aggregates SET n = ?, support = ? WHERE campaign_id = ? AND "
-                                        "group_id = ? AND shard = ?"),
-                             (int(old_n) + n, support.astype("<i8").tobytes(), *key))
+    def _add_sqlite(conn: Connection, cid: str, shard: int, sums: list[tuple[int, int, NDArray[np.int64]]],
+                    bucket: int, n_new: int) -> None:
+        """SQLite: the new reports' counts and sums added to the aggregate rows of ``shard`` (the
+        writer holds the database), and the time bucket's count, on the DBAPI cursor."""
+        with _cursor(conn) as cur:
+            for gid, k, add in sums:
+                key = (cid, gid, shard)
+                old_n, old = cur.execute("SELECT n, support FROM aggregates WHERE campaign_id = ? AND group_id = ? "
+                                         "AND shard = ?", key).fetchone()
+                support = (np.frombuffer(old, dtype="<i8") + add).astype("<i8").tobytes()
+                cur.execute("UPDATE aggregates SET n = ?, support = ? WHERE campaign_id = ? AND group_id = ? "
+                            "AND shard = ?", (int(old_n) + k, support, *key))
+            cur.execute("INSERT INTO report_buckets (campaign_id, bucket, shard, n) VALUES (?, ?, ?, ?) ON CONFLICT "
+                        "(campaign_id, bucket, shard) DO UPDATE SET n = report_buckets.n + excluded.n",
+                        (cid, bucket, shard, n_new))
 
     # -- assignments (multi-phase campaigns) -----------------------------------------------------
     def assign(self, cid: str, count: int, tokens: list[str] | None = None) -> dict[str, Any]:
