@@ -345,7 +345,7 @@ class BisectionGrids:
 def level0_grid(pts: F64, excluded: I64, grids: BisectionGrids, dtype: type = np.int32) -> NDArray[np.integer]:
     """Histogram of the points (rows of ``pts`` not in the sorted ``excluded``) over the cells
     of ``grids``, in one compiled pass (no per-point temporaries)."""
-    hist = np.zeros(grids.n_cells, dtype=dtype)
+    hist: NDArray[np.integer] = np.zeros(grids.n_cells, dtype=dtype)
     _jit().level0_grid(np.ascontiguousarray(pts, dtype=np.float64), np.ascontiguousarray(excluded, dtype=np.int64),
                        *grids._args(), hist)
     return hist

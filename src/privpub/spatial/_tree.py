@@ -33,8 +33,9 @@ from privpub.spatial._release import TreeLevel
 
 __all__ = ["DescendCounter", "GridCounter", "Level0", "TreeResult", "grow_tree"]
 
-#: cells of the level-0 bisection grids of :class:`GridCounter` per tree user (4 bytes a cell)
-GRID_CELLS_PER_USER = 0.125
+#: cells of the level-0 bisection grids of :class:`GridCounter` per tree user (4 bytes a cell, 8 more
+#: for its prefix sums)
+GRID_CELLS_PER_USER = 0.5
 #: bisections per axis every level-0 leaf's grid resolves at least (at most the tree height)
 GRID_MIN_DEPTH = 3
 
@@ -80,6 +81,10 @@ class DescendCounter:
     def __init__(self, px: F64, py: F64, leaf: I64) -> None:
         self.px, self.py, self.leaf = px, py, leaf
 
+    def node_counts(self, n_nodes: int) -> I64:
+        """Users per node of the current level."""
+        return np.bincount(self.leaf, minlength=n_nodes).astype(np.int64)
+
     def split(self, step: Split, n_new: int) -> I64:
         """Move the users to the children of ``step``; return the users per child."""
         counts = np.zeros(n_new, dtype=np.int64)
@@ -115,9 +120,12 @@ class GridCounter:
         w = np.clip(np.asarray(weights, dtype=np.float64), 0.0, None)
         w = w / w.sum() if w.sum() > 0 else np.full(n_leaves, 1.0 / n_leaves)
         low = min(h, GRID_MIN_DEPTH)
-        with np.errstate(divide="ignore"):
-            depth = np.floor(np.log2(np.maximum(w * GRID_CELLS_PER_USER * n_rest, 1.0)) / 2.0)
-        self.depth = np.clip(depth, low, h).astype(np.int64)
+        budget = GRID_CELLS_PER_USER * n_rest
+        if n_leaves * 4.0**h <= budget:  # every leaf down to the tree's height: nothing read out
+            self.depth = np.full(n_leaves, h, dtype=np.int64)
+        else:
+            depth = np.floor(np.log2(np.maximum(w * budget, 1.0)) / 2.0)
+            self.depth = np.clip(depth, low, h).astype(np.int64)
         # bisection edges (2**d + 1 per leaf) and histogram offsets (4**d per leaf), in leaf order
         side = np.left_shift(1, self.depth)
         gbase = np.cumsum(side + 1) - (side + 1)
@@ -175,6 +183,10 @@ class GridCounter:
 
     def leaf_counts(self) -> I64:
         """Users per level-0 leaf."""
+        return self.counts.copy()
+
+    def node_counts(self, n_nodes: int) -> I64:
+        """Users per node of the current level (``n_nodes`` of them)."""
         return self.counts.copy()
 
     def _read_out(self, nodes: I64) -> None:
@@ -281,7 +293,7 @@ def grow_tree(
         if counter is None:
             assert px is not None and py is not None and leaf is not None
             counter = DescendCounter(px, py, leaf)
-        eligible = (np.bincount(leaf, minlength=n_leaves).astype(np.int64) if leaf_counts is None
+        eligible = (counter.node_counts(n_leaves) if leaf_counts is None
                     else np.asarray(leaf_counts, dtype=np.int64))
         remaining = eligible.copy()
     stopped = np.zeros(n_leaves, dtype=bool)
@@ -292,6 +304,7 @@ def grow_tree(
         n_l = int(sizes[lev])
         name = f"U^{lev}"
         if per_user:
+            assert leaf is not None
             (est,) = coll.reports(name, [leaf[cuts[lev]:cuts[lev + 1]]], [n_leaves], epsilon=epsilon)
         else:
             if lev < h:
