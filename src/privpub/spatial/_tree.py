@@ -126,32 +126,34 @@ class GridCounter:
         else:
             depth = np.floor(np.log2(np.maximum(w * budget, 1.0)) / 2.0)
             self.depth = np.clip(depth, low, h).astype(np.int64)
-        # bisection edges (2**d + 1 per leaf) and histogram offsets (4**d per leaf), in leaf order
+        # bisection edges (2**d + 1 per leaf), histogram cells (4**d) and prefix sums ((2**d + 1)^2),
+        # leaves stored by depth (leaves of one depth are contiguous: one array view each)
         side = np.left_shift(1, self.depth)
-        gbase = np.cumsum(side + 1) - (side + 1)
-        hoff = np.cumsum(side * side) - side * side
+        order = np.argsort(self.depth, kind="stable")
+        gbase, hoff, self.soff = (np.empty(n_leaves, dtype=np.int64) for _ in range(3))
+        for arr, size in ((gbase, side + 1), (hoff, side * side), (self.soff, (side + 1) ** 2)):
+            arr[order] = np.cumsum(size[order]) - size[order]
         gx = np.empty(int((side + 1).sum()), dtype=np.float64)
         gy = np.empty_like(gx)
-        for d in np.unique(self.depth):
-            sel = np.flatnonzero(self.depth == d)
-            idx = (gbase[sel][:, None] + np.arange((1 << int(d)) + 1)).ravel()
-            gx[idx] = bisection_edges(lx0[sel], lx1[sel], int(d)).ravel()
-            gy[idx] = bisection_edges(ly0[sel], ly1[sel], int(d)).ravel()
+        groups = []
+        for d in np.unique(self.depth).tolist():
+            sel = order[self.depth[order] == d]  # in storage order
+            m = 1 << d
+            g0, h0, s0 = int(gbase[sel[0]]), int(hoff[sel[0]]), int(self.soff[sel[0]])
+            gx[g0:g0 + sel.size * (m + 1)] = bisection_edges(lx0[sel], lx1[sel], d).ravel()
+            gy[g0:g0 + sel.size * (m + 1)] = bisection_edges(ly0[sel], ly1[sel], d).ravel()
+            groups.append((sel.size, m, h0, s0))
         self.grids = BisectionGrids(level0.ex, level0.ey, level0.block_of_x, level0.block_of_y, level0.table,
                                     self.depth, gx, gy, gbase, hoff, int((side * side).sum()))
         self.hoff = hoff
         self.hist = level0_grid(pts, excluded, self.grids, np.int32 if n_rest < 2**31 else np.int64)
-        # 2-D prefix sums per leaf, (2**d + 1)^2 each: node counts by inclusion-exclusion
-        self.soff = np.cumsum((side + 1) ** 2) - (side + 1) ** 2
+        # 2-D prefix sums per leaf: node counts by inclusion-exclusion
         self.cum = np.zeros(int(((side + 1) ** 2).sum()), dtype=np.int64)
-        for d in np.unique(self.depth):
-            sel = np.flatnonzero(self.depth == d)
-            m = 1 << int(d)
-            block = self.hist[(hoff[sel][:, None] + np.arange(m * m)).ravel()].reshape(sel.size, m, m)
-            cum = np.zeros((sel.size, m + 1, m + 1), dtype=np.int64)
+        for count, m, h0, s0 in groups:
+            block = self.hist[h0:h0 + count * m * m].reshape(count, m, m)
+            cum = self.cum[s0:s0 + count * (m + 1) ** 2].reshape(count, m + 1, m + 1)
             np.cumsum(block, axis=1, out=cum[:, 1:, 1:])
             np.cumsum(cum[:, 1:, 1:], axis=2, out=cum[:, 1:, 1:])
-            self.cum[(self.soff[sel][:, None] + np.arange((m + 1) ** 2)).ravel()] = cum.ravel()
         # the nodes of the current level: leaf, bisections and cell index per axis, users, and
         # whether their users are read out (``fine``, moved down one by one)
         self.nk = np.arange(n_leaves, dtype=np.int64)
