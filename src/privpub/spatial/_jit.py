@@ -95,38 +95,37 @@ def _grid_cell(x, y, ex, sx, ey, sy, block_of_x, block_of_y, table, depth, gx, g
 
 @njit(cache=True, nogil=True)
 def level0_grid(pts, excluded, ex, sx, ey, sy, block_of_x, block_of_y, table, depth, gx, gy, gbase, scx, scy,
-                hoff, hist):
-    """One pass over the rows of ``pts`` not in ``excluded`` (sorted): ``hist[cell] += 1`` for
-    each point's :func:`_grid_cell`."""
+                hoff, hist, cell):
+    """One pass over the rows of ``pts``: ``cell[i]`` is row ``i``'s :func:`_grid_cell` (the
+    largest value of ``cell``'s dtype for rows in ``excluded``, sorted), counted in ``hist``."""
     j = 0
     ne = excluded.size
+    skip = np.iinfo(cell.dtype).max
     for i in range(pts.shape[0]):
         if j < ne and excluded[j] == i:
             j += 1
+            cell[i] = skip
             continue
-        hist[_grid_cell(pts[i, 0], pts[i, 1], ex, sx, ey, sy, block_of_x, block_of_y, table, depth, gx, gy, gbase,
-                        scx, scy, hoff)] += 1
+        c = _grid_cell(pts[i, 0], pts[i, 1], ex, sx, ey, sy, block_of_x, block_of_y, table, depth, gx, gy, gbase,
+                       scx, scy, hoff)
+        cell[i] = c
+        hist[c] += 1
 
 
 @njit(cache=True, nogil=True)
-def grid_extract(pts, excluded, ex, sx, ey, sy, block_of_x, block_of_y, table, depth, gx, gy, gbase, scx, scy,
-                 hoff, cell_node, out_x, out_y, out_node):
-    """The points (rows not in ``excluded``) whose :func:`_grid_cell` has ``cell_node >= 0``,
-    with that node, written in row order to ``out_*``; returns how many."""
-    j = 0
+def grid_extract(pts, cell, cell_node, out_x, out_y, out_node):
+    """The rows whose ``cell`` (from :func:`level0_grid`; its dtype's largest value: none) has
+    ``cell_node >= 0``, with that node, written in row order to ``out_*``; returns how many."""
     k = 0
-    ne = excluded.size
-    for i in range(pts.shape[0]):
-        if j < ne and excluded[j] == i:
-            j += 1
+    skip = np.iinfo(cell.dtype).max
+    for i in range(cell.size):
+        c = cell[i]
+        if c == skip:
             continue
-        x = pts[i, 0]
-        y = pts[i, 1]
-        nd = cell_node[_grid_cell(x, y, ex, sx, ey, sy, block_of_x, block_of_y, table, depth, gx, gy, gbase, scx,
-                                  scy, hoff)]
+        nd = cell_node[c]
         if nd >= 0:
-            out_x[k] = x
-            out_y[k] = y
+            out_x[k] = pts[i, 0]
+            out_y[k] = pts[i, 1]
             out_node[k] = nd
             k += 1
     return k

@@ -342,23 +342,26 @@ class BisectionGrids:
                 np.ascontiguousarray(self.hoff, dtype=np.int64))
 
 
-def level0_grid(pts: F64, excluded: I64, grids: BisectionGrids, dtype: type = np.int32) -> NDArray[np.integer]:
+def level0_grid(pts: F64, excluded: I64, grids: BisectionGrids,
+                dtype: type = np.int32) -> tuple[NDArray[np.integer], NDArray[np.integer]]:
     """Histogram of the points (rows of ``pts`` not in the sorted ``excluded``) over the cells
-    of ``grids``, in one compiled pass (no per-point temporaries)."""
+    of ``grids``, in one compiled pass, and each row's cell (``uint32``, or ``uint64`` beyond
+    2^32 - 1 cells; the dtype's largest value for excluded rows) for :func:`grid_extract`."""
     hist: NDArray[np.integer] = np.zeros(grids.n_cells, dtype=dtype)
+    cell: NDArray[np.integer] = np.empty(pts.shape[0], dtype=np.uint32 if grids.n_cells < 2**32 - 1 else np.uint64)
     _jit().level0_grid(np.ascontiguousarray(pts, dtype=np.float64), np.ascontiguousarray(excluded, dtype=np.int64),
-                       *grids._args(), hist)
-    return hist
+                       *grids._args(), hist, cell)
+    return hist, cell
 
 
-def grid_extract(pts: F64, excluded: I64, grids: BisectionGrids, cell_node: I64, size: int) -> tuple[F64, F64, I64]:
-    """The points (rows not in ``excluded``) in the cells with ``cell_node >= 0`` (``size`` of
-    them), in row order: ``(x, y, cell_node of their cell)``, in one compiled pass."""
+def grid_extract(pts: F64, cell: NDArray[np.integer], cell_node: I64, size: int) -> tuple[F64, F64, I64]:
+    """The rows of ``pts`` whose ``cell`` (from :func:`level0_grid`) has ``cell_node >= 0``
+    (``size`` of them), in row order: ``(x, y, their cell_node)``, in one compiled pass."""
     out_x = np.empty(size, dtype=np.float64)
     out_y = np.empty(size, dtype=np.float64)
     out_node = np.empty(size, dtype=np.int64)
-    k = _jit().grid_extract(np.ascontiguousarray(pts, dtype=np.float64), np.ascontiguousarray(excluded, dtype=np.int64),
-                            *grids._args(), np.ascontiguousarray(cell_node, dtype=np.int64), out_x, out_y, out_node)
+    k = _jit().grid_extract(np.ascontiguousarray(pts, dtype=np.float64), cell,
+                            np.ascontiguousarray(cell_node, dtype=np.int64), out_x, out_y, out_node)
     if k != size:  # the histogram counted these very points
         raise RuntimeError(f"grid_extract found {k} points, the grid holds {size}")
     return out_x, out_y, out_node

@@ -36,6 +36,8 @@ __all__ = ["DescendCounter", "GridCounter", "Level0", "TreeResult", "grow_tree"]
 #: cells of the level-0 bisection grids of :class:`GridCounter` per tree user (4 bytes a cell, 8 more
 #: for its prefix sums)
 GRID_CELLS_PER_USER = 0.5
+#: at most this many cells in all (a grid that stays in cache: the pass's cost per user does not grow with N)
+GRID_MAX_CELLS = 1 << 18
 #: bisections per axis every level-0 leaf's grid resolves at least (at most the tree height)
 GRID_MIN_DEPTH = 3
 
@@ -104,11 +106,12 @@ class GridCounter:
     a seed gives the same release.
 
     ``d`` is chosen per leaf from ``weights`` (its estimated share of the users) so that the
-    grids hold about ``GRID_CELLS_PER_USER`` cells per tree user, between ``GRID_MIN_DEPTH`` and
-    the tree height ``h``. When a node holding users splits below its leaf's grid (dense spots,
-    large epsilon), the users of its cells are read out in one more pass and moved down one by
-    one from then on (:class:`DescendCounter` on those users only), the grid still counting
-    the coarser nodes.
+    grids hold about ``GRID_CELLS_PER_USER`` cells per tree user but at most ``GRID_MAX_CELLS``
+    in all (a grid that stays in cache, so the pass costs the same per user at every N), between
+    ``GRID_MIN_DEPTH`` and the tree height ``h``. The pass also keeps each point's cell (4
+    bytes). When a node holding users splits below its leaf's grid (dense spots), the users of
+    its cells are read out by a scan of the kept cells and moved down one by one from then on
+    (:class:`DescendCounter` on those users only), the grid still counting the coarser nodes.
     """
 
     def __init__(self, pts: F64, excluded: I64, level0: Level0, leaves: tuple[F64, F64, F64, F64], h: int,
@@ -120,7 +123,7 @@ class GridCounter:
         w = np.clip(np.asarray(weights, dtype=np.float64), 0.0, None)
         w = w / w.sum() if w.sum() > 0 else np.full(n_leaves, 1.0 / n_leaves)
         low = min(h, GRID_MIN_DEPTH)
-        budget = GRID_CELLS_PER_USER * n_rest
+        budget = min(GRID_CELLS_PER_USER * n_rest, GRID_MAX_CELLS)
         if n_leaves * 4.0**h <= budget:  # every leaf down to the tree's height: nothing read out
             self.depth = np.full(n_leaves, h, dtype=np.int64)
         else:
@@ -146,7 +149,7 @@ class GridCounter:
         self.grids = BisectionGrids(level0.ex, level0.ey, level0.block_of_x, level0.block_of_y, level0.table,
                                     self.depth, gx, gy, gbase, hoff, int((side * side).sum()))
         self.hoff = hoff
-        self.hist = level0_grid(pts, excluded, self.grids, np.int32 if n_rest < 2**31 else np.int64)
+        self.hist, self.cell = level0_grid(pts, excluded, self.grids, np.int32 if n_rest < 2**31 else np.int64)
         # 2-D prefix sums per leaf: node counts by inclusion-exclusion
         self.cum = np.zeros(int(((side + 1) ** 2).sum()), dtype=np.int64)
         for count, m, h0, s0 in groups:
@@ -201,7 +204,7 @@ class GridCounter:
             cy = np.arange(int(self.jy[p]) << sy, (int(self.jy[p]) + 1) << sy)
             cell_node[int(self.hoff[k]) + (cx[:, None] << d) + cy[None, :]] = p
         size = int(self.counts[nodes].sum())
-        px, py, leaf = grid_extract(self.pts, self.excluded, self.grids, cell_node, size)
+        px, py, leaf = grid_extract(self.pts, self.cell, cell_node, size)
         self.passes += 1
         if self.fine is None:
             self.fine = DescendCounter(px, py, leaf)
