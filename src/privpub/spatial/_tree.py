@@ -118,6 +118,7 @@ class GridCounter:
                  weights: F64) -> None:
         lx0, lx1, ly0, ly1 = leaves
         n_leaves = lx0.size
+        pts = np.ascontiguousarray(pts, dtype=np.float64)
         self.pts, self.excluded = pts, excluded
         n_rest = pts.shape[0] - excluded.size
         w = np.clip(np.asarray(weights, dtype=np.float64), 0.0, None)
