@@ -123,8 +123,10 @@ class GridCounter:
         n_rest = pts.shape[0] - excluded.size
         w = np.clip(np.asarray(weights, dtype=np.float64), 0.0, None)
         w = w / w.sum() if w.sum() > 0 else np.full(n_leaves, 1.0 / n_leaves)
-        low = min(h, GRID_MIN_DEPTH)
         budget = min(GRID_CELLS_PER_USER * n_rest, GRID_MAX_CELLS)
+        low = min(h, GRID_MIN_DEPTH)
+        if n_leaves * 4.0**low > budget:  # very many leaves: no floor (one cell a leaf at least)
+            low = 0
         if n_leaves * 4.0**h <= budget:  # every leaf down to the tree's height: nothing read out
             self.depth = np.full(n_leaves, h, dtype=np.int64)
         else:
