@@ -96,3 +96,59 @@ def test_a_series_without_ids_says_the_per_person_check_is_not_run(tmp_path: Pat
     quiet = runner.invoke(app, ["stream", "publish", str(series), "-e", "1", "-w", "4", "-m", "rtp", "--column",
                                 "count", "-o", str(tmp_path / "q.csv"), "--seed", "1", "--quiet"])
     assert quiet.exit_code == 0 and "not checked" not in quiet.stderr
+
+
+# -- --rho: the zCDP stream publishers (issue 26) -----------------------------------------------------------
+@pytest.fixture
+def series(tmp_path: Path) -> Path:
+    path = tmp_path / "series.txt"
+    path.write_text("\n".join(str(v) for v in np.random.default_rng(1).integers(0, 5, 100)) + "\n")
+    return path
+
+
+@pytest.mark.parametrize("method", ["mf_sqrt", "blt", "mf_range", "bt", "bth"])
+def test_rho_publishes_as_the_library_does(series: Path, tmp_path: Path, method: str) -> None:
+    from privpub.stream import PUBLISHERS
+
+    out = tmp_path / "out.csv"
+    res = runner.invoke(app, ["stream", "publish", str(series), "--rho", "0.5", "-w", "128", "-m", method,
+                              "-o", str(out), "--seed", "4"])
+    assert res.exit_code == 0, res.output
+    assert "rho=0.5 (zCDP)" in res.output
+    items = np.loadtxt(series, dtype=np.int64)
+    pub = PUBLISHERS[method](window=128, rho=0.5, rng=4)
+    pub.extend(items)
+    t = np.arange(1, items.size + 1)
+    assert pd.read_csv(out)["noisy_count"].tolist() == pub.answer(np.stack([t, t], axis=1), record=False).tolist()
+
+
+def test_rho_budget_file_is_a_zcdp_session(series: Path, tmp_path: Path) -> None:
+    budget = tmp_path / "budget.json"
+    args = ["stream", "publish", str(series), "-w", "16", "-m", "mf_sqrt", "--budget-file", str(budget)]
+    res = runner.invoke(app, [*args, "--rho", "0.25", "-o", str(tmp_path / "a.csv"), "--budget-total", "0.4"])
+    assert res.exit_code == 0, res.output
+    assert "spent rho 0.25 of 0.4" in res.output
+    session = Session.open(budget)
+    assert session.measure == "zcdp" and session.spent == pytest.approx(0.25)
+    # the rest of the rho cannot pay for a second 0.25, and an epsilon is never added to the rho
+    res = runner.invoke(app, [*args, "--rho", "0.25", "-o", str(tmp_path / "b.csv")])
+    assert res.exit_code == 2 and "0.15" in res.output and not (tmp_path / "b.csv").exists(), res.output
+    res = runner.invoke(app, [*args[:-4], "-m", "bt", "--budget-file", str(budget), "--epsilon", "0.1",
+                              "-o", str(tmp_path / "c.csv")])
+    assert res.exit_code == 2 and not (tmp_path / "c.csv").exists(), res.output
+    assert Session.open(budget).spent == pytest.approx(0.25)
+
+
+@pytest.mark.parametrize(("extra", "flag"), [
+    ([], "--epsilon"),  # neither
+    (["--epsilon", "1", "--rho", "0.5"], "--rho"),  # both
+    (["--rho", "0"], "--rho"),
+    (["--rho", "0.5", "-m", "rtp"], "rho"),  # RTP is pure DP only
+    (["--epsilon", "1", "-m", "mf_sqrt"], "epsilon"),  # the MF counters are zCDP only
+])
+def test_budget_options_are_checked(series: Path, tmp_path: Path, extra: list[str], flag: str) -> None:
+    out = tmp_path / "o.csv"
+    res = runner.invoke(app, ["stream", "publish", str(series), "-w", "16", "-o", str(out), *extra])
+    assert res.exit_code == 2, res.output
+    assert flag in res.output and "Traceback" not in res.output
+    assert not out.exists()

@@ -172,3 +172,20 @@ def test_user_report_is_epsilon_ldp_and_a_leaky_one_is_flagged(eps):
     assert ok.passed, str(ok)
     leaky = audit_epsilon(report(2.0), x, y, epsilon=eps, trials=60_000, batch=True, rng=12)
     assert not leaky.passed, str(leaky)
+
+
+def test_n_marginals_caps_the_cover_without_looking_at_the_data():
+    for d, ell, m in [(6, 2, 4), (8, 3, 5), (15, 3, 16)]:
+        chosen = calm_marginals(d, ell, count=m, rng=2)
+        assert len(chosen) == m and len(set(chosen)) == m and all(len(c) == ell for c in chosen)
+        assert chosen == calm_marginals(d, ell, count=m, rng=2)
+    # a count at or above the full cover is the full cover
+    assert calm_marginals(5, 2, count=100, rng=0) == calm_marginals(5, 2)
+    df, schema = _chain(20_000, 6, 0.6, np.random.default_rng(8))
+    rel = CALM(marginal_size=3, n_marginals=3).publish(df, schema=schema, epsilon=1.0, rng=9)
+    assert len(rel.marginals) == 3 and sum(rel.group_sizes) == 20_000
+    assert rel.params["n_marginals"] == 3 and rel.ledger.total == pytest.approx(1.0)
+    for bad in (0, -1, 2.5):
+        with pytest.raises(ParameterError) as info:
+            CALM(n_marginals=bad)
+        assert info.value.param == "n_marginals"

@@ -128,10 +128,15 @@ def pristine_copy(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
-def _test_paths(part: str) -> list[str]:
-    """The part's tests, publisher tests first so that a killed mutant stops early (``-x``)."""
-    first = REPO / "tests" / part / "test_publishers.py"
-    return ([str(first.relative_to(REPO))] if first.exists() else []) + [f"tests/{part}"]
+def _test_paths(site: Site) -> list[str]:
+    """The part's tests, those most likely to kill the mutant first, so that it stops early (``-x``).
+
+    First the mutated module's own test file (``_dawa.py`` -> ``tests/histogram/test_dawa.py``),
+    then the part's publisher tests, then the whole part (pytest drops the repeated files).
+    """
+    module = Path(site.file).stem.lstrip("_")
+    first = [REPO / "tests" / site.part / f"test_{module}.py", REPO / "tests" / site.part / "test_publishers.py"]
+    return [str(p.relative_to(REPO)) for p in dict.fromkeys(first) if p.exists()] + [f"tests/{site.part}"]
 
 
 @pytest.mark.mutation
@@ -151,7 +156,7 @@ def test_doubled_epsilon_is_caught(site: Site, pristine_copy: Path) -> None:
 def _run_mutant(site: Site, root: Path) -> None:
     env = {**os.environ, "PYTHONPATH": str(root), "PYTHONDONTWRITEBYTECODE": "1"}
     cmd = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:randomly", "-n", "0",
-           "-m", "not slow and not audit_full and not mutation", *_test_paths(site.part)]
+           "-m", "not slow and not audit_full and not mutation", *_test_paths(site)]
     proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=900, check=False)
     # exit code 1: some test failed (the mutant is killed); 0: every test passed (it survived)
     assert proc.returncode != 5, f"no tests collected for {site.part}"

@@ -1,7 +1,10 @@
-"""The batch-ingest path of the store (issue 27): bulk load first, deduplication only after a
-unique violation (``Store.ingest``). Each report is stored and counted once, on both databases: fresh batches, resent
-reports mixed with new ones, whole batches resent, repeats inside a batch, a concurrent writer
-storing the same ids, and groups of different payload widths in one batch."""
+"""The batch-ingest path of the store (issue 27): bulk load first; the reports this process's
+predictor (``RecentIds``) knows and a sample of the others probed in the first statement; every id
+probed only when the sample or the bulk load meets a stored report (``Store.ingest``). Each report
+is stored and counted once, on both databases: fresh batches, resent reports mixed with new ones
+(predicted, stored by another process, missed by the sample), whole batches resent, repeats inside
+a batch, a concurrent writer storing the same ids, a stale prediction, and groups of different
+payload widths in one batch."""
 
 from __future__ import annotations
 
@@ -214,3 +217,109 @@ def test_ingestor_keeps_its_connection_and_replaces_a_lost_one(store: Store) -> 
     finally:
         ingestor.stop()
     assert ingestor._conn is None
+
+
+def test_resent_reports_predicted_or_not_are_counted_once(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The three ways a batch with stored reports is stored, each counted once with the first
+    receipt's time: the predictor of this process knows them (probed in the first statement, the
+    rest bulk-loaded); another process stored them (the sample finds one: every id probed); and a
+    stored report neither predicted nor sampled (the bulk load fails and the rerun probes all)."""
+    import privpub.service._store as store_module
+
+    calls: list[bool] = []
+    real = store_module._append
+
+    def spy(*args: object, **kwargs: bool) -> tuple[np.ndarray, np.ndarray]:
+        calls.append(bool(kwargs["dedup"]))
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(store_module, "_append", spy)
+    info = _campaign(store)
+    other = Store(store.engine)  # another process: its own predictor
+    rng = np.random.default_rng(10)
+    n = 1000
+    ids1, pay1 = rng.integers(0, 256, size=(n, 16), dtype=np.uint8), rng.integers(0, 256, size=(n, 2), dtype=np.uint8)
+    ids2, pay2 = rng.integers(0, 256, size=(n, 16), dtype=np.uint8), rng.integers(0, 256, size=(n, 2), dtype=np.uint8)
+    assert (_put(store, info, ids1, pay1, T0).status == NEW).all()
+    assert (_put(other, info, ids2, pay2, T0 + 3600).status == NEW).all()
+    assert store.recent.find(info.id, store_module._id_keys(ids1)).all()
+    assert not store.recent.find(info.id, store_module._id_keys(ids2)).any()
+    expect_support = _ones(info, pay1) + _ones(info, pay2)
+    total = 2 * n
+
+    def resend(via: Store, old: np.ndarray, pick: np.ndarray, t: int) -> None:
+        nonlocal total, expect_support
+        ids = rng.integers(0, 256, size=(n, 16), dtype=np.uint8)
+        pay = rng.integers(0, 256, size=(n, 2), dtype=np.uint8)
+        at = rng.choice(n, size=pick.size, replace=False)
+        ids[at] = old[pick]
+        out = _put(via, info, ids, pay, t)
+        expect = np.full(n, NEW)
+        expect[at] = DUPLICATE
+        np.testing.assert_array_equal(out.status, expect)
+        first = T0 if old is ids1 else T0 + 3600
+        np.testing.assert_array_equal(out.received[at], np.full(at.size, first))
+        new = np.setdiff1d(np.arange(n), at)
+        total += new.size
+        expect_support = expect_support + _ones(info, pay[new])
+        rows, agg, buckets, support = _stored(store, info.id)
+        assert rows == agg == buckets == total
+        np.testing.assert_array_equal(support, expect_support)
+
+    calls.clear()
+    resend(store, ids1, rng.choice(n, size=n // 10, replace=False), T0 + 7200)  # predicted
+    assert calls == [False]  # one bulk load of the others, no full probe
+    calls.clear()
+    resend(store, ids2, rng.choice(n, size=n // 10, replace=False), T0 + 10800)  # unknown: the sample finds them
+    assert calls == [True]
+    calls.clear()
+    resend(store, ids2, np.array([5]), T0 + 14400)  # one unknown stored report, missed by the sample
+    assert calls in ([False, True], [True])  # a failed bulk load and the rerun (or, rarely, sampled)
+
+
+def test_a_stale_prediction_stores_the_report(store: Store) -> None:
+    """The predictor is never trusted alone: ids it wrongly believes stored (a database restored
+    from a backup, say) are probed, found missing and stored."""
+    import privpub.service._store as store_module
+
+    info = _campaign(store)
+    rng = np.random.default_rng(11)
+    ids = rng.integers(0, 256, size=(600, 16), dtype=np.uint8)
+    pay = rng.integers(0, 256, size=(600, 2), dtype=np.uint8)
+    store.recent.add(info.id, store_module._id_keys(ids[:400]))
+    out = _put(store, info, ids, pay, T0)
+    assert (out.status == NEW).all() and (out.received == T0).all()
+    rows, agg, buckets, support = _stored(store, info.id)
+    assert rows == agg == buckets == 600
+    np.testing.assert_array_equal(support, _ones(info, pay))
+
+
+def test_recent_ids_and_id_order() -> None:
+    """RecentIds finds every recorded key while under capacity and forgets the oldest past it;
+    _id_order sorts 16-byte ids by their bytes and finds each row's first row with its id, also when
+    first halves collide."""
+    from privpub.service._store import RecentIds, _id_order
+
+    rng = np.random.default_rng(12)
+    rec = RecentIds(capacity=10_000, min_batch=10)
+    batches = [rng.integers(0, 2**63, size=int(k), dtype=np.int64).astype(np.uint64)
+                for k in rng.integers(10, 900, size=12)]
+    for b in batches:
+        rec.add("c", b)
+    assert rec.find("c", batches[-1]).all() and not rec.find("d", batches[-1]).any()
+    assert not rec.find("c", rng.integers(0, 2**63, size=1000, dtype=np.int64).astype(np.uint64)).any()
+    kept = sum(int(rec.find("c", b).sum()) for b in batches)
+    assert kept <= 10_000 and rec.find("c", np.concatenate(batches[-3:])).all()
+    rec.add("c", batches[0][:5])  # below min_batch: not recorded
+    assert rec._size <= 10_000
+
+    ids = rng.integers(0, 256, size=(500, 16), dtype=np.uint8)
+    ids[100:200, :8] = ids[0, :8]  # equal first halves
+    ids[300] = ids[7]
+    ids[301] = ids[7]
+    ids[400] = ids[150]
+    order, first = _id_order(ids)
+    view = ids.view("V16").ravel()
+    np.testing.assert_array_equal(order, np.argsort(view, kind="stable"))
+    _, idx, inv = np.unique(view, return_index=True, return_inverse=True)
+    np.testing.assert_array_equal(first, idx[inv.ravel()])

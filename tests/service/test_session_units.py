@@ -67,6 +67,7 @@ def test_a_database_written_before_units_opens(fresh_url: str) -> None:
         assert current_revision(engine) == head_revision()
     finally:
         engine.dispose()
+    assert session.measure == "pure-dp"  # NULL measure (migration 0008): the session holds epsilons, as it did
     (old,) = session.charges
     assert old.unit is None and old.privacy_unit == PrivacyUnit.record() and session.spent == pytest.approx(0.5)
     # the old record-level session keeps refusing person-level releases
@@ -74,3 +75,25 @@ def test_a_database_written_before_units_opens(fresh_url: str) -> None:
         LaplaceHistogram().publish(UnitCounts([1, 1], PERSON), epsilon=0.5, rng=0, session=session)
     LaplaceHistogram().publish([1, 1], epsilon=0.5, rng=0, session=session)
     assert session.spent == pytest.approx(1.0)
+
+
+def test_downgrade_below_0008_refuses_while_a_zcdp_session_exists(fresh_url: str) -> None:
+    """An older privpub would read a zCDP session's rhos as epsilons: the downgrade refuses until it is gone."""
+    from alembic import command
+
+    from privpub.service._db import alembic_config
+
+    DatabaseSessionStore(fresh_url, 0.5, name="rho", measure="zcdp").close()
+    with pytest.raises(RuntimeError, match="zCDP budget session"):
+        command.downgrade(alembic_config(fresh_url), "0007_streams_measure")
+    engine = make_engine(fresh_url, pool_size=1)
+    try:
+        assert current_revision(engine) == head_revision()
+        with write_tx(engine) as conn:
+            conn.execute(sa.text("DELETE FROM budget_sessions WHERE name = 'rho'"))
+    finally:
+        engine.dispose()
+    command.downgrade(alembic_config(fresh_url), "0007_streams_measure")
+    store = DatabaseSessionStore(fresh_url, 1.0, name="pure")  # upgrades again; pure sessions work throughout
+    assert store.measure == "pure-dp"
+    store.close()

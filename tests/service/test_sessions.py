@@ -37,6 +37,56 @@ def test_session_open_sqlite_url(tmp_path: Path) -> None:
     assert Session.open(url).remaining == 0.0
 
 
+def test_zcdp_database_session(db_url: str) -> None:
+    """A database session in rho-zCDP (migration 0008): charged in rho by zCDP publishers, refusing
+    pure-DP releases, and stating its measure when reopened."""
+    from privpub.stream import PUBLISHERS
+
+    session = Session.open(db_url, total_rho=0.5) if db_url.startswith("sqlite") else \
+        Session(store=database_session_store(db_url, 0.5, name="rho", measure="zcdp"))
+    name = getattr(session.store, "name", "default")
+    assert session.measure == "zcdp"
+    PUBLISHERS["mf_sqrt"](window=8, rho=0.2, rng=0, session=session).extend([1, 2, 3])
+    assert session.spent == pytest.approx(0.2)
+    # a pure-DP release never adds its epsilon to the rhos; nothing is charged
+    with pytest.raises(ParameterError) as info:
+        LaplaceHistogram().publish([5, 3], epsilon=0.1, rng=0, session=session)
+    assert info.value.param == "measure"
+    with pytest.raises(BudgetExceededError) as over:
+        PUBLISHERS["bt"](window=8, rho=0.4, rng=0, session=session)
+    assert over.value.param == "rho"
+    # reopening: the measure and total are the stored ones
+    again = Session(store=database_session_store(db_url, name=name))
+    assert again.measure == "zcdp" and again.remaining == pytest.approx(0.3)
+    for kwargs, param in [({"measure": "pure-dp"}, "measure"), ({"total_epsilon": 0.7}, "total_rho")]:
+        with pytest.raises(ParameterError) as info:
+            database_session_store(db_url, name=name, **kwargs)  # type: ignore[arg-type]
+        assert info.value.param == param
+    if db_url.startswith("sqlite"):
+        with pytest.raises(ParameterError) as info:
+            Session.open(db_url, total_epsilon=0.5)  # an epsilon total asks for a pure-DP session
+        assert info.value.param == "measure"
+        assert Session.open(db_url, total_rho=0.5).measure == "zcdp"
+
+
+def test_pure_sessions_stay_null_in_the_measure_column(db_url: str) -> None:
+    """Pure-DP sessions are written as before migration 0008 (NULL measure), so an older privpub reads them."""
+    import sqlalchemy as sa
+
+    from privpub.service import make_engine
+
+    Session(store=database_session_store(db_url, 1.0, name="pure-null"))
+    Session(store=database_session_store(db_url, 1.0, name="rho-zcdp", measure="zcdp"))
+    engine = make_engine(db_url, pool_size=1)
+    try:
+        with engine.connect() as conn:
+            rows = dict(conn.execute(sa.text("SELECT name, measure FROM budget_sessions WHERE name IN "
+                                             "('pure-null', 'rho-zcdp')")).all())
+    finally:
+        engine.dispose()
+    assert rows == {"pure-null": None, "rho-zcdp": "zcdp"}
+
+
 def _reserve(url: str, name: str, start: mp.synchronize.Event, out: mp.Queue) -> None:  # type: ignore[type-arg]
     store = DatabaseSessionStore(url, name=name, migrate=False)
     start.wait(30)

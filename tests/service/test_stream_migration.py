@@ -86,11 +86,16 @@ def test_a_database_written_before_zcdp_streams_opens(backend: str, tmp_path: Pa
                 assert post_counts(adm, z["id"], [1, 2, 3])["t"] == 3
         finally:
             srv.stop()
+        # down to 0007 first (the later revisions hold nothing that refuses), then 0007's own refusal:
+        # SQLite runs each revision's DDL in its own transaction, so the refused one stays applied
+        command.downgrade(alembic_config(db_url), "0007_streams_measure")
         with pytest.raises(RuntimeError, match="zCDP stream"):
             command.downgrade(alembic_config(db_url), "0006_budget_charge_units")
         engine = make_engine(db_url, pool_size=1)
         try:
-            assert current_revision(engine) == head_revision()
+            assert current_revision(engine) == "0007_streams_measure"
+            with engine.connect() as conn:  # the zCDP stream is still there, with its measure
+                assert conn.execute(sa.text("SELECT count(*) FROM streams WHERE measure = 'zcdp'")).scalar_one() == 1
         finally:
             engine.dispose()
     finally:

@@ -16,6 +16,7 @@ from service_helpers import Server
 from stream_helpers import create_stream, post_counts, ranges
 
 from privpub import Session
+from privpub.errors import ParameterError
 from privpub.service import database_session_store
 from privpub.stream import PUBLISHERS, make_publisher
 
@@ -292,15 +293,44 @@ def test_budget_session_is_charged_and_refuses(srv: Server, adm: httpx.Client) -
     missing = adm.post("/streams", json={"name": "c", "publisher": "rtp", "epsilon": 0.1, "window": 8,
                                          "session": "no-such-session"})
     assert missing.status_code == 422 and missing.json()["error"]["field"] == "session"
-    # a zCDP stream is never charged to the session's epsilons (nor converted: no rho is a pure-DP epsilon)
+    # a zCDP stream is never charged to a pure-DP session's epsilons (nor converted: no rho is a pure-DP epsilon)
     roomy = "streams-" + uuid.uuid4().hex[:8]
     Session(store=database_session_store(srv.db, total_epsilon=100.0, name=roomy))
     for pub in ("mf_sqrt", "bt"):
         z = adm.post("/streams", json={"name": "z", "publisher": pub, "rho": 0.01, "window": 8, "session": roomy})
         assert z.status_code == 422 and z.json()["error"]["field"] == "session", z.text
-        assert "rho is never added" in z.json()["error"]["message"]
+        assert "never adds an epsilon to a rho" in z.json()["error"]["message"]
     assert len(adm.get("/streams").json()["streams"]) == n
     assert Session(store=database_session_store(srv.db, name=roomy)).spent == 0
+
+
+def test_zcdp_stream_is_charged_to_a_zcdp_session(srv: Server, adm: httpx.Client) -> None:
+    """A zCDP database session (migration 0008) pays for zCDP streams in rho and refuses epsilons."""
+    name = "rho-" + uuid.uuid4().hex[:8]
+    session = Session(store=database_session_store(srv.db, 0.5, name=name, measure="zcdp"))
+    assert session.measure == "zcdp"
+    a = adm.post("/streams", json={"name": "a", "publisher": "mf_sqrt", "rho": 0.3, "window": 8, "session": name})
+    assert a.status_code == 201, a.text
+    assert session.spent == pytest.approx(0.3)
+    (charge,) = session.charges
+    assert charge.epsilon == pytest.approx(0.3)  # the amount is a rho: the session's measure says so
+    # the rest (0.2) cannot pay for another 0.3, and nothing is made
+    n = len(adm.get("/streams").json()["streams"])
+    b = adm.post("/streams", json={"name": "b", "publisher": "bt", "rho": 0.3, "window": 8, "session": name})
+    assert b.status_code == 409 and b.json()["error"]["field"] == "session", b.text
+    # a pure-DP stream's epsilon is never added to the session's rhos
+    c = adm.post("/streams", json={"name": "c", "publisher": "rtp", "epsilon": 0.1, "window": 8, "session": name})
+    assert c.status_code == 422 and c.json()["error"]["field"] == "session", c.text
+    assert "never adds an epsilon to a rho" in c.json()["error"]["message"]
+    assert len(adm.get("/streams").json()["streams"]) == n
+    assert session.spent == pytest.approx(0.3)
+    # reopening states the measure: a zCDP session is not reopened as pure DP, nor with another total
+    with pytest.raises(ParameterError) as info:
+        database_session_store(srv.db, name=name, measure="pure-dp")
+    assert info.value.param == "measure"
+    with pytest.raises(ParameterError) as info:
+        database_session_store(srv.db, 0.7, name=name)
+    assert info.value.param == "total_rho"
 
 
 def test_query_log_and_heights_visible_to_the_operator(adm: httpx.Client) -> None:

@@ -460,8 +460,12 @@ def output_file(path: Path | str, *, force: bool, option: str = "--output") -> I
 # ----------------------------------------------------------------------------------------------
 # budget sessions
 # ----------------------------------------------------------------------------------------------
-def open_session(budget_file: Path | None, budget_total: float | None, label: str) -> Any:
-    """The :class:`~privpub.core.Session` of ``--budget-file`` (labelled ``label``), or None."""
+def open_session(budget_file: Path | None, budget_total: float | None, label: str, *, zcdp: bool = False) -> Any:
+    """The :class:`~privpub.core.Session` of ``--budget-file`` (labelled ``label``), or None.
+
+    ``zcdp``: the release is charged in rho, so a new file is a zCDP session of total rho
+    ``--budget-total`` (an existing file keeps its measure, and the publisher refuses a mismatch).
+    """
     from privpub.core import Session
 
     if budget_file is None:
@@ -470,13 +474,18 @@ def open_session(budget_file: Path | None, budget_total: float | None, label: st
         return None
     if "://" in str(budget_file):
         raise ParameterError("--budget-file takes the path of a JSON file (database sessions are the service's)")
+    if zcdp:
+        return Session.open(budget_file, total_rho=budget_total).on(label)
     return Session.open(budget_file, total_epsilon=budget_total).on(label)
 
 
 def echo_session(session: Any, budget_file: Path | None, *, err: bool = False) -> None:
     """After a release under ``--budget-file``: what the file has spent and what remains."""
     if session is not None:
-        typer.echo(f"budget file {budget_file}: spent {session.spent:.6g} of {session.total_epsilon:g}, "
+        from privpub.core import PURE_DP, measure_unit
+
+        unit = "" if session.measure == PURE_DP else f" {measure_unit(session.measure)}"  # zCDP: say the amounts are rhos
+        typer.echo(f"budget file {budget_file}: spent{unit} {session.spent:.6g} of {session.total_epsilon:g}, "
                    f"{session.remaining:.6g} remains", err=err)
 
 

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import inspect
 import math
 from pathlib import Path
 from typing import Annotated, Any
@@ -17,7 +18,6 @@ from privpub.cli._common import (
     BudgetTotalOption,
     Checks,
     DataLabelOption,
-    EpsilonOption,
     ForceOption,
     PlainHelpGroup,
     check_out_dir,
@@ -35,7 +35,8 @@ from privpub.cli._series import read_series
 from privpub.core import check_allocation, check_epsilon
 from privpub.errors import ParameterError
 
-_METHODS = "hq_rtp|rtp|rtp_mm|hq_rtpmm|bt|bth"
+_METHODS = ("hq_rtp (default), rtp, rtp_mm, hq_rtpmm (--epsilon); bt, bth (--epsilon or --rho); mf_sqrt, blt, "
+            "mf_range (--rho)")
 #: output formats of the answers / noisy series
 FORMATS = ("csv", "json", "parquet", "npy")
 #: bytes per tree node of the stream publishers (tracemalloc, docs/benchmarks.md), with a 2x margin
@@ -145,10 +146,14 @@ def register(app: typer.Typer, reproduce_app: typer.Typer) -> None:
     def stream(
         input: Annotated[Path, typer.Argument(help="Count series: CSV/Parquet (with --column), .txt or .npy; "
                                                    "with --privacy-id an event table (one row per event).")],
-        epsilon: EpsilonOption,
         window: Annotated[int, typer.Option("--window", "-w", help="Sliding window W (queries must lie inside).")],
         output: Annotated[Path, typer.Option(
             "--output", "-o", help="Output: .csv, .json, .parquet or .npy (from the suffix).")],
+        epsilon: Annotated[float | None, typer.Option(
+            "--epsilon", "-e", help="Event-level epsilon of the whole stream (pure DP; give this or --rho).")] = None,
+        rho: Annotated[float | None, typer.Option(
+            "--rho", help="Event-level rho of the whole stream (zCDP, Gaussian noise): mf_sqrt, blt, mf_range, "
+                          "and bt or bth. With --budget-file the session is a zCDP one (--budget-total is a rho).")] = None,
         column: Annotated[str | None, typer.Option("--column", "-c", help="Column holding the counts.")] = None,
         method: Annotated[str, typer.Option("--method", "-m", help=_METHODS)] = "hq_rtp",
         queries: Annotated[Path | None, typer.Option(
@@ -182,10 +187,20 @@ def register(app: typer.Typer, reproduce_app: typer.Typer) -> None:
         from privpub.stream import NOISE_KINDS, PUBLISHERS, make_publisher
 
         checks = Checks()
-        checks(check_epsilon, epsilon, "--epsilon")
+        if (epsilon is None) == (rho is None):
+            checks.add("give exactly one of --epsilon (pure DP) and --rho (zCDP: mf_sqrt, blt, mf_range, bt, bth)",
+                       param="--rho" if rho is not None else "--epsilon")
+        elif epsilon is not None:
+            checks(check_epsilon, epsilon, "--epsilon")
+        else:
+            checks(check_epsilon, rho, "--rho")
         checks(check_output, output, force=force, inputs=[input, queries], supported=FORMATS)
         if method not in PUBLISHERS:
             checks.add(f"--method must be one of {', '.join(sorted(PUBLISHERS))}, got {method!r}")
+        elif rho is not None and epsilon is None and "rho" not in inspect.signature(PUBLISHERS[method]).parameters:
+            checks.add(f"--rho: {method} is a pure-DP publisher (give --epsilon); the zCDP ones are "
+                       f"{', '.join(m for m in sorted(PUBLISHERS) if 'rho' in inspect.signature(PUBLISHERS[m]).parameters)}",
+                       param="--rho")
         if noise not in NOISE_KINDS:
             checks.add(f"--noise must be one of {', '.join(NOISE_KINDS)}, got {noise!r}")
         if not (sensitivity > 0 and math.isfinite(sensitivity)):
@@ -195,9 +210,10 @@ def register(app: typer.Typer, reproduce_app: typer.Typer) -> None:
         q = checks(_read_queries, queries, window) if queries is not None else None
         checks.done()
         events = _read_events(input, column, privacy_id) if privacy_id is not None else None
-        session = open_session(budget_file, budget_total, data_label or input.name)
+        session = open_session(budget_file, budget_total, data_label or input.name, zcdp=rho is not None)
         extra = publish_kwargs(PUBLISHERS[method], session, "stream")
-        kw: dict[str, object] = {"window": window, "epsilon": epsilon, "rng": seed, "noise": noise,
+        budget = {"epsilon": epsilon} if rho is None else {"rho": rho}
+        kw: dict[str, object] = {"window": window, **budget, "rng": seed, "noise": noise,
                                  "sensitivity": sensitivity, "real": real, "max_item": max_item}
         if height is not None:
             kw["height"] = height
@@ -211,7 +227,8 @@ def register(app: typer.Typer, reproduce_app: typer.Typer) -> None:
             data = pub.bound_events(steps - 1, ids)
         else:
             data = read_series(input, column)
-            notice = unit_notice(None, privacy_id, epsilon, unit="event")  # a series has no public id statement
+            amount = next(v for v in (epsilon, rho) if v is not None)  # checked: exactly one is given
+            notice = unit_notice(None, privacy_id, amount, unit="event")  # a series has no public id statement
             if notice is not None and not quiet:
                 typer.echo(notice, err=True)
         check_stream_sizes(method, window, height, len(data))
@@ -243,7 +260,8 @@ def register(app: typer.Typer, reproduce_app: typer.Typer) -> None:
                                 "noisy_prefix": np.cumsum(noisy)})
         path = write_table(out, output, force=force, formats=FORMATS)
         level = "event-level" if unit is None else f"per person and step, at most {max_contributions} events each"
-        typer.echo(f"{pub.method}: {len(data)} items, epsilon={epsilon:g} ({level}), window={window}, "
+        spent = f"epsilon={epsilon:g}" if rho is None else f"rho={rho:g} (zCDP)"
+        typer.echo(f"{pub.method}: {len(data)} items, {spent} ({level}), window={window}, "
                    f"wrote {len(out)} rows to {path}")
         if unit is not None:
             typer.echo(f"protects: {unit}")

@@ -39,9 +39,13 @@ ENTRY_POINT_GROUP = "privpub.plugins"
 
 
 class SessionStoreFactory(Protocol):
-    """``factory(url, total_epsilon)`` returns a :class:`privpub.core.SessionStore`."""
+    """``factory(url, total, measure=...)`` returns a :class:`privpub.core.SessionStore`.
 
-    def __call__(self, url: str, total_epsilon: float | None = None) -> Any: ...
+    ``total`` is the total epsilon (a rho when ``measure="zcdp"``) of a new session; ``measure``
+    None accepts a stored session's measure, a given one must match it.
+    """
+
+    def __call__(self, url: str, total_epsilon: float | None = None, *, measure: str | None = None) -> Any: ...
 
 
 @runtime_checkable

@@ -430,8 +430,8 @@ class Session:
              total_rho: float | None = None) -> Session:
         """A session kept in the JSON file ``path`` (created with ``total_epsilon`` if missing).
 
-        ``total_rho`` instead creates (or reopens, checking the file's measure) a zCDP session
-        file.
+        ``total_rho`` instead creates (or reopens, checking the stored measure) a zCDP session, in
+        the file or in the database.
 
         Database URLs (``sqlite:///...``, ``postgresql+psycopg://...``) open the store registered
         for their scheme (:func:`privpub.core.register_session_store`; the service's database
@@ -442,13 +442,14 @@ class Session:
             if total_epsilon is not None:
                 raise ParameterError("give total_epsilon (pure DP) or total_rho (zCDP), not both",
                                      param="total_rho")
+            rho = check_epsilon(total_rho, "total_rho")
             if "://" in text:
-                raise ParameterError("database session stores account in pure epsilon-DP only; "
-                                     "a zCDP session needs a JSON budget file", param="total_rho")
-            return cls(store=FileSessionStore(text, check_epsilon(total_rho, "total_rho"), measure=ZCDP))
+                return cls(store=session_store_factory(text)(text, rho, measure=ZCDP))
+            return cls(store=FileSessionStore(text, rho, measure=ZCDP))
         if "://" in text:
             factory = session_store_factory(text)
-            return cls(total_epsilon, store=factory(text, total_epsilon))
+            measure = PURE_DP if total_epsilon is not None else None  # a given epsilon: the session must be pure DP
+            return cls(total_epsilon, store=factory(text, total_epsilon, measure=measure))
         measure = PURE_DP if total_epsilon is not None else None  # a given epsilon: the file must be pure DP
         return cls(total_epsilon, store=FileSessionStore(text, total_epsilon, measure=measure))
 

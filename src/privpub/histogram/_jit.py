@@ -235,9 +235,28 @@ def _range_gram(n, b, u, lo, hi):
 
 
 @njit(cache=True, nogil=True)
-def greedy_h(b, n, spans, children, grid):
-    """Greedy-H's per-node split ``p`` (bottom-up) and the resulting query weights; see
-    :func:`privpub.histogram.greedy_h_weights`."""
+def subtree_heights(children):
+    """Levels of each node's subtree (a leaf: 1); nodes in breadth-first order, children after parents."""
+    m = children.shape[0]
+    h = np.ones(m)
+    for v in range(m - 1, -1, -1):
+        c1 = children[v, 0]
+        if c1 >= 0:
+            h[v] = 1.0 + max(h[c1], h[children[v, 1]])
+    return h
+
+
+@njit(cache=True, nogil=True)
+def greedy_h(b, n, spans, children, grid, fixed, decay):
+    """Greedy-H's per-node split ``p`` (bottom-up), the resulting query weights and their exact
+    all-ranges error; see :func:`privpub.histogram.greedy_h_weights`.
+
+    ``fixed[v] >= 0`` imposes node ``v``'s split instead of searching the grid. ``decay`` applies
+    DPBench's heuristic (the parent's own query counts ``2^(-depth/2)`` in the search, and the
+    decayed objective is carried up, as ``greedyH.py``). The returned error is exact for fixed
+    splits and for the search without decay; re-run with ``fixed = p_choice`` for the exact error
+    of a decayed search.
+    """
     m = spans.shape[0]
     k = b.size - 1
     u = np.ones(k)  # u of each processed node, stored on its buckets (children are disjoint)
@@ -245,6 +264,11 @@ def greedy_h(b, n, spans, children, grid):
     kk = np.zeros(m)
     p_choice = np.ones(m)
     ones = np.ones(k)
+    depth = np.zeros(m)
+    for v in range(m):
+        if children[v, 0] >= 0:
+            depth[children[v, 0]] = depth[v] + 1.0
+            depth[children[v, 1]] = depth[v] + 1.0
     for v in range(m - 1, -1, -1):
         lo = spans[v, 0]
         hi = spans[v, 1]
@@ -257,17 +281,30 @@ def greedy_h(b, n, spans, children, grid):
         ks = kk[c1] + kk[c2]
         t = err[c1] + err[c2]
         q = _range_gram(n, b, u, lo, hi)
-        best = np.inf
-        pj = 1.0
-        for j in range(grid.size):
-            p = grid[j]
-            a2 = (1.0 - p) * (1.0 - p)
-            e = (t - a2 * q / (p * p + a2 * ks)) / (p * p)
-            if e < best:
-                best = e
-                pj = p
-        denom = pj * pj + (1.0 - pj) * (1.0 - pj) * ks
-        err[v] = best
+        searched = fixed[v] < 0
+        best = 0.0
+        if not searched:
+            pj = fixed[v]
+        else:
+            dec = 2.0 ** (-depth[v] / 2.0) if decay else 1.0
+            qd = q
+            if decay:  # only the cross-children part of q is decayed (DPBench's greedyH.py)
+                q1 = _range_gram(n, b, u, spans[c1, 0], spans[c1, 1]) + _range_gram(n, b, u, spans[c2, 0],
+                                                                                    spans[c2, 1])
+                qd = (q - q1) * dec + q1
+            best = np.inf
+            pj = 1.0
+            for j in range(grid.size):
+                p = grid[j]
+                a2 = (1.0 - p) * (1.0 - p) * dec
+                e = (t - a2 * qd / (p * p + a2 * ks)) / (p * p)
+                if e < best:
+                    best = e
+                    pj = p
+        a2 = (1.0 - pj) * (1.0 - pj)
+        denom = pj * pj + a2 * ks
+        # a searched node carries the searched objective up (with decay: DPBench's decayed one)
+        err[v] = best if searched else (t - a2 * q / denom) / (pj * pj)
         kk[v] = ks / denom
         for s in range(lo, hi):
             u[s] /= denom
@@ -282,7 +319,7 @@ def greedy_h(b, n, spans, children, grid):
             weights[v] = scale[v] * (1.0 - p_choice[v])
             scale[c1] = scale[v] * p_choice[v]
             scale[children[v, 1]] = scale[v] * p_choice[v]
-    return weights
+    return weights, err[0], p_choice
 
 
 @njit(cache=True, nogil=True)

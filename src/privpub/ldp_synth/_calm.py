@@ -62,11 +62,17 @@ def choose_oracle(domain_size: int, epsilon: float) -> FrequencyOracle:
     return GRR(domain_size=c) if c < 3.0 * math.exp(eps) + 2.0 else OLH(domain_size=c)
 
 
-def calm_marginals(n_attributes: int, size: int, *, rng: RNGLike = None) -> list[tuple[int, ...]]:
+def calm_marginals(n_attributes: int, size: int, *, count: int | None = None,
+                   rng: RNGLike = None) -> list[tuple[int, ...]]:
     """The attribute sets CALM measures: the fewest ``size``-subsets (greedy, random ties) that
     cover every pair of the ``n_attributes`` attributes; all pairs for ``size = 2``.
 
-    Depends only on the public ``n_attributes``, ``size`` and the random draw, never on the data.
+    With ``count`` the greedy cover stops after ``count`` subsets (fewer marginals, each
+    measured by more users, covering only some pairs; the paper's ``m``). ``count`` at or above
+    the size of the full cover changes nothing.
+
+    Depends only on the public ``n_attributes``, ``size``, ``count`` and the random draw, never
+    on the data.
 
     Examples
     --------
@@ -80,13 +86,14 @@ def calm_marginals(n_attributes: int, size: int, *, rng: RNGLike = None) -> list
     if ell > d:
         raise ParameterError(f"marginal_size must be at most the number of attributes ({d}), got {ell}",
                              param="marginal_size")
-    if ell == 2 or ell == d:
+    limit = None if count is None else check_positive_int(count, "n_marginals")
+    if limit is None and (ell == 2 or ell == d):
         return [tuple(c) for c in itertools.combinations(range(d), ell)]
     gen = as_generator(rng)
     uncovered = set(itertools.combinations(range(d), 2))
     chosen: list[tuple[int, ...]] = []
     candidates = [tuple(c) for c in itertools.combinations(range(d), ell)]
-    while uncovered:
+    while uncovered and (limit is None or len(chosen) < limit):
         gains = np.array([sum(1 for p in itertools.combinations(c, 2) if p in uncovered) for c in candidates])
         best = np.flatnonzero(gains == gains.max())
         pick = candidates[int(best[gen.integers(best.size)])]
@@ -300,6 +307,11 @@ class CALM(Publisher):
         ``l``, the number of attributes of each measured marginal (default 2).
     rounds : int
         Rounds of (consistency, Norm-Sub) post-processing (default 3; CALM iterates them).
+    n_marginals : int, optional
+        ``m``, the number of marginals (user groups). Default: the fewest that cover every pair
+        of attributes. Fewer marginals give each more users (less noise) but leave some pairs
+        to maximum entropy; on small populations that trade wins (see ``docs/ldp_synth.md``).
+        Public and data-independent, so it costs no privacy.
 
     Notes
     -----
@@ -324,10 +336,13 @@ class CALM(Publisher):
 
     marginal_size: int = 2
     rounds: int = 3
+    n_marginals: int | None = None
 
     def __post_init__(self) -> None:
         check_positive_int(self.marginal_size, "marginal_size", minimum=2)
         check_positive_int(self.rounds, "rounds")
+        if self.n_marginals is not None:
+            check_positive_int(self.n_marginals, "n_marginals")
 
     def publish(
         self,
@@ -349,7 +364,7 @@ class CALM(Publisher):
         epsilon : float
             Each user's local epsilon.
         rng : seed or Generator
-            Drives the split into groups, the choice of marginals (``l > 2``) and the reports.
+            Drives the split into groups, the choice of marginals (``l > 2`` or ``n_marginals``) and the reports.
         session : Session, optional
             Charged ``epsilon`` before anything is drawn.
         """
@@ -361,7 +376,7 @@ class CALM(Publisher):
         eps = check_epsilon(epsilon)
         d = len(schema)
         gen = as_generator(rng)
-        marginals = calm_marginals(d, self.marginal_size, rng=gen) if d >= 2 else []
+        marginals = calm_marginals(d, self.marginal_size, count=self.n_marginals, rng=gen) if d >= 2 else []
         if not marginals:
             raise ParameterError("CALM needs at least two attributes", param="schema")
         codes = schema.encode(data)
@@ -394,7 +409,7 @@ class CALM(Publisher):
             t.flags.writeable = False
         return CALMRelease(
             ledger=ledger, epsilon=eps, method="calm",
-            params={"marginal_size": self.marginal_size, "rounds": self.rounds},
+            params={"marginal_size": self.marginal_size, "rounds": self.rounds, "n_marginals": self.n_marginals},
             marginals=tuple(marginals), tables=tuple(tables), schema=schema, columns=tuple(schema.names),
             group_sizes=tuple(int(g.size) for g in groups), oracles=tuple(used),
         )

@@ -7,7 +7,10 @@ spent total is summed and the new charge appended; on SQLite the whole check-and
 ``BEGIN IMMEDIATE`` transaction, which holds the database's write lock. The same transaction refuses a
 release whose privacy unit does not compose with the session's (:func:`privpub.core.refuse_mixed_units`);
 each charge stores its unit and, for an explicitly converted release, the unit and amount it was
-converted from (columns ``unit`` and ``converted_from``, JSON; migration 0006).
+converted from (columns ``unit`` and ``converted_from``, JSON; migration 0006). A session states its
+measure (column ``measure``, migration 0008): pure epsilon-DP (NULL, as every older session) or
+rho-zCDP (``Session.open(url, total_rho=...)``), whose total and charges are rhos; a release of the
+other measure is refused, never added.
 """
 
 from __future__ import annotations
@@ -20,11 +23,14 @@ from typing import Any
 import sqlalchemy as sa
 
 from privpub.core import (
+    PURE_DP,
     PrivacyUnit,
     SessionCharge,
     SessionStore,
     check_epsilon,
+    check_measure,
     check_privacy_unit,
+    measure_unit,
     refuse_mixed_units,
     refuse_unaffordable,
     register_session_store,
@@ -43,32 +49,41 @@ class DatabaseSessionStore(SessionStore):
     """A session record in the ``budget_sessions`` / ``budget_charges`` tables (see the module doc)."""
 
     def __init__(self, url: str, total_epsilon: float | None = None, *, name: str = "default",
-                 migrate: bool = True) -> None:
+                 migrate: bool = True, measure: str | None = None) -> None:
         self.name = str(name)
         if not self.name or len(self.name) > 200:
-            raise ParameterError(f"session name must be 1 to 200 characters, got {len(self.name)}")
+            raise ParameterError(f"session name must be 1 to 200 characters, got {len(self.name)}", param="name")
+        if measure is not None:
+            measure = check_measure(measure)
         if migrate:
             upgrade(url)
         self._engine = make_engine(url, pool_size=2)
+        t = budget_sessions.c
         with write_tx(self._engine) as conn:
-            row = conn.execute(sa.select(budget_sessions.c.total_epsilon)
-                               .where(budget_sessions.c.name == self.name)).first()
+            row = conn.execute(sa.select(t.total_epsilon, t.measure).where(t.name == self.name)).first()
             if row is None:
+                self.measure = measure or PURE_DP
+                what = "total_" + measure_unit(self.measure)
                 if total_epsilon is None:
                     raise ParameterError(
-                        f"session {self.name!r} does not exist in the database; give total_epsilon to create it"
-                    )
-                self.total_epsilon = check_epsilon(total_epsilon, "total_epsilon")
-                conn.execute(sa.insert(budget_sessions).values(name=self.name, total_epsilon=self.total_epsilon,
-                                                               created=session_timestamp()))
+                        f"session {self.name!r} does not exist in the database; give {what} to create it", param=what)
+                self.total_epsilon = check_epsilon(total_epsilon, what)
+                conn.execute(sa.insert(budget_sessions).values(
+                    name=self.name, total_epsilon=self.total_epsilon, created=session_timestamp(),
+                    measure=None if self.measure == PURE_DP else self.measure))  # pure DP stays NULL, as before 0008
             else:
-                stored = float(row[0])
-                if total_epsilon is not None and not math.isclose(check_epsilon(total_epsilon, "total_epsilon"),
+                self.measure = check_measure(row.measure or PURE_DP)
+                if measure is not None and measure != self.measure:
+                    raise ParameterError(
+                        f"session {self.name!r} is a {self.measure} session; it cannot be reopened as a {measure} "
+                        "session (an epsilon is never added to a rho)", param="measure")
+                what = "total_" + measure_unit(self.measure)
+                stored = float(row.total_epsilon)
+                if total_epsilon is not None and not math.isclose(check_epsilon(total_epsilon, what),
                                                                   stored, rel_tol=1e-12):
                     raise ParameterError(
-                        f"session {self.name!r} has total epsilon {stored:g}; it cannot be reopened with "
-                        f"total_epsilon={total_epsilon:g} (a session's total is fixed)"
-                    )
+                        f"session {self.name!r} has {what.replace('_', ' ')} {stored:g}; it cannot be reopened "
+                        f"with {what}={total_epsilon:g} (a session's total is fixed)", param=what)
                 self.total_epsilon = stored
 
     def _charges(self, conn: sa.Connection) -> list[SessionCharge]:
@@ -90,7 +105,7 @@ class DatabaseSessionStore(SessionStore):
                          .with_for_update()).one()
             charges = self._charges(conn)
             refuse_mixed_units(charges, unit, method)
-            refuse_unaffordable(self.total_epsilon, charges, eps, method)
+            refuse_unaffordable(self.total_epsilon, charges, eps, method, self.measure)
             charge = SessionCharge(uuid.uuid4().hex, session_timestamp(), str(method), eps, str(data), "reserved",
                                    unit=unit_record, converted_from=converted_from)
             conn.execute(sa.insert(budget_charges).values(
@@ -121,7 +136,8 @@ def _json(text: str | None) -> dict[str, Any] | None:
     return None if text is None else dict(json.loads(text))
 
 
-def database_session_store(url: str, total_epsilon: float | None = None, *, name: str = "default") -> SessionStore:
+def database_session_store(url: str, total_epsilon: float | None = None, *, name: str = "default",
+                           measure: str | None = None) -> SessionStore:
     """A :class:`privpub.core.SessionStore` in the database at ``url`` (created/upgraded as needed).
 
     Parameters
@@ -130,9 +146,13 @@ def database_session_store(url: str, total_epsilon: float | None = None, *, name
         ``sqlite:///path.db`` or ``postgresql+psycopg://user@host:port/db`` (a plain path is a
         SQLite file).
     total_epsilon : float, optional
-        Needed to create the session; when reopening, it must equal the stored total.
+        Needed to create the session (a rho for a zCDP session); when reopening, it must equal the
+        stored total.
     name : str
         Several sessions can share one database under different names.
+    measure : {"pure-dp", "zcdp"}, optional
+        The session's measure when creating it (default pure DP); when reopening, None accepts the
+        stored one and a given measure must match it.
 
     Examples
     --------
@@ -145,7 +165,7 @@ def database_session_store(url: str, total_epsilon: float | None = None, *, name
     >>> round(session.remaining, 6)
     0.75
     """
-    return DatabaseSessionStore(url, total_epsilon, name=name)
+    return DatabaseSessionStore(url, total_epsilon, name=name, measure=measure)
 
 
 # Session.open("sqlite:///...") / ("postgresql+psycopg://...") in privpub.core finds this store here

@@ -358,9 +358,10 @@ class _StreamBase(BaseModel):
     late: Literal["reject", "current"] = Field(
         default="reject", description="events of a closed step: rejected (default) or counted in the open step")
     session: str | None = Field(default=None, min_length=1, max_length=200, pattern=_PRINTABLE,
-                                description="budget session (in this database) charged with epsilon (pure-DP "
-                                            "sessions; a zCDP stream is refused there: a rho is never added to "
-                                            "epsilons)")
+                                description="budget session (in this database) charged with the stream's budget: "
+                                            "a pure-DP stream's epsilon in a pure-DP session, a zCDP stream's rho "
+                                            "in a zCDP session (Session.open(url, total_rho=...)); a session of "
+                                            "the other measure is refused, a rho is never added to epsilons")
     rng: int | None = Field(default=None, ge=0, le=2**63 - 1,
                             description="seed for reproducible tests; never stored; leave unset in production")
     queries_from: Literal["readers", "anyone", "none"] = Field(

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import functools
 import hashlib
 import itertools
@@ -20,7 +21,7 @@ import secrets
 import struct
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -198,6 +199,11 @@ _SQLITE_ROWS = "WITH RECURSIVE k(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM k W
 
 def _by_group(batch: Batch, todo: NDArray[np.int64]) -> list[tuple[int, NDArray[np.int64], NDArray[np.uint8]]]:
     """Per group: the positions in ``todo`` of its rows and their payloads ``(k, width)``, in ``todo``'s order."""
+    if todo.size == 0:
+        return []
+    if len(batch.rows_by_group) == 1:  # one group: a row's index is its index in the group's payloads
+        ((gid, rows),) = batch.rows_by_group.items()
+        return [(int(gid), np.arange(todo.size), rows[todo])]
     out = []
     groups = batch.groups[todo]
     for gid, rows in batch.rows_by_group.items():
@@ -209,11 +215,12 @@ def _by_group(batch: Batch, todo: NDArray[np.int64]) -> list[tuple[int, NDArray[
     return out
 
 
-def _pg_copy_data(batch: Batch, todo: NDArray[np.int64], cid: str, bucket: int) -> bytes:
+def _pg_copy_data(batch: Batch, todo: NDArray[np.int64], cid: str, bucket: int) -> memoryview:
     """The rows ``todo`` of ``reports`` (campaign_id, report_id, group_id, payload, received) in
-    PostgreSQL's binary COPY format, encoded by NumPy (no Python object per row)."""
+    PostgreSQL's binary COPY format, encoded by NumPy into one buffer with the header and trailer
+    (no Python object per row, no copy of the rows after they are written)."""
     c = cid.encode()
-    encoded: list[tuple[NDArray[np.int64], NDArray[np.uint8]]] = []
+    parts: list[tuple[NDArray[np.int64], NDArray[np.uint8], NDArray[np.uint8], int, int]] = []
     for gid, at, payloads in _by_group(batch, todo):
         w = int(payloads.shape[1])
         # a row: 5 fields, each its int32 length then its bytes; only the id and the payload vary
@@ -221,24 +228,151 @@ def _pg_copy_data(batch: Batch, todo: NDArray[np.int64], cid: str, bucket: int) 
         mid = struct.pack(">iii", 4, gid, w)
         tail = struct.pack(">iq", 8, bucket)
         template = np.frombuffer(head + bytes(16) + mid + bytes(w) + tail, dtype=np.uint8)
-        rows = np.empty((at.size, template.size), dtype=np.uint8)
+        parts.append((at, payloads, template, len(head), len(head) + 16 + len(mid)))
+    length = np.zeros(todo.size, dtype=np.int64)  # each row's length in todo's order
+    for at, _, template, _, _ in parts:
+        length[at] = template.size
+    h = len(_PG_HEADER)
+    out = np.empty(h + int(length.sum()) + len(_PG_TRAILER), dtype=np.uint8)
+    out[:h] = np.frombuffer(_PG_HEADER, dtype=np.uint8)
+    out[out.size - len(_PG_TRAILER):] = np.frombuffer(_PG_TRAILER, dtype=np.uint8)
+    body = out[h:out.size - len(_PG_TRAILER)]
+    if len(parts) == 1:  # one width: the rows are one (n, row) block
+        at, payloads, template, at_id, at_payload = parts[0]
+        rows = body.reshape(at.size, template.size)
         rows[:] = template
-        rows[:, len(head):len(head) + 16] = batch.ids[todo[at]]
-        at_payload = len(head) + 16 + len(mid)
-        rows[:, at_payload:at_payload + w] = payloads
-        encoded.append((at, rows))
-    if len(encoded) == 1:
-        body = encoded[0][1].tobytes()
+        rows[:, at_id:at_id + 16] = batch.ids[todo]
+        rows[:, at_payload:at_payload + payloads.shape[1]] = payloads
     else:  # rows of different widths, interleaved in todo's order
-        length = np.zeros(todo.size, dtype=np.int64)
-        for at, rows in encoded:
-            length[at] = rows.shape[1]
         start = np.cumsum(length) - length
-        flat = np.empty(int(length.sum()), dtype=np.uint8)
-        for at, rows in encoded:
-            flat[start[at][:, None] + np.arange(rows.shape[1])] = rows
-        body = flat.tobytes()
-    return _PG_HEADER + body + _PG_TRAILER
+        for at, payloads, template, at_id, at_payload in parts:
+            rows = np.empty((at.size, template.size), dtype=np.uint8)
+            rows[:] = template
+            rows[:, at_id:at_id + 16] = batch.ids[todo[at]]
+            rows[:, at_payload:at_payload + payloads.shape[1]] = payloads
+            body[start[at][:, None] + np.arange(template.size)] = rows
+    return out.data
+
+
+#: ids of a batch probed before its bulk load (among those :class:`RecentIds` does not predict
+#: stored): when one is stored already, the batch goes straight to the deduplicating path instead of
+#: a bulk load that would fail (a batch with 10% resent reports hits with probability
+#: 1 - 0.9^32 = 0.97; one that misses still fails its load and is rerun)
+SAMPLE = 32
+_PG_SAMPLE = ("(SELECT count(*) FROM generate_series(0, %(k)s - 1) AS k(i) CROSS JOIN LATERAL (SELECT 1 FROM "
+              "reports WHERE campaign_id = %(c)s AND report_id = substring(%(sample)s FROM 16 * k.i + 1 FOR 16) "
+              "LIMIT 1) AS r)")
+_SQLITE_SAMPLE = ("SELECT count(*) FROM k JOIN reports r ON r.campaign_id = ? "
+                  "AND r.report_id = substr(?, 16 * k.i + 1, 16)")
+
+
+def _id_order(ids: NDArray[np.uint8]) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """The rows in id order (equal ids in row order) and, per row, the first row with its id.
+
+    The 16-byte ids are compared as two big-endian 64-bit integers (the same order as their
+    bytes): one integer sort when the first halves differ, a two-key sort otherwise; NumPy's sorts
+    of 16-byte void values cost 3-4x more.
+    """
+    n = int(ids.shape[0])
+    if n == 0:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    key = np.ascontiguousarray(ids).view(">u8")  # (n, 2)
+    hi = key[:, 0].astype(np.uint64)
+    order = np.argsort(hi)
+    hs = hi[order]
+    same = hs[1:] == hs[:-1]
+    if same.any():  # equal first halves (a repeated id, or a rare collision): sort by both, stably
+        order = np.lexsort((key[:, 1].astype(np.uint64), hi))
+        srt = key[order]
+        same = (srt[1:] == srt[:-1]).all(axis=1)
+    start = np.concatenate(([True], ~same))
+    first = np.empty(n, dtype=np.int64)
+    first[order] = order[start][np.cumsum(start) - 1]
+    return order.astype(np.int64, copy=False), first
+
+
+def _id_keys(ids: NDArray[np.uint8]) -> NDArray[np.uint64]:
+    """The first 8 bytes of each id as an integer (ids sorted by bytes have sorted keys)."""
+    return np.ascontiguousarray(ids).view(">u8")[:, 0].astype(np.uint64)
+
+
+class RecentIds:
+    """Keys (:func:`_id_keys`) of the reports this process stored lately, per campaign: a predictor
+    of which reports of a batch are resent, so that only those are probed in the database.
+
+    Never trusted alone: the predicted reports are probed (the database says whether they are
+    stored, and when), and a stored report the predictor missed (stored by another process,
+    before a restart, or forgotten) makes the bulk load fail with a unique violation, after which
+    every id of the batch is probed. A key shared by two ids only costs a probe. Kept as a few
+    sorted runs per campaign (merged as they grow, like a binary counter) behind a bitmap of
+    hashed keys (``2**bits`` bits) that answers most lookups of fresh keys without a search; past
+    ``capacity`` keys in all, the oldest runs are forgotten. Commits of fewer than ``min_batch``
+    reports are not recorded (their resent reports are all within the first statement's sample).
+    Memory: 8 bytes a key and ``2**bits / 8`` bytes of bitmap (32 + 8 MiB by default).
+    """
+
+    _MUL = np.uint64(0x9E3779B97F4A7C15)  # Fibonacci hashing: spreads structured keys over the bitmap
+
+    def __init__(self, capacity: int = 1 << 22, min_batch: int = 256, bits: int = 26) -> None:
+        self.capacity = capacity
+        self.min_batch = min_batch
+        self._shift = np.uint64(64 - bits)
+        self._bits = bits
+        self._map: NDArray[np.uint8] | None = None  # allocated on the first record
+        self._lock = threading.Lock()
+        self._runs: dict[str, list[tuple[int, NDArray[np.uint64]]]] = {}  # campaign -> [(age, sorted keys)]
+        self._age = 0
+        self._size = 0
+
+    def _slots(self, keys: NDArray[np.uint64]) -> tuple[NDArray[np.uint64], NDArray[np.uint8]]:
+        pos = (keys * self._MUL) >> self._shift
+        return pos >> np.uint64(3), (np.uint8(1) << (pos & np.uint64(7)).astype(np.uint8))
+
+    def _mark(self, keys: NDArray[np.uint64]) -> None:
+        if self._map is None:
+            self._map = np.zeros(1 << (self._bits - 3), dtype=np.uint8)
+        byte, bit = self._slots(keys)
+        np.bitwise_or.at(self._map, byte, bit)
+
+    def add(self, cid: str, keys: NDArray[np.uint64]) -> None:
+        """Record the keys of reports just committed (sorted or not)."""
+        if keys.size < self.min_batch:
+            return
+        if not (keys[1:] >= keys[:-1]).all():
+            keys = np.sort(keys)
+        with self._lock:
+            self._age += 1
+            self._mark(keys)
+            runs = self._runs.setdefault(cid, [])
+            runs.append((self._age, keys))
+            self._size += keys.size
+            while len(runs) > 1 and runs[-2][1].size <= 2 * runs[-1][1].size:
+                (a, x), (_, y) = runs[-2], runs.pop()
+                runs[-1] = (a, np.sort(np.concatenate((x, y)), kind="stable"))  # two sorted runs: a merge
+            if self._size > self.capacity:
+                while self._size > self.capacity:
+                    cid_old = min((r[0][0], c) for c, r in self._runs.items() if r)[1]
+                    self._size -= self._runs[cid_old].pop(0)[1].size
+                assert self._map is not None
+                self._map[:] = 0  # rebuilt from the runs kept
+                for kept in self._runs.values():
+                    for _, run in kept:
+                        self._mark(run)
+
+    def find(self, cid: str, keys: NDArray[np.uint64]) -> NDArray[np.bool_]:
+        """Per key: whether it was recorded for ``cid``."""
+        hit = np.zeros(keys.size, dtype=bool)
+        with self._lock:
+            runs = list(self._runs.get(cid, ()))
+            if not runs or self._map is None:
+                return hit
+            byte, bit = self._slots(keys)
+            maybe = np.flatnonzero(self._map[byte] & bit)
+        sub = keys[maybe]
+        for _, run in runs:
+            at = np.minimum(np.searchsorted(run, sub), run.size - 1)
+            hit[maybe] |= run[at] == sub
+        return hit
 
 
 def _sql(conn: Connection, text: str) -> str:
@@ -248,6 +382,25 @@ def _sql(conn: Connection, text: str) -> str:
     work (cache keys, parameter processing) cost as much CPU as a 1,000-report load.
     """
     return text.replace("?", "%s") if conn.dialect.name == "postgresql" else text
+
+
+@contextlib.contextmanager
+def _cursor(conn: Connection) -> Iterator[Any]:
+    """A cursor of ``conn``'s DBAPI connection (inside its transaction): the statements of the
+    ingest transaction skip SQLAlchemy's per-statement result set-up (about 0.1 ms each). The
+    driver's errors come out as SQLAlchemy's (a deadlock or lost connection: ``OperationalError``,
+    which the writer thread retries)."""
+    raw = conn.connection.driver_connection
+    assert raw is not None  # an open connection's DBAPI connection
+    dbapi_error = conn.dialect.loaded_dbapi.Error
+    cur = raw.cursor()
+    try:
+        yield cur
+    except dbapi_error as exc:
+        raise sa.exc.DBAPIError.instance(None, None, exc, dbapi_error, hide_parameters=True,
+                                         dialect=conn.dialect) from exc
+    finally:
+        cur.close()
 
 
 class Resent(Exception):
@@ -278,9 +431,8 @@ def _append(conn: Connection, cid: str, batch: Batch, todo: NDArray[np.int64], b
     cur = raw.cursor()
     try:
         if dedup:
-            at, when = _append_pg_dedup(cur, cid, batch, todo, bucket) if pg else \
+            return _append_pg_dedup(cur, cid, batch, todo, bucket) if pg else \
                 _append_sqlite_dedup(cur, cid, batch, todo, bucket)
-            return todo[at], when
         if pg:
             with cur.copy("COPY reports (campaign_id, report_id, group_id, payload, received) "
                           "FROM STDIN (FORMAT BINARY)") as cp:
@@ -289,7 +441,7 @@ def _append(conn: Connection, cid: str, batch: Batch, todo: NDArray[np.int64], b
             _sqlite_insert(cur, cid, batch, todo, bucket)
         return none, none
     except Exception as exc:
-        if _is_unique_violation(exc):  # PostgreSQL (dedup): a concurrent writer committed one meanwhile
+        if _is_unique_violation(exc):  # also (dedup): a report not probed, or a concurrent writer's
             raise Resent("some reports were stored before") from None
         raise
     finally:
@@ -315,45 +467,60 @@ def _sqlite_insert(cur: Any, cid: str, batch: Batch, todo: NDArray[np.int64], bu
                      payloads.tobytes(), w, w, bucket))
 
 
+#: PostgreSQL: which of %(n)s ids (one bytea of 16 bytes each) are stored in campaign %(c)s: an index
+#: lookup per id; the positions and stored times come back as two bytea, not a row each
+_PG_PROBE = ("SELECT string_agg(int4send(k.i), ''::bytea ORDER BY k.i) AS at, string_agg(int8send(r.received), "
+             "''::bytea ORDER BY k.i) AS received FROM generate_series(0, %(n)s - 1) AS k(i) CROSS JOIN LATERAL "
+             "(SELECT received FROM reports WHERE campaign_id = %(c)s AND report_id = substring(%(ids)s FROM 16 * k.i "
+             "+ 1 FOR 16) LIMIT 1) AS r")
+
+
+def _positions(at: bytes | None, when: bytes | None) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """The two bytea of :data:`_PG_PROBE` as arrays (none found: two NULLs)."""
+    if at is None or when is None:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    return np.frombuffer(at, dtype=">i4").astype(np.int64), np.frombuffer(when, dtype=">i8").astype(np.int64)
+
+
+def _sqlite_probe(cur: Any, cid: str, batch: Batch, rows: NDArray[np.int64]
+                  ) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """SQLite: which of ``rows`` are stored (positions in ``rows``) and when, by one join."""
+    found = cur.execute(_SQLITE_ROWS + "SELECT k.i, r.received FROM k JOIN reports r ON r.campaign_id = ? "
+                        "AND r.report_id = substr(?, 16 * k.i + 1, 16)",
+                        (int(rows.size), cid, np.ascontiguousarray(batch.ids[rows]).tobytes())).fetchall()
+    got = np.array(found, dtype=np.int64).reshape(-1, 2)
+    return got[:, 0], got[:, 1]
+
+
 def _append_sqlite_dedup(cur: Any, cid: str, batch: Batch, todo: NDArray[np.int64], bucket: int
                          ) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
     """SQLite, some reports stored before: one join finds them, the others are inserted (the
-    transaction holds the database's write lock, so nothing is stored in between)."""
-    found = cur.execute(_SQLITE_ROWS + "SELECT k.i, r.received FROM k JOIN reports r ON r.campaign_id = ? "
-                        "AND r.report_id = substr(?, 16 * k.i + 1, 16)",
-                        (int(todo.size), cid, np.ascontiguousarray(batch.ids[todo]).tobytes())).fetchall()
-    got = np.array(found, dtype=np.int64).reshape(-1, 2)
+    transaction holds the database's write lock, so nothing is stored in between). Returns the
+    rows found stored and their stored times."""
+    at, when = _sqlite_probe(cur, cid, batch, todo)
     keep = np.ones(todo.size, dtype=bool)
-    keep[got[:, 0]] = False
+    keep[at] = False
     _sqlite_insert(cur, cid, batch, todo[keep], bucket)
-    return got[:, 0], got[:, 1]
+    return todo[at], when
 
 
 def _append_pg_dedup(cur: Any, cid: str, batch: Batch, todo: NDArray[np.int64], bucket: int
                      ) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
     """PostgreSQL, some reports stored before: one statement probes the primary key for every id
-    (sent as one ``bytea``; the stored ones come back as two ``bytea``, positions and stored times,
-    not a row each), then one binary COPY appends the others. A concurrent writer that stores one
-    of them in between makes the COPY fail with a unique violation (:meth:`Store.ingest` retries)."""
-    cur.execute("SET LOCAL jit = off")  # a large batch passes the JIT threshold; compiling costs more than it saves
-    cur.execute(
-        "SELECT string_agg(int4send(k.i), ''::bytea ORDER BY k.i), string_agg(int8send(r.received), ''::bytea "
-        "ORDER BY k.i) FROM generate_series(0, %(n)s - 1) AS k(i) CROSS JOIN LATERAL (SELECT received FROM reports "
-        "WHERE campaign_id = %(c)s AND report_id = substring(%(ids)s FROM 16 * k.i + 1 FOR 16) LIMIT 1) AS r",
-        {"n": int(todo.size), "c": cid, "ids": np.ascontiguousarray(batch.ids[todo]).tobytes()})
-    row = cur.fetchone()
-    at = np.zeros(0, dtype=np.int64)
-    when = np.zeros(0, dtype=np.int64)
-    if row is not None and row[0] is not None:
-        at = np.frombuffer(row[0], dtype=">i4").astype(np.int64)
-        when = np.frombuffer(row[1], dtype=">i8").astype(np.int64)
+    (:data:`_PG_PROBE`), then one binary COPY appends the others. A concurrent writer that stores
+    one of them in between makes the COPY fail with a unique violation (:meth:`Store.ingest`
+    retries). Returns the rows found stored and their stored times. The transaction's first
+    statement turned JIT off (:meth:`Store._open_pg`)."""
+    row = cur.execute(_PG_PROBE, {"n": int(todo.size), "c": cid,
+                                  "ids": np.ascontiguousarray(batch.ids[todo]).tobytes()}).fetchone()
+    at, when = _positions(*row) if row is not None else _positions(None, None)
     keep = np.ones(todo.size, dtype=bool)
     keep[at] = False
     if keep.any():
         with cur.copy("COPY reports (campaign_id, report_id, group_id, payload, received) "
                       "FROM STDIN (FORMAT BINARY)") as cp:
             cp.write(_pg_copy_data(batch, todo[keep], cid, bucket))
-    return at, when
+    return todo[at], when
 
 
 class Store:
@@ -364,6 +531,7 @@ class Store:
         self._cache: dict[str, CampaignInfo] = {}
         self._lock = threading.Lock()
         self._shards = itertools.cycle(np.random.default_rng(secrets.randbits(64)).permutation(N_SHARDS).tolist())
+        self.recent = RecentIds()  # reports this process stored: which of a batch to probe
 
     # -- campaigns -------------------------------------------------------------------------------
     def create_campaign(self, body: dict[str, Any]) -> CampaignInfo:
@@ -457,12 +625,12 @@ class Store:
     def is_open(self, conn: Connection, info: CampaignInfo, t: int) -> str | None:
         closed, archived_at = conn.exec_driver_sql(_sql(conn, "SELECT closed, archived_at FROM campaigns WHERE id = ?"),
                                                    (info.id,)).one()
-        return self._closed_reason(info, t, closed, archived_at)
-
-    @staticmethod
-    def _closed_reason(info: CampaignInfo, t: int, closed: Any, archived_at: Any) -> str | None:
         if archived_at is not None:
             return "the campaign is archived"
+        return self._closed_reason(info, t, bool(closed))
+
+    @staticmethod
+    def _closed_reason(info: CampaignInfo, t: int, closed: bool) -> str | None:
         if closed:
             return "the campaign is closed"
         if info.opens_at is not None and t < info.opens_at:
@@ -481,7 +649,8 @@ class Store:
         ``COPY`` cannot be pipelined); the second adds the reports to the aggregates, counts them
         in their time bucket and commits. A closed or archived campaign rolls it back (nothing
         stored); a report stored before (a resend) aborts it and returns None: the caller runs
-        :meth:`ingest`, whose deduplicating path finds it. ``conn``: the writer's own connection,
+        :meth:`ingest`, whose deduplicating path finds it. The reports stored are recorded in
+        :attr:`recent` once committed, as :meth:`ingest` does. ``conn``: the writer's own connection,
         outside any transaction.
         """
         import psycopg
@@ -535,7 +704,7 @@ class Store:
             cur.nextset()  # BEGIN's empty result
             row = cur.fetchone()
             assert row is not None  # the campaign exists (info was read from it)
-            reason = self._closed_reason(info, t, row[0], row[1])
+            reason = "the campaign is archived" if row[1] is not None else self._closed_reason(info, t, bool(row[0]))
             if reason is not None:
                 cur.execute("ROLLBACK")
                 status[:] = ARCHIVED if reason == "the campaign is archived" else CLOSED
@@ -555,6 +724,7 @@ class Store:
                      "(campaign_id, bucket, shard) DO UPDATE SET n = report_buckets.n + excluded.n", "COMMIT"]
             args += [c, int(bucket), int(shard), int(todo.size)]
             cur.execute("; ".join(tail), args)
+            self.recent.add(c, _id_keys(batch.ids[todo]))  # committed: the resend predictor learns them
         except psycopg.OperationalError as exc:  # e.g. the connection was lost: as SQLAlchemy reports it
             raise sa.exc.OperationalError(None, None, exc) from exc
         finally:
@@ -587,7 +757,9 @@ class Store:
 
         The reports are bulk-loaded first; when the load meets a report stored before (a resent
         batch, or a concurrent writer's), the transaction is rolled back and run again on the
-        deduplicating path, so a batch without resent reports pays for no duplicate check.
+        deduplicating path, so a batch without resent reports pays for no duplicate check. A batch
+        whose sampled ids (:meth:`store_batch`) are stored goes to the deduplicating path at once.
+        The reports stored are recorded in :attr:`recent` once committed.
 
         ``conn``: an open connection outside any transaction to run it on (the writer thread's own,
         :class:`Ingestor`); without it, one from the pool.
@@ -597,9 +769,12 @@ class Store:
             try:
                 if conn is None:
                     with write_tx(self.engine) as c:
-                        return self.store_batch(c, info, batch, t, dedup=dedup)
-                with conn.begin():
-                    return self.store_batch(conn, info, batch, t, dedup=dedup)
+                        out, new = self._store_batch(c, info, batch, t, dedup=dedup)
+                else:
+                    with conn.begin():
+                        out, new = self._store_batch(conn, info, batch, t, dedup=dedup)
+                self.recent.add(info.id, _id_keys(batch.ids[new]))
+                return out
             except Resent:
                 dedup = True
         raise Unavailable("the reports could not be stored while other writers stored the same ids; "
@@ -609,23 +784,48 @@ class Store:
                     dedup: bool = True) -> Outcome:
         """Append the new reports of ``batch`` and add them to the aggregates (inside ``conn``'s tx).
 
-        ``dedup=False`` skips the duplicate check and raises :class:`Resent` (the transaction is
-        then unusable on PostgreSQL) when a report was stored before; see :meth:`ingest`.
+        ``dedup=False`` skips the full duplicate check and raises :class:`Resent` (the transaction
+        is then unusable on PostgreSQL) when a report was stored before; see :meth:`ingest`. Even
+        then, the transaction's first statement probes the reports :attr:`recent` predicts stored
+        (they are then not loaded) and :data:`SAMPLE` of the others; when one of the sampled ones
+        is stored, the batch takes the deduplicating path at once (every id probed).
         """
+        return self._store_batch(conn, info, batch, t, dedup=dedup)[0]
+
+    def _store_batch(self, conn: Connection, info: CampaignInfo, batch: Batch, t: int, *,
+                     dedup: bool) -> tuple[Outcome, NDArray[np.int64]]:
+        """:meth:`store_batch`, also returning the rows stored, in id order."""
         n = len(batch)
         status = np.full(n, NEW, dtype=np.int64)
         bucket = t - t % info.time_precision
         received = np.full(n, bucket, dtype=np.int64)
-        reason = self.is_open(conn, info, t)
-        if reason is not None:
-            status[:] = ARCHIVED if reason == "the campaign is archived" else CLOSED
-            return Outcome(status, received)
-        view = np.ascontiguousarray(batch.ids).view("V16").ravel()
-        _, first, inverse = np.unique(view, return_index=True, return_inverse=True)
-        repeat = first[inverse] != np.arange(n)
+        order, first = _id_order(batch.ids)
+        repeat = first != np.arange(n)
         status[repeat] = DUPLICATE
         c = info.id
-        if info.enrollment or info.kind.assigned:  # known duplicates must not consume their tokens
+        pg = conn.dialect.name == "postgresql"
+        checked = info.enrollment or info.kind.assigned  # known duplicates must not consume their tokens
+        predicted = sample = np.zeros(0, dtype=np.int64)  # rows, in id order
+        if not dedup and not checked:
+            cand = order[~repeat[order]]
+            known = self.recent.find(c, _id_keys(batch.ids[cand]))
+            predicted, rest = cand[known], cand[~known]
+            sample = rest if rest.size <= SAMPLE else rest[np.linspace(0, rest.size - 1, SAMPLE).astype(np.int64)]
+        shard = next(self._shards)
+        locked: dict[int, tuple[int, bytes]] = {}  # PostgreSQL: group -> its aggregate row (n, support), locked
+        if pg:
+            reason, hits, found, when, locked = self._open_pg(conn, info, t, batch, predicted, sample, shard, repeat)
+        else:
+            reason, hits, found, when = self._open_sqlite(conn, info, t, batch, predicted, sample)
+        if reason is not None:
+            status[:] = ARCHIVED if reason == "the campaign is archived" else CLOSED
+            return Outcome(status, received), np.zeros(0, dtype=np.int64)
+        if hits:  # a stored report the predictor did not know: probe them all
+            dedup = True
+        else:
+            status[predicted[found]] = DUPLICATE
+            received[predicted[found]] = when
+        if checked:
             ids_b = [bytes(r) for r in batch.ids]
             cand = np.flatnonzero(~repeat)
             existing = self._existing(conn, c, [ids_b[i] for i in cand])
@@ -640,31 +840,99 @@ class Store:
         if info.kind.assigned:
             self._consume(conn, assignments, c, batch.assignments or [""] * n, status, BAD_ASSIGNMENT,
                           assignments.c.group_id, batch.groups)
-        todo = np.flatnonzero(status == NEW)
-        todo = todo[np.argsort(view[todo], kind="stable")]  # append in random-id order, not arrival order
+        todo = order[status[order] == NEW]  # append in random-id order, not arrival order
         stored, when = _append(conn, c, batch, todo, bucket, dedup=dedup)  # stored before
         status[stored] = DUPLICATE
         received[stored] = when
         new_mask = status == NEW
         if new_mask.any():
-            shard = next(self._shards)
-            for gid in np.unique(batch.groups[new_mask]).tolist():
-                in_group = batch.groups == gid
-                rows_in_group = np.cumsum(in_group) - 1  # index of each row inside its group's payload array
-                take = rows_in_group[new_mask & in_group]
+            sums: list[tuple[int, int, NDArray[np.int64]]] = []
+            one = len(batch.rows_by_group) == 1  # then a row's index is its index in its group's payloads
+            for gid in (list(batch.rows_by_group) if one else np.unique(batch.groups[new_mask]).tolist()):
+                if one:
+                    take = np.flatnonzero(new_mask)
+                else:
+                    in_group = batch.groups == gid
+                    rows_in_group = np.cumsum(in_group) - 1  # index of each row inside its group's payload array
+                    take = rows_in_group[new_mask & in_group]
                 group = info.groups[gid] if gid in info.groups else self.group(info, gid)
                 assert group is not None
-                add = info.kind.support(group, batch.rows_by_group[gid][take])
-                self._add(conn, c, gid, shard, int(take.size), add)
-            conn.exec_driver_sql(_sql(conn, "INSERT INTO report_buckets (campaign_id, bucket, shard, n) VALUES "
-                                            "(?, ?, ?, ?) ON CONFLICT (campaign_id, bucket, shard) DO UPDATE SET "
-                                            "n = report_buckets.n + excluded.n"),
-                                 (c, int(bucket), int(shard), int(new_mask.sum())))
+                sums.append((gid, int(take.size), info.kind.support(group, batch.rows_by_group[gid][take])))
+            if pg:
+                self._add_pg(conn, c, shard, locked, sums, int(bucket), int(new_mask.sum()))
+            else:
+                self._add_sqlite(conn, c, shard, sums, int(bucket), int(new_mask.sum()))
         # duplicates of a report earlier in this same batch share its receipt
-        received[repeat] = received[first[inverse]][repeat]
-        dup_of_new = repeat & (status[first[inverse]] != NEW) & (status[first[inverse]] != DUPLICATE)
-        status[dup_of_new] = status[first[inverse]][dup_of_new]
-        return Outcome(status, received)
+        received[repeat] = received[first][repeat]
+        dup_of_new = repeat & (status[first] != NEW) & (status[first] != DUPLICATE)
+        status[dup_of_new] = status[first][dup_of_new]
+        return Outcome(status, received), order[new_mask[order]]
+
+    def _open_pg(self, conn: Connection, info: CampaignInfo, t: int, batch: Batch, predicted: NDArray[np.int64],
+                 sample: NDArray[np.int64], shard: int, repeat: NDArray[np.bool_]
+                 ) -> tuple[str | None, int, NDArray[np.int64], NDArray[np.int64], dict[int, tuple[int, bytes]]]:
+        """PostgreSQL, the transaction's first statement (one round trip): whether the campaign is
+        open; which of the ``predicted`` rows are stored (positions in ``predicted``) and when; how
+        many of the ``sample`` rows are stored; and the batch's groups' aggregate rows of
+        ``shard``, locked (``FOR UPDATE``, in group order) and read for :meth:`_add_pg`.
+
+        It also turns JIT compilation off for the transaction (the duplicate probe of a large
+        batch passes the JIT threshold; compiling costs more than it saves)."""
+        gids = list(batch.rows_by_group) if len(batch.rows_by_group) == 1 else np.unique(batch.groups[~repeat]).tolist()
+        with _cursor(conn) as cur:
+            rows = cur.execute(
+                "WITH a AS (SELECT group_id, n, support FROM aggregates WHERE campaign_id = %(c)s AND shard = %(s)s "
+                "AND group_id = ANY(%(g)s) ORDER BY group_id FOR UPDATE)"
+                + (", p AS (" + _PG_PROBE.replace("%(n)s", "%(m)s").replace("%(ids)s", "%(predicted)s") + ") "
+                   "SELECT c.closed, c.archived_at, " + _PG_SAMPLE + ", p.at, p.received, "
+                   if predicted.size else " SELECT c.closed, c.archived_at, " + _PG_SAMPLE + ", NULL, NULL, ")
+                + "a.group_id, a.n, a.support, set_config('jit', 'off', true) FROM campaigns c "
+                + ("CROSS JOIN p " if predicted.size else "") + "LEFT JOIN a ON true WHERE c.id = %(c)s",
+                {"c": info.id, "s": shard, "g": gids, "k": int(sample.size),
+                 "sample": np.ascontiguousarray(batch.ids[sample]).tobytes(), "m": int(predicted.size),
+                 "predicted": np.ascontiguousarray(batch.ids[predicted]).tobytes()}).fetchall()
+        closed, archived_at, hits, at, when = rows[0][:5]
+        found, stored_at = _positions(at, when)
+        locked = {int(r[5]): (int(r[6]), bytes(r[7])) for r in rows if r[5] is not None}
+        reason = "the campaign is archived" if archived_at is not None else self._closed_reason(info, t, bool(closed))
+        return reason, int(hits), found, stored_at, locked
+
+    def _open_sqlite(self, conn: Connection, info: CampaignInfo, t: int, batch: Batch, predicted: NDArray[np.int64],
+                     sample: NDArray[np.int64]) -> tuple[str | None, int, NDArray[np.int64], NDArray[np.int64]]:
+        """SQLite, the transaction's first statements (:meth:`_open_pg` without the lock: the
+        transaction holds the database's write lock), on the DBAPI cursor."""
+        hits = 0
+        found = when = np.zeros(0, dtype=np.int64)
+        with _cursor(conn) as cur:
+            closed, archived_at = cur.execute("SELECT closed, archived_at FROM campaigns WHERE id = ?",
+                                              (info.id,)).fetchone()
+            reason = "the campaign is archived" if archived_at is not None else \
+                self._closed_reason(info, t, bool(closed))
+            if reason is None:
+                if sample.size:
+                    hits = cur.execute(_SQLITE_ROWS + _SQLITE_SAMPLE, (
+                        int(sample.size), info.id, np.ascontiguousarray(batch.ids[sample]).tobytes())).fetchone()[0]
+                if predicted.size and not hits:
+                    found, when = _sqlite_probe(cur, info.id, batch, predicted)
+        return reason, int(hits), found, when
+
+    @staticmethod
+    def _add_pg(conn: Connection, cid: str, shard: int, locked: dict[int, tuple[int, bytes]],
+                sums: list[tuple[int, int, NDArray[np.int64]]], bucket: int, n_new: int) -> None:
+        """PostgreSQL: the aggregate rows read and locked by :meth:`_open_pg` get the new reports'
+        counts and sums, and the time bucket its count, in one statement."""
+        values, params = [], []
+        for gid, k, add in sums:
+            old_n, old = locked[gid]
+            values.append("(%s::integer, %s::bigint, %s::bytea)")
+            params += [gid, old_n + k, (np.frombuffer(old, dtype="<i8") + add).astype("<i8").tobytes()]
+        with _cursor(conn) as cur:
+            cur.execute(
+                "WITH u AS (UPDATE aggregates AS a SET n = v.n, support = v.support FROM (VALUES " + ", ".join(values)
+                + ") AS v(g, n, support) WHERE a.campaign_id = %s AND a.shard = %s AND a.group_id = v.g) "
+                "INSERT INTO report_buckets (campaign_id, bucket, shard, n) VALUES (%s, %s, %s, %s) "
+                "ON CONFLICT (campaign_id, bucket, shard) DO UPDATE SET n = report_buckets.n + excluded.n",
+                (*params, cid, shard, cid, bucket, shard, n_new))
 
     @staticmethod
     def _existing(conn: Connection, cid: str, ids: list[bytes]) -> dict[bytes, int]:
@@ -720,15 +988,21 @@ class Store:
                     status[i] = bad
 
     @staticmethod
-    def _add(conn: Connection, cid: str, gid: int, shard: int, n: int, add: NDArray[np.int64]) -> None:
-        lock = " FOR UPDATE" if conn.dialect.name == "postgresql" else ""  # SQLite: the writer holds the database
-        key = (cid, gid, shard)
-        old_n, old = conn.exec_driver_sql(_sql(conn, "SELECT n, support FROM aggregates WHERE campaign_id = ? AND "
-                                                     "group_id = ? AND shard = ?" + lock), key).one()
-        support = np.frombuffer(old, dtype="<i8") + add
-        conn.exec_driver_sql(_sql(conn, "UPDATE aggregates SET n = ?, support = ? WHERE campaign_id = ? AND "
-                                        "group_id = ? AND shard = ?"),
-                             (int(old_n) + n, support.astype("<i8").tobytes(), *key))
+    def _add_sqlite(conn: Connection, cid: str, shard: int, sums: list[tuple[int, int, NDArray[np.int64]]],
+                    bucket: int, n_new: int) -> None:
+        """SQLite: the new reports' counts and sums added to the aggregate rows of ``shard`` (the
+        writer holds the database), and the time bucket's count, on the DBAPI cursor."""
+        with _cursor(conn) as cur:
+            for gid, k, add in sums:
+                key = (cid, gid, shard)
+                old_n, old = cur.execute("SELECT n, support FROM aggregates WHERE campaign_id = ? AND group_id = ? "
+                                         "AND shard = ?", key).fetchone()
+                support = (np.frombuffer(old, dtype="<i8") + add).astype("<i8").tobytes()
+                cur.execute("UPDATE aggregates SET n = ?, support = ? WHERE campaign_id = ? AND group_id = ? "
+                            "AND shard = ?", (int(old_n) + k, support, *key))
+            cur.execute("INSERT INTO report_buckets (campaign_id, bucket, shard, n) VALUES (?, ?, ?, ?) ON CONFLICT "
+                        "(campaign_id, bucket, shard) DO UPDATE SET n = report_buckets.n + excluded.n",
+                        (cid, bucket, shard, n_new))
 
     # -- assignments (multi-phase campaigns) -----------------------------------------------------
     def assign(self, cid: str, count: int, tokens: list[str] | None = None) -> dict[str, Any]:

@@ -422,13 +422,6 @@ class StreamStore:
             what = "sensitivity / sqrt(2 rho)" if zcdp else "sensitivity / epsilon"
             raise StreamError(422, f"{what} must be at most 2**36 (the noise scale; int64 sums keep their headroom), "
                                    f"got {scale:.3g}: raise {'rho' if zcdp else 'epsilon'}", "rho" if zcdp else "epsilon")
-        if zcdp and body.get("session") is not None:
-            # the database's budget sessions account in epsilon (pure DP): a rho is never added to
-            # them, and no conversion turns a rho into a pure-DP epsilon
-            raise StreamError(422, "a zCDP stream (rho) cannot be charged to a budget session of this database: its "
-                                   "sessions account in epsilon (pure DP), a rho is never added to epsilons, and no "
-                                   "conversion turns a rho into a pure-DP epsilon; leave session unset (or declare "
-                                   "a pure-DP stream with epsilon)", "session")
         now = time.time()
         step = body.get("step_seconds")
         origin = body.get("origin")
@@ -459,7 +452,9 @@ class StreamStore:
         except BudgetExceededError as exc:
             raise StreamError(409, f"the budget session cannot pay for this stream: {exc}", "session") from None
         except PrivpubError as exc:  # the field is the parameter the error names (as data, not from its text)
-            if exc.param == "measure":  # the session's measure is not the stream's: refused, never added
+            # the session's measure is not the stream's (a rho is never added to epsilons, nor an epsilon to
+            # rhos; a zCDP stream needs a session opened with total_rho): refused, nothing made
+            if exc.param == "measure":
                 raise StreamError(422, error_message(exc), "session") from None
             renamed = {v: k for k, v in model.RENAMED.items()}
             fld: str | None = renamed.get(str(exc.param), exc.param) if exc.param in {*params, "history"} else None

@@ -135,6 +135,8 @@ budget_sessions = sa.Table(
     sa.Column("name", sa.String(200), primary_key=True),
     sa.Column("total_epsilon", sa.Float, nullable=False),
     sa.Column("created", sa.String(32), nullable=False),
+    # "zcdp": the total and every charge are rhos; NULL: pure epsilon-DP (migration 0008)
+    sa.Column("measure", sa.String(16), nullable=True),
 )
 
 budget_charges = sa.Table(

@@ -112,6 +112,9 @@ def check_points(points: ArrayLike, bounds: Bounds, *, clip: bool = False, name:
     if arr.shape[1] != 2:
         raise ParameterError(f"{name} must have shape (n, 2), got {arr.shape}", param=name)
     x0, y0, x1, y1 = bounds
+    if arr.shape[0] and (x0 <= arr[:, 0].min() and arr[:, 0].max() <= x1
+                         and y0 <= arr[:, 1].min() and arr[:, 1].max() <= y1):
+        return arr  # all inside: four reductions instead of two (n, 2) masks
     lo = np.array([x0, y0])
     hi = np.array([x1, y1])
     bad = arr < lo

@@ -39,12 +39,11 @@ from privpub.spatial._kernels import (
     interval_index,
     kd_partition,
     kdg_height,
-    level0_leaf,
     merge_sparse,
     oue_v1,
 )
 from privpub.spatial._release import SpatialPublisher, SpatialRelease
-from privpub.spatial._tree import grow_tree
+from privpub.spatial._tree import GridCounter, Level0, grow_tree
 
 __all__ = ["KDGHT", "assign_roles", "kdg_intervals"]
 
@@ -273,16 +272,34 @@ def assign_roles(
     halves (``kdg_split="users"``; in budget mode both axes are the whole U'). R (in id order)
     is later split at random into the ``h + 1`` level groups.
     """
-    in_sample = role_gen.random(n_users) < eta
-    sample = np.flatnonzero(in_sample)
-    sample = sample[role_gen.permutation(sample.size)]
-    rest = np.flatnonzero(~in_sample)
-    if rest.size == 0:  # every user sampled: keep one for the tree
-        rest, sample = np.sort(sample[:1]), sample[1:]
+    ux, uy, sampled = _sample_roles(n_users, eta, kdg_split, role_gen)
+    keep = np.ones(n_users, dtype=bool)
+    keep[sampled] = False
+    return ux, uy, np.flatnonzero(keep)
+
+
+#: users per block of the role draw (its uniforms never make one array of N floats)
+_ROLE_BLOCK = 1 << 16
+
+
+def _sample_roles(
+    n_users: int, eta: float, kdg_split: str, role_gen: np.random.Generator
+) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.int64]]:
+    """:func:`assign_roles` without materialising R: ``(U'_x, U'_y, U' sorted)``; R is the rest.
+
+    The uniforms are drawn in blocks of ``_ROLE_BLOCK`` (the same stream as one draw of N).
+    """
+    parts = [np.flatnonzero(role_gen.random(min(_ROLE_BLOCK, n_users - s)) < eta) + s
+             for s in range(0, n_users, _ROLE_BLOCK)]
+    in_order = np.concatenate(parts).astype(np.int64, copy=False) if parts else np.zeros(0, dtype=np.int64)
+    sample = in_order[role_gen.permutation(in_order.size)]
+    if sample.size == n_users:  # every user sampled: keep one for the tree
+        sample = sample[1:]
+        in_order = np.sort(sample)
     if kdg_split == "users":
         half = (sample.size + 1) // 2
-        return sample[:half], sample[half:], rest
-    return sample, sample, rest
+        return sample[:half], sample[half:], in_order
+    return sample, sample, in_order
 
 
 def _level_sizes(n_rest: int, h: int) -> list[int]:
@@ -298,7 +315,9 @@ def _run_kdght(pub: KDGHT, pts: NDArray[np.float64], box: Bounds, eps: float, co
     v1 = oue_v1(eps)
     per_user = coll.mode == "per_user"
     # ---- roles (drawn before any report) -------------------------------------------------------
-    ux, uy, rest = assign_roles(n_users, pub.eta, pub.kdg_split, role_gen)
+    # R, the tree users, is the complement of U' (``sampled``); only the per-user path lists it
+    ux, uy, sampled = _sample_roles(n_users, pub.eta, pub.kdg_split, role_gen)
+    n_rest = n_users - sampled.size
     if pub.kdg_split == "users":
         eps_axis, n_axis = eps, min(ux.size, uy.size)
     else:
@@ -313,7 +332,7 @@ def _run_kdght(pub: KDGHT, pts: NDArray[np.float64], box: Bounds, eps: float, co
     if skip_kdg:
         blocks_x = [Block(0, m, 1.0, 1.0, False)]
         blocks_y = [Block(0, nn, 1.0, 1.0, False)]
-        rest = np.arange(n_users)  # the few sampled users join the tree groups
+        sampled, n_rest = np.zeros(0, dtype=np.int64), n_users  # the few sampled users join the tree groups
     else:
         ix = interval_index(ex, pts[ux, 0])
         iy = interval_index(ey, pts[uy, 1])
@@ -348,17 +367,28 @@ def _run_kdght(pub: KDGHT, pts: NDArray[np.float64], box: Bounds, eps: float, co
         dense = np.array([k == "dense" for k in kinds])
         n_hat = float(est[dense].max() if dense.any() else est.max())
     h = pub.h if pub.h is not None else kdg_height(n_hat, eps)
-    h = min(h, rest.size - 1) if rest.size > 1 else 0
-    sizes = _level_sizes(rest.size, h)
+    h = min(h, n_rest - 1) if n_rest > 1 else 0
+    sizes = _level_sizes(n_rest, h)
     # ---- phase C: level-by-level collection and MTR --------------------------------------------
-    if per_user:  # the per-user path needs each user's group: a random order of R, cut in order
-        rest = rest[role_gen.permutation(rest.size)]
-    px = pts[rest, 0]
-    py = pts[rest, 1]
     block_of_x = np.repeat(np.arange(len(blocks_x)), [b.hi - b.lo for b in blocks_x])
     block_of_y = np.repeat(np.arange(len(blocks_y)), [b.hi - b.lo for b in blocks_y])
-    leaf_counts = np.zeros(len(leaves0), dtype=np.int64)
-    leaf = level0_leaf(px, py, ex, ey, block_of_x, block_of_y, table, leaf_counts)
+    level0 = Level0(ex, ey, block_of_x, block_of_y, table)
+    if per_user:  # the per-user path needs each user's group: a random order of R, cut in order
+        keep = np.ones(n_users, dtype=bool)
+        keep[sampled] = False
+        rest = np.flatnonzero(keep)
+        rest = rest[role_gen.permutation(rest.size)]
+        rx, ry = pts[rest, 0], pts[rest, 1]
+        px: NDArray[np.float64] | None = rx
+        py: NDArray[np.float64] | None = ry
+        leaf: NDArray[np.int64] | None = level0.leaves_of(rx, ry)
+        counter: GridCounter | None = None
+        leaf_counts = None
+    else:  # the users per node of every level from one pass over the points
+        px = py = leaf = None
+        weights = np.ones(len(leaves0)) if skip_kdg else est
+        counter = GridCounter(pts, sampled, level0, (lx0, lx1, ly0, ly1), h, weights)
+        leaf_counts = counter.leaf_counts()
 
     def theta(lev: int) -> float:
         if pub.theta is not None:
@@ -367,7 +397,7 @@ def _run_kdght(pub: KDGHT, pts: NDArray[np.float64], box: Bounds, eps: float, co
 
     tree = grow_tree(coll, (lx0, lx1, ly0, ly1), px, py, leaf, sizes, n_total=n_users, epsilon=eps, v1=v1,
                      theta=theta, width=width, height=height, role_gen=role_gen, option="h",
-                     leaf_counts=leaf_counts)
+                     leaf_counts=leaf_counts, counter=counter)
     if pub.combine == "ci":
         values = ci_combine(tree.ys, tree.variances, tree.parents, float(n_users))
     else:

@@ -14,15 +14,19 @@ import numpy as np
 from numpy.typing import NDArray
 
 __all__ = [
+    "BisectionGrids",
     "Block",
+    "bisection_edges",
     "ci_combine",
     "descend",
     "grid_answer",
     "grid_edges",
+    "grid_extract",
     "interval_index",
     "kd_partition",
     "kdg_height",
     "leaf_lookup",
+    "level0_grid",
     "level0_leaf",
     "locate_in_leaves",
     "merge_sparse",
@@ -285,6 +289,82 @@ def level0_leaf(px: F64, py: F64, ex: F64, ey: F64, block_of_x: I64, block_of_y:
                        np.ascontiguousarray(block_of_y, dtype=np.int64), np.ascontiguousarray(table, dtype=np.int64),
                        out, counts)
     return out
+
+
+def bisection_edges(lo: F64, hi: F64, d: int) -> F64:
+    """The ``2**d + 1`` edges of ``d`` iterated bisections of each ``[lo, hi]`` (one row per interval).
+
+    Each midpoint is ``(a + b) / 2`` of its two parent edges, the float steps of
+    :func:`mtr_children`, so a tree node's side is exactly one of these cells once ``d`` covers
+    its depth.
+    """
+    e = np.stack([np.asarray(lo, dtype=np.float64), np.asarray(hi, dtype=np.float64)], axis=1)
+    for _ in range(d):
+        out = np.empty((e.shape[0], 2 * e.shape[1] - 1), dtype=np.float64)
+        out[:, 0::2] = e
+        out[:, 1::2] = (e[:, :-1] + e[:, 1:]) / 2.0
+        e = out
+    return e
+
+
+@dataclass(frozen=True)
+class BisectionGrids:
+    """Where a point falls on the bisection grids of the level-0 leaves.
+
+    Leaf ``k`` is located as :func:`level0_leaf` does (KDG intervals on the equal-width edges
+    ``ex, ey``, their blocks, the leaf of each block pair); its sides are bisected
+    ``depth[k]`` times, with edges ``gx[gbase[k]:]`` and ``gy[gbase[k]:]``
+    (:func:`bisection_edges`, ``2**depth[k] + 1`` each); its cell ``(cx, cy)`` is number
+    ``hoff[k] + (cx << depth[k]) + cy`` of ``n_cells``.
+    """
+
+    ex: F64
+    ey: F64
+    block_of_x: I64
+    block_of_y: I64
+    table: I64
+    depth: I64
+    gx: F64
+    gy: F64
+    gbase: I64
+    hoff: I64
+    n_cells: int
+
+    def _args(self) -> tuple[object, ...]:
+        side = np.left_shift(1, self.depth).astype(np.float64)
+        last = self.gbase + (1 << self.depth)
+        return (self.ex, float((self.ex.size - 1) / (self.ex[-1] - self.ex[0])), self.ey,
+                float((self.ey.size - 1) / (self.ey[-1] - self.ey[0])),
+                np.ascontiguousarray(self.block_of_x, dtype=np.int64), np.ascontiguousarray(self.block_of_y, dtype=np.int64),
+                np.ascontiguousarray(self.table, dtype=np.int64), np.ascontiguousarray(self.depth, dtype=np.int64),
+                self.gx, self.gy, np.ascontiguousarray(self.gbase, dtype=np.int64),
+                side / (self.gx[last] - self.gx[self.gbase]), side / (self.gy[last] - self.gy[self.gbase]),
+                np.ascontiguousarray(self.hoff, dtype=np.int64))
+
+
+def level0_grid(pts: F64, excluded: I64, grids: BisectionGrids,
+                dtype: type = np.int32) -> tuple[NDArray[np.integer], NDArray[np.integer]]:
+    """Histogram of the points (rows of ``pts`` not in the sorted ``excluded``) over the cells
+    of ``grids``, in one compiled pass, and each row's cell (``uint32``, or ``uint64`` beyond
+    2^32 - 1 cells; the dtype's largest value for excluded rows) for :func:`grid_extract`."""
+    hist: NDArray[np.integer] = np.zeros(grids.n_cells, dtype=dtype)
+    cell: NDArray[np.integer] = np.empty(pts.shape[0], dtype=np.uint32 if grids.n_cells < 2**32 - 1 else np.uint64)
+    _jit().level0_grid(np.ascontiguousarray(pts, dtype=np.float64), np.ascontiguousarray(excluded, dtype=np.int64),
+                       *grids._args(), hist, cell)
+    return hist, cell
+
+
+def grid_extract(pts: F64, cell: NDArray[np.integer], cell_node: I64, size: int) -> tuple[F64, F64, I64]:
+    """The rows of ``pts`` whose ``cell`` (from :func:`level0_grid`) has ``cell_node >= 0``
+    (``size`` of them), in row order: ``(x, y, their cell_node)``, in one compiled pass."""
+    out_x = np.empty(size, dtype=np.float64)
+    out_y = np.empty(size, dtype=np.float64)
+    out_node = np.empty(size, dtype=np.int64)
+    k = _jit().grid_extract(np.ascontiguousarray(pts, dtype=np.float64), cell,
+                            np.ascontiguousarray(cell_node, dtype=np.int64), out_x, out_y, out_node)
+    if k != size:  # the histogram counted these very points
+        raise RuntimeError(f"grid_extract found {k} points, the grid holds {size}")
+    return out_x, out_y, out_node
 
 
 # ---------------------------------------------------------------------------------------------
