@@ -148,8 +148,9 @@ def publisher(algorithm: str, h: int, name: str, quick: bool = False) -> Any:
         # in quick mode; private-pgm's defaults are 16 d rounds, 80 MB models, 1000 iterations
         if algorithm == "mst":
             return MST(bins=8 if quick else 16, taxonomies=taxes, max_iters=200 if quick else 1000)
-        return AIM(bins=8 if quick else 16, taxonomies=taxes, degree=2 if quick else 3,
-                   max_rounds=3 if quick else 24, max_model_size=2.0 if quick else 20.0,
+        # the workload is the marginals with the class (what the classifier needs), not all of them
+        return AIM(bins=8 if quick else 16, taxonomies=taxes, degree=2 if quick else 3, class_workload=True,
+                   rounds=20 if quick else None, max_rounds=5 if quick else 24, max_model_size=2.0 if quick else 20.0,
                    max_iters=150 if quick else 500)
     if algorithm == "diffgen":
         return DiffGen(levels=h, taxonomies=taxes)
