@@ -112,11 +112,24 @@ def test_session_reserves_rho(table) -> None:
 @pytest.mark.parametrize(("kwargs", "param"), [
     ({"bins": 1}, "bins"), ({"max_iters": 0}, "max_iters"), ({"degree": 0}, "degree"),
     ({"rounds": True}, "rounds"), ({"max_model_size": 0}, "max_model_size"),
+    ({"class_workload": 1}, "class_workload"),
 ])
 def test_bad_parameters(kwargs, param) -> None:
     with pytest.raises(ParameterError) as err:
         AIM(**kwargs)
     assert err.value.param == param
+
+
+def test_class_workload_keeps_the_marginals_with_the_class(table) -> None:
+    shape = (3, 3, 3, 3, 2)  # the class is the last column
+    full = AIM(degree=3).workload(shape)
+    with_class = AIM(degree=3, class_workload=True).workload(shape)
+    assert len(full) == 10 and with_class == [cl for cl in full if 4 in cl] and len(with_class) == 6
+    rel = AIM(degree=2, class_workload=True, max_rounds=2, **FAST).publish(table, schema=make_schema(), rho=0.3,
+                                                                           rng=1)
+    # after the 1-way marginals, every selected marginal is in the class workload's downward closure
+    assert all(len(m) == 1 or "y" in m for m in rel.measured[5:]), rel.measured
+    assert rel.params["class_workload"] is True
 
 
 @pytest.mark.parametrize("rho", [0.0, -1.0, math.nan, math.inf])
