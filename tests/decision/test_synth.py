@@ -112,11 +112,24 @@ def test_session_reserves_rho(table) -> None:
 @pytest.mark.parametrize(("kwargs", "param"), [
     ({"bins": 1}, "bins"), ({"max_iters": 0}, "max_iters"), ({"degree": 0}, "degree"),
     ({"rounds": True}, "rounds"), ({"max_model_size": 0}, "max_model_size"),
+    ({"class_workload": 1}, "class_workload"),
 ])
 def test_bad_parameters(kwargs, param) -> None:
     with pytest.raises(ParameterError) as err:
         AIM(**kwargs)
     assert err.value.param == param
+
+
+def test_class_workload_keeps_the_marginals_with_the_class(table) -> None:
+    shape = (3, 3, 3, 3, 2)  # the class is the last column
+    full = AIM(degree=3).workload(shape)
+    with_class = AIM(degree=3, class_workload=True).workload(shape)
+    assert len(full) == 10 and with_class == [cl for cl in full if 4 in cl] and len(with_class) == 6
+    rel = AIM(degree=2, class_workload=True, max_rounds=2, **FAST).publish(table, schema=make_schema(), rho=0.3,
+                                                                           rng=1)
+    # after the 1-way marginals, every selected marginal is in the class workload's downward closure
+    assert all(len(m) == 1 or "y" in m for m in rel.measured[5:]), rel.measured
+    assert rel.params["class_workload"] is True
 
 
 @pytest.mark.parametrize("rho", [0.0, -1.0, math.nan, math.inf])
@@ -186,12 +199,54 @@ def test_measurement_audit_and_leaky_control() -> None:
     assert not leaky.passed, leaky
 
 
-def test_cli_refuses_zcdp_methods_before_reading(tmp_path) -> None:
+@pytest.mark.parametrize(("extra", "message"), [
+    (["--epsilon", "1", "--method", "aim"], "--method aim is rho-zCDP synthetic data, not epsilon-DP: it takes --rho"),
+    (["--rho", "0.5", "--method", "maxgddp", "--levels", "2"], "--method maxgddp is epsilon-DP: it takes --epsilon"),
+    (["--rho", "0.5", "--epsilon", "1", "--method", "mst"], "give exactly one of --epsilon"),
+    (["--method", "mst"], "give exactly one of --epsilon"),
+    (["--rho", "0", "--method", "mst"], "--rho"),
+    (["--rho", "0.5", "--method", "aim", "--levels", "3"], "--levels applies to maxgddp and diffgen"),
+    (["--epsilon", "1", "--method", "maxgddp"], "--levels is required with --method maxgddp"),
+])
+def test_cli_budget_flag_follows_the_method_before_reading(tmp_path, extra, message) -> None:
     from typer.testing import CliRunner
 
     from privpub.cli import app
 
-    res = CliRunner().invoke(app, ["decision", str(tmp_path / "absent.csv"), "--target", "y", "--epsilon", "1",
-                                   "--method", "aim", "--levels", "2", "-o", str(tmp_path / "out.csv")])
+    res = CliRunner().invoke(app, ["decision", str(tmp_path / "absent.csv"), "--target", "y", *extra,
+                                   "-o", str(tmp_path / "out.csv")])
     assert res.exit_code == 2, res.output
-    assert "rho-zCDP" in res.output and "rho=" in res.output
+    assert message in res.output and "Traceback" not in res.output, res.output
+    assert not (tmp_path / "out.csv").exists()
+
+
+def test_cli_budget_file_refused_with_rho(tmp_path, table) -> None:
+    from typer.testing import CliRunner
+
+    from privpub.cli import app
+
+    res = CliRunner().invoke(app, ["decision", str(tmp_path / "absent.csv"), "--target", "y", "--rho", "0.5",
+                                   "--method", "mst", "--budget-file", str(tmp_path / "b.json"),
+                                   "-o", str(tmp_path / "out.csv")])
+    assert res.exit_code == 2 and "--budget-file holds an epsilon budget" in res.output, res.output
+    assert not (tmp_path / "b.json").exists()
+
+
+def test_cli_publishes_mst_under_rho(tmp_path, table) -> None:
+    import json
+
+    from typer.testing import CliRunner
+
+    from privpub.cli import app
+
+    data, schema, out, led = tmp_path / "t.csv", tmp_path / "s.json", tmp_path / "out.csv", tmp_path / "l.csv"
+    table.to_csv(data, index=False)
+    schema.write_text(json.dumps(make_schema().to_dict()))
+    res = CliRunner().invoke(app, ["decision", str(data), "--target", "y", "--rho", "0.3", "--method", "mst",
+                                   "--schema", str(schema), "--seed", "1", "-o", str(out), "--ledger", str(led)])
+    assert res.exit_code == 0, res.output
+    cells = pd.read_csv(out)
+    assert list(cells.columns) == ["c1", "x", "c2", "z", "y", "count"] and (cells["count"] >= 1).all()
+    assert abs(int(cells["count"].sum()) - len(table)) < 60  # the model's total, from noisy 1-way marginals
+    ledger = pd.read_csv(led)
+    assert ledger["epsilon"].sum() == pytest.approx(0.3)  # the zCDP ledger's column holds rho

@@ -14,7 +14,6 @@ from privpub.cli._common import (
     Checks,
     DataLabelOption,
     EngineOption,
-    EpsilonOption,
     ForceOption,
     check_engine,
     check_out_dir,
@@ -119,10 +118,15 @@ def register(app: typer.Typer, reproduce_app: typer.Typer) -> None:
     def decision(
         input: Annotated[Path, typer.Argument(
             help="CSV (with or without a header line), Parquet or JSON table with the predictors and the target.")],
-        epsilon: EpsilonOption,
-        levels: Annotated[int, typer.Option("--levels", help="Specialisation levels h (>= 1).")],
         output: Annotated[Path, typer.Option(
             "-o", "--output", help="Output of the released cells: .csv, .json or .parquet (from the suffix).")],
+        epsilon: Annotated[float | None, typer.Option(
+            "--epsilon", "-e", help="Total privacy budget (> 0) of maxgddp and diffgen (epsilon-DP).")] = None,
+        rho: Annotated[float | None, typer.Option(
+            "--rho", help="zCDP budget (> 0) of aim and mst (rho-zCDP synthetic data; exactly one of --epsilon "
+            "and --rho).")] = None,
+        levels: Annotated[int | None, typer.Option(
+            "--levels", help="Specialisation levels h (>= 1) of maxgddp and diffgen.")] = None,
         target: Annotated[str | None, typer.Option(
             "--target", help="The class column (default: the schema's class).")] = None,
         schema: SchemaOption = None,
@@ -134,7 +138,8 @@ def register(app: typer.Typer, reproduce_app: typer.Typer) -> None:
         taxonomy: Annotated[Path | None, typer.Option(
             "--taxonomy", help="JSON object of taxonomy trees per attribute (nested JSON or brace form; default: "
             "the built-in dataset's trees, else balanced trees).")] = None,
-        method: Annotated[str, typer.Option("--method", help="maxgddp or diffgen.")] = "maxgddp",
+        method: Annotated[str, typer.Option(
+            "--method", help="maxgddp or diffgen (--epsilon, --levels); aim or mst (--rho).")] = "maxgddp",
         seed: Annotated[int | None, typer.Option("--seed", help=SEED_HELP)] = None,
         synthetic: Annotated[bool, typer.Option(
             "--synthetic", help="Write the synthetic rows (each cell repeated count times) instead of the cells.")] = False,
@@ -153,23 +158,43 @@ def register(app: typer.Typer, reproduce_app: typer.Typer) -> None:
             "--max-contributions", metavar="K",
             help="Public bound K on each person's rows (with --privacy-id); epsilon then protects one person.")] = None,
     ) -> None:
-        """Release a decision table (MAXGDDP, paper 003; or DiffGen) under epsilon-DP.
+        """Release a decision table (MAXGDDP, paper 003; or DiffGen) under epsilon-DP, or AIM / MST under rho-zCDP.
 
-        Writes the generalised contingency table: one row per cell with a noisy count >= 1. Every
-        argument is checked before the input is read or any budget is reserved. With --privacy-id
-        and --max-contributions the release protects one person (all of their rows) at epsilon.
+        Writes the generalised contingency table: one row per cell with a noisy count >= 1 (AIM and
+        MST: the synthetic records counted over the finest public cut). Every argument is checked
+        before the input is read or any budget is reserved. With --privacy-id and
+        --max-contributions the release protects one person (all of their rows) at epsilon (rho).
         """
         from privpub.decision import PUBLISHERS
 
         checks = Checks()
-        checks(check_epsilon, epsilon, "--epsilon")
+        if (epsilon is None) == (rho is None):
+            checks.add("give exactly one of --epsilon (maxgddp, diffgen: epsilon-DP) and --rho (aim, mst: rho-zCDP)",
+                       param="--rho" if rho is not None else "--epsilon")
+        if epsilon is not None:
+            checks(check_epsilon, epsilon, "--epsilon")
+        if rho is not None:
+            checks(check_epsilon, rho, "--rho")
+        zcdp = False
         if method not in PUBLISHERS:
             checks.add(f"--method must be one of {', '.join(sorted(PUBLISHERS))}, got {method!r}")
-        elif "pure-dp" not in PUBLISHERS[method].measures:
-            checks.add(f"--method {method} is rho-zCDP synthetic data, not epsilon-DP: this command takes --epsilon; "
-                       f"use privpub.decision.{PUBLISHERS[method].__name__}(...).publish(data, schema=..., rho=...)")
-            method = ""
-        checks(check_positive_int, levels, "--levels")
+        else:
+            zcdp = "pure-dp" not in PUBLISHERS[method].measures
+            if zcdp and epsilon is not None:
+                checks.add(f"--method {method} is rho-zCDP synthetic data, not epsilon-DP: it takes --rho, not "
+                           "--epsilon (rho = epsilon^2 / 2 is the zCDP that epsilon-DP implies)", param="--rho")
+            if not zcdp and rho is not None:
+                checks.add(f"--method {method} is epsilon-DP: it takes --epsilon, not --rho", param="--epsilon")
+        if zcdp:
+            if levels is not None:
+                checks.add(f"--levels applies to maxgddp and diffgen, not to --method {method}", param="--levels")
+            if budget_file is not None:
+                checks.add("--budget-file holds an epsilon budget: a --rho release cannot be charged to it",
+                           param="--budget-file")
+        elif levels is None:
+            checks.add(f"--levels is required with --method {method}", param="--levels")
+        else:
+            checks(check_positive_int, levels, "--levels")
         checks(check_engine, engine)
         checks(check_output, output, force=force, inputs=[input, schema, taxonomy], supported=FORMATS)
         if ledger is not None:
@@ -184,12 +209,15 @@ def register(app: typer.Typer, reproduce_app: typer.Typer) -> None:
         elif table is not None and table.fmt is not None and table.fmt.taxonomies is not None:
             taxes = dict(table.fmt.taxonomies)
         publisher = None
-        if method in PUBLISHERS and levels >= 1:
+        if method in PUBLISHERS and zcdp:
+            publisher = checks(PUBLISHERS[method], taxonomies=taxes)
+        elif method in PUBLISHERS and levels is not None and levels >= 1:
             publisher = checks(PUBLISHERS[method], levels=levels, taxonomies=taxes)
         unit = None
         if sch is not None:
             unit = checks(_check_unit, privacy_id, max_contributions, sch)
-        if publisher is not None and checks.ok:
+        if publisher is not None and checks.ok and not zcdp:
+            assert epsilon is not None and levels is not None
             record_eps = epsilon if unit is None else unit.record_amount(epsilon)
             checks(_check_levels, publisher, record_eps, levels)
         checks.done()
@@ -203,10 +231,20 @@ def register(app: typer.Typer, reproduce_app: typer.Typer) -> None:
             frame = read_records(input, table, header=header, needed=needed, echo=lambda m: typer.echo(m, err=True))
         if privacy_id is not None:
             extra.update(privacy_id=privacy_id, max_contributions=max_contributions)
-        notice = unit_notice(table, privacy_id, epsilon)  # the public schema only, never the data
+        budget = rho if zcdp else epsilon
+        assert budget is not None
+        notice = unit_notice(table, privacy_id, budget)  # the public schema only, never the data
+        if zcdp and privacy_id is None and table.privacy_id is not None and table.max_contributions is not None:
+            k = table.max_contributions  # zCDP group privacy: k rows cost k^2 rho
+            notice = (f"WARNING: the schema says one {table.privacy_id!r} can hold up to {k} rows; this release "
+                      f"protects one row, so such a person only at {k}^2 x rho = {k * k * budget:g}. Pass --privacy-id "
+                      f"{table.privacy_id} --max-contributions K to protect each person at rho")
         if notice is not None:
             typer.echo(notice, err=True)
-        release = publisher.publish(frame, schema=sch, epsilon=epsilon, rng=seed, **extra)
+        if zcdp:
+            release = publisher.publish(frame, schema=sch, rho=rho, rng=seed, **extra)
+        else:
+            release = publisher.publish(frame, schema=sch, epsilon=epsilon, rng=seed, **extra)
         table = release.synthetic() if synthetic else release.cells
         write_table(table, output, force=force, formats=FORMATS)
         if ledger is not None:

@@ -312,6 +312,10 @@ class AIM(_MarginalPublisher):
     max_rounds : int, optional
         A hard cap on the selection rounds, for quick runs: the round that reaches it spends the
         rest of the budget (the ledger still sums to ``rho``).
+    class_workload : bool
+        Keep only the workload marginals that contain the class column (what a classifier
+        trained on the synthetic table needs); the default is the paper's workload of all
+        ``degree``-way marginals. Public: it changes the candidates, not the privacy.
     bins : int
         Equal-width public intervals of each numeric attribute without a taxonomy.
     max_iters : int
@@ -339,6 +343,7 @@ class AIM(_MarginalPublisher):
     max_model_size: float = 80.0
     max_cells: int = 10_000
     max_rounds: int | None = None
+    class_workload: bool = False
 
     method: ClassVar[str] = "aim"
 
@@ -354,17 +359,22 @@ class AIM(_MarginalPublisher):
                 check_positive_int(v, name)
         if not float(self.max_model_size) > 0:
             raise ParameterError(f"max_model_size must be > 0, got {self.max_model_size!r}", param="max_model_size")
+        if not isinstance(self.class_workload, bool):
+            raise ParameterError(f"class_workload must be True or False, got {self.class_workload!r}",
+                                 param="class_workload")
 
     def params(self) -> dict[str, Any]:
         return {**super().params(), "degree": self.degree, "rounds": self.rounds,
-                "max_model_size": self.max_model_size, "max_cells": self.max_cells, "max_rounds": self.max_rounds}
+                "max_model_size": self.max_model_size, "max_cells": self.max_cells, "max_rounds": self.max_rounds,
+                "class_workload": self.class_workload}
 
     def workload(self, shape: tuple[int, ...]) -> list[Clique]:
-        """The workload cliques (column indices) for a domain of ``shape`` (public)."""
+        """The workload cliques (column indices) for a domain of ``shape`` (public; the class is
+        the last column)."""
         d = len(shape)
         k = min(self.degree, d)
         return [cl for cl in itertools.combinations(range(d), k)
-                if math.prod(shape[j] for j in cl) <= self.max_cells]
+                if math.prod(shape[j] for j in cl) <= self.max_cells and (not self.class_workload or d - 1 in cl)]
 
     def _run(self, table: _Table, domain: Any, rho: float, gen: np.random.Generator,
              mbi: Any) -> tuple[Any, list[Clique]]:
