@@ -220,16 +220,35 @@ def test_cli_budget_flag_follows_the_method_before_reading(tmp_path, extra, mess
     assert not (tmp_path / "out.csv").exists()
 
 
-def test_cli_budget_file_refused_with_rho(tmp_path, table) -> None:
+def test_cli_rho_budget_file_is_a_zcdp_session(tmp_path, table) -> None:
+    """--rho with --budget-file: a new file is a zCDP session (--budget-total a rho), charged in rho; a
+    pure-DP budget file refuses the rho before anything is drawn."""
+    import json
+
     from typer.testing import CliRunner
 
+    from privpub import Session
     from privpub.cli import app
 
-    res = CliRunner().invoke(app, ["decision", str(tmp_path / "absent.csv"), "--target", "y", "--rho", "0.5",
-                                   "--method", "mst", "--budget-file", str(tmp_path / "b.json"),
-                                   "-o", str(tmp_path / "out.csv")])
-    assert res.exit_code == 2 and "--budget-file holds an epsilon budget" in res.output, res.output
-    assert not (tmp_path / "b.json").exists()
+    data, schema = tmp_path / "t.csv", tmp_path / "s.json"
+    table.to_csv(data, index=False)
+    schema.write_text(json.dumps(make_schema().to_dict()))
+    args = ["decision", str(data), "--target", "y", "--rho", "0.3", "--method", "mst", "--schema", str(schema),
+            "--seed", "1"]
+    budget = tmp_path / "b.json"
+    res = CliRunner().invoke(app, [*args, "--budget-file", str(budget), "--budget-total", "0.5",
+                                   "-o", str(tmp_path / "a.csv")])
+    assert res.exit_code == 0, res.output
+    assert "spent rho 0.3 of 0.5" in res.output
+    session = Session.open(budget)
+    assert session.measure == "zcdp" and session.spent == pytest.approx(0.3)
+    res = CliRunner().invoke(app, [*args, "--budget-file", str(budget), "-o", str(tmp_path / "b.csv")])
+    assert res.exit_code == 2 and not (tmp_path / "b.csv").exists(), res.output  # 0.2 of rho remains
+    pure = tmp_path / "pure.json"
+    Session.open(pure, total_epsilon=5.0)
+    res = CliRunner().invoke(app, [*args, "--budget-file", str(pure), "-o", str(tmp_path / "c.csv")])
+    assert res.exit_code == 2 and "never adds an epsilon to a rho" in res.output, res.output
+    assert not (tmp_path / "c.csv").exists() and Session.open(pure).spent == 0
 
 
 def test_cli_publishes_mst_under_rho(tmp_path, table) -> None:

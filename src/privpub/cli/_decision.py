@@ -188,9 +188,6 @@ def register(app: typer.Typer, reproduce_app: typer.Typer) -> None:
         if zcdp:
             if levels is not None:
                 checks.add(f"--levels applies to maxgddp and diffgen, not to --method {method}", param="--levels")
-            if budget_file is not None:
-                checks.add("--budget-file holds an epsilon budget: a --rho release cannot be charged to it",
-                           param="--budget-file")
         elif levels is None:
             checks.add(f"--levels is required with --method {method}", param="--levels")
         else:
@@ -222,7 +219,8 @@ def register(app: typer.Typer, reproduce_app: typer.Typer) -> None:
             checks(_check_levels, publisher, record_eps, levels)
         checks.done()
         assert table is not None and sch is not None and publisher is not None
-        session = open_session(budget_file, budget_total, data_label or input.name)
+        # with --rho a new budget file is a zCDP session (--budget-total a rho); an existing one keeps its measure
+        session = open_session(budget_file, budget_total, data_label or input.name, zcdp=zcdp)
         extra = publish_kwargs(publisher.publish, session, "decision")
         needed = [*sch.names, str(sch.class_name), *([privacy_id] if privacy_id is not None else [])]
         if engine == "spark":
