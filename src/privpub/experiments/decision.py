@@ -321,12 +321,20 @@ def summarize(out_dir: str | Path, *, quick: bool = False, reps: int | None = No
 # ---------------------------------------------------------------------------------------------
 # report
 # ---------------------------------------------------------------------------------------------
-def _get(summary: pd.DataFrame, name: str, algo: str, eps: float, h: int) -> tuple[float, float]:
+def _get(summary: pd.DataFrame, name: str, algo: str, eps: float, h: int, *,
+         single_nan: bool = False) -> tuple[float, float]:
+    """Mean and std (in %) of one point; the std of a single repetition is 0, or NaN with ``single_nan``."""
     sel = summary[(summary.dataset == name) & (summary.algorithm == algo) & np.isclose(summary.eps, eps)
                   & (summary.h == h)]
     if sel.empty:
         return float("nan"), float("nan")
-    return 100 * float(sel["mean"].iloc[0]), 100 * float(np.nan_to_num(sel["std"].iloc[0]))
+    std = float(sel["std"].iloc[0])
+    return 100 * float(sel["mean"].iloc[0]), 100 * (std if single_nan else float(np.nan_to_num(std)))
+
+
+def _mean_std(m: float, s: float) -> str:
+    """``mean ± std``, or ``mean (1 run)`` when there is no spread to show."""
+    return f"{m:.1f} (1 run)" if np.isnan(s) and not np.isnan(m) else f"{m:.1f} ± {s:.1f}"
 
 
 def _eps_mid(grids: dict[str, Any], name: str) -> float:
@@ -484,7 +492,7 @@ def _sota_lines(summary: pd.DataFrame, grids: dict[str, Any]) -> list[str]:
         for e in grids[name]["eps"]:
             if all(np.isnan(_get(summary, name, a, e, h)[0]) for a in SOTA):
                 continue
-            cells = ["{:.1f} ± {:.1f}".format(*_get(summary, name, a, e, h)) for a in ("maxgddp", "diffgen", *SOTA)]
+            cells = [_mean_std(*_get(summary, name, a, e, h, single_nan=True)) for a in ("maxgddp", "diffgen", *SOTA)]
             lines.append(f"| {e:g} | {e * e / 2:g} | " + " | ".join(cells) + " |")
         lines.append("")
     for rival in SOTA:
