@@ -11,6 +11,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -54,6 +55,22 @@ def fresh_database(backend: str, tmp_dir: Path) -> Iterator[str]:
     finally:
         with _pg_conn(admin) as conn:
             conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+def fresh_store(backend: str, tmp_dir: Path) -> Iterator[Any]:
+    """A :class:`privpub.service.Store` on a new database at the head revision, disposed afterwards."""
+    from privpub.service import Store, make_engine, upgrade
+
+    gen = fresh_database(backend, tmp_dir)
+    url = next(gen)
+    upgrade(url)
+    engine = make_engine(url, pool_size=2)
+    try:
+        yield Store(engine)
+    finally:
+        engine.dispose()
+        for _ in gen:
+            pass
 
 
 def chromium_or_skip() -> str:

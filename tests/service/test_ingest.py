@@ -15,9 +15,9 @@ from collections.abc import Iterator
 import numpy as np
 import pytest
 import sqlalchemy as sa
-from service_helpers import fresh_database
+from service_helpers import fresh_store
 
-from privpub.service import Store, make_engine, upgrade
+from privpub.service import Store
 from privpub.service._db import write_tx
 from privpub.service._specs import CampaignSpec
 from privpub.service._store import DUPLICATE, NEW, Batch, CampaignInfo, Outcome, Resent, _append
@@ -28,16 +28,7 @@ T0 = 1_800_000_000  # a whole hour: the bucket of T0 is T0
 
 @pytest.fixture(scope="module")
 def store(backend: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Store]:
-    gen = fresh_database(backend, tmp_path_factory.mktemp("db"))
-    url = next(gen)
-    upgrade(url)
-    engine = make_engine(url, pool_size=2)
-    try:
-        yield Store(engine)
-    finally:
-        engine.dispose()
-        for _ in gen:
-            pass
+    yield from fresh_store(backend, tmp_path_factory.mktemp("db"))
 
 
 def _campaign(store: Store) -> CampaignInfo:

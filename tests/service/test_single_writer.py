@@ -12,9 +12,9 @@ from collections.abc import Iterator
 import numpy as np
 import pytest
 import sqlalchemy as sa
-from service_helpers import fresh_database
+from service_helpers import fresh_store
 
-from privpub.service import Store, make_engine, upgrade
+from privpub.service import Store
 from privpub.service._specs import CampaignSpec
 from privpub.service._store import ARCHIVED, CLOSED, DUPLICATE, NEW, Batch, CampaignInfo, Ingestor
 from privpub.service._tables import aggregates, report_buckets, reports
@@ -24,16 +24,7 @@ T0 = 1_800_000_000  # a whole hour: the bucket of T0 is T0
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Store]:
-    gen = fresh_database("postgresql", tmp_path_factory.mktemp("db"))  # skips without PostgreSQL
-    url = next(gen)
-    upgrade(url)
-    engine = make_engine(url, pool_size=2)
-    try:
-        yield Store(engine)
-    finally:
-        engine.dispose()
-        for _ in gen:
-            pass
+    yield from fresh_store("postgresql", tmp_path_factory.mktemp("db"))  # skips without PostgreSQL
 
 
 @pytest.fixture
