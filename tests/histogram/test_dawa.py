@@ -116,10 +116,8 @@ def test_range_workload_gram_is_the_brute_force_sum() -> None:
     assert math.isclose(range_workload_gram(n, g, 3), float(full @ gram @ full), rel_tol=1e-12)
 
 
-@pytest.mark.parametrize("bounds", [[0, 1], [0, 3, 4, 9, 10], list(range(0, 41, 4)), [0, 1, 2, 3, 50, 64]])
-def test_greedy_h_weights_sum_to_one_on_every_path(bounds: list[int]) -> None:
-    spans, children, w = greedy_h_weights(bounds, bounds[-1])
-    assert np.all(w >= 0) and np.all(w <= 1)
+def _assert_paths_sum_to_one(children: np.ndarray, w: np.ndarray) -> None:
+    """Greedy-H's weights sum to 1 on every root-to-leaf path (sensitivity 1 at eps2)."""
     parent = {int(c): v for v, cs in enumerate(children) for c in cs if c >= 0}
     for v, cs in enumerate(children):
         if cs[0] < 0:
@@ -128,6 +126,13 @@ def test_greedy_h_weights_sum_to_one_on_every_path(bounds: list[int]) -> None:
                 u = parent[u]
                 total += w[u]
             assert math.isclose(total, 1.0, rel_tol=1e-12)
+
+
+@pytest.mark.parametrize("bounds", [[0, 1], [0, 3, 4, 9, 10], list(range(0, 41, 4)), [0, 1, 2, 3, 50, 64]])
+def test_greedy_h_weights_sum_to_one_on_every_path(bounds: list[int]) -> None:
+    spans, children, w = greedy_h_weights(bounds, bounds[-1])
+    assert np.all(w >= 0) and np.all(w <= 1)
+    _assert_paths_sum_to_one(children, w)
     # leaves are the buckets, in order
     leaves = sorted(tuple(spans[v].tolist()) for v, cs in enumerate(children) if cs[0] < 0)
     assert leaves == [(i, i + 1) for i in range(len(bounds) - 1)]
@@ -166,14 +171,7 @@ def test_greedy_h_strategies_report_their_exact_error_and_best_is_the_minimum(st
                    np.arange(65)):
         n, k = int(bounds[-1]), bounds.size - 1
         spans, children, w, err = _greedy_h(bounds, n, strategy)
-        parent = {int(c): v for v, cs in enumerate(children) for c in cs if c >= 0}
-        for v, cs in enumerate(children):
-            if cs[0] < 0:
-                total, u = w[v], v
-                while u in parent:
-                    u = parent[u]
-                    total += w[u]
-                assert math.isclose(total, 1.0, rel_tol=1e-12)
+        _assert_paths_sum_to_one(children, w)
         e = np.zeros((n, k))
         for t in range(k):
             e[bounds[t]:bounds[t + 1], t] = 1.0

@@ -73,6 +73,24 @@ def fresh_store(backend: str, tmp_dir: Path) -> Iterator[Any]:
             pass
 
 
+def frequency_campaign(store: Any, name: str) -> Any:
+    """A 16-category OUE campaign (epsilon 1, one report is enough) in ``store``: its ``CampaignInfo``."""
+    from privpub.service._specs import CampaignSpec
+
+    body = CampaignSpec.model_validate({"name": name, "kind": "frequency", "oracle": "OUE", "epsilon": 1.0,
+                                        "categories": [str(i) for i in range(16)], "min_reports": 1})
+    return store.create_campaign(body.root.model_dump(mode="json"))
+
+
+def one_group_batch(ids: Any, payloads: Any) -> Any:
+    """A ``Batch`` of reports that all belong to group 0."""
+    import numpy as np
+
+    from privpub.service._store import Batch
+
+    return Batch(ids=ids, groups=np.zeros(ids.shape[0], dtype=np.int64), rows_by_group={0: payloads})
+
+
 def chromium_or_skip() -> str:
     """Debian's chromium (or ``PRIVPUB_CHROMIUM``); skip without it, fail in CI (``.ci/run`` installs it)."""
     import shutil

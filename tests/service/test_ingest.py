@@ -15,11 +15,10 @@ from collections.abc import Iterator
 import numpy as np
 import pytest
 import sqlalchemy as sa
-from service_helpers import fresh_store
+from service_helpers import frequency_campaign, fresh_store, one_group_batch
 
 from privpub.service import Store
 from privpub.service._db import write_tx
-from privpub.service._specs import CampaignSpec
 from privpub.service._store import DUPLICATE, NEW, Batch, CampaignInfo, Outcome, Resent, _append
 from privpub.service._tables import aggregates, report_buckets, reports
 
@@ -32,13 +31,11 @@ def store(backend: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[St
 
 
 def _campaign(store: Store) -> CampaignInfo:
-    body = CampaignSpec.model_validate({"name": "ingest", "kind": "frequency", "oracle": "OUE", "epsilon": 1.0,
-                                        "categories": [str(i) for i in range(16)], "min_reports": 1})
-    return store.create_campaign(body.root.model_dump(mode="json"))
+    return frequency_campaign(store, "ingest")
 
 
 def _batch(ids: np.ndarray, payloads: np.ndarray) -> Batch:
-    return Batch(ids=ids, groups=np.zeros(ids.shape[0], dtype=np.int64), rows_by_group={0: payloads})
+    return one_group_batch(ids, payloads)
 
 
 def _put(store: Store, info: CampaignInfo, ids: np.ndarray, payloads: np.ndarray, t: int) -> Outcome:

@@ -12,10 +12,9 @@ from collections.abc import Iterator
 import numpy as np
 import pytest
 import sqlalchemy as sa
-from service_helpers import fresh_store
+from service_helpers import frequency_campaign, fresh_store, one_group_batch
 
 from privpub.service import Store
-from privpub.service._specs import CampaignSpec
 from privpub.service._store import ARCHIVED, CLOSED, DUPLICATE, NEW, Batch, CampaignInfo, Ingestor
 from privpub.service._tables import aggregates, report_buckets, reports
 
@@ -38,13 +37,11 @@ def conn(store: Store) -> Iterator[sa.Connection]:
 
 
 def _campaign(store: Store) -> CampaignInfo:
-    body = CampaignSpec.model_validate({"name": "writer", "kind": "frequency", "oracle": "OUE", "epsilon": 1.0,
-                                        "categories": [str(i) for i in range(16)], "min_reports": 1})
-    return store.create_campaign(body.root.model_dump(mode="json"))
+    return frequency_campaign(store, "writer")
 
 
 def _batch(ids: np.ndarray, payloads: np.ndarray) -> Batch:
-    return Batch(ids=ids, groups=np.zeros(ids.shape[0], dtype=np.int64), rows_by_group={0: payloads})
+    return one_group_batch(ids, payloads)
 
 
 def _stored(store: Store, cid: str) -> tuple[int, int, int, list[int], list[tuple[bytes, bytes, int]]]:
