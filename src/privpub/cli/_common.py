@@ -203,6 +203,21 @@ class Checks:
                 self.add(exc)
             return None
 
+    def budget(self, epsilon: float | None, rho: float | None, *, which: str) -> None:
+        """Check a command's budget pair: exactly one of ``--epsilon`` and ``--rho``, each finite
+        and > 0. ``which`` says which methods take which, for the message (e.g. "pure DP" and
+        "zCDP: mf_sqrt, ...")."""
+        from privpub.core import check_epsilon
+
+        if (epsilon is None) == (rho is None):
+            eps_what, rho_what = which.split(" | ")
+            self.add(f"give exactly one of --epsilon ({eps_what}) and --rho ({rho_what})",
+                     param="--rho" if rho is not None else "--epsilon")
+        if epsilon is not None:
+            self(check_epsilon, epsilon, "--epsilon")
+        if rho is not None:
+            self(check_epsilon, rho, "--rho")
+
     @property
     def ok(self) -> bool:
         return not self.errors

@@ -35,7 +35,7 @@ from privpub.cli._tables import (
     read_records,
     resolve_table,
 )
-from privpub.core import check_epsilon, check_positive_int
+from privpub.core import check_positive_int
 from privpub.errors import DataNotFoundError, ParameterError
 
 #: output formats of the released cells / synthetic rows and of the ledger
@@ -168,13 +168,7 @@ def register(app: typer.Typer, reproduce_app: typer.Typer) -> None:
         from privpub.decision import PUBLISHERS
 
         checks = Checks()
-        if (epsilon is None) == (rho is None):
-            checks.add("give exactly one of --epsilon (maxgddp, diffgen: epsilon-DP) and --rho (aim, mst: rho-zCDP)",
-                       param="--rho" if rho is not None else "--epsilon")
-        if epsilon is not None:
-            checks(check_epsilon, epsilon, "--epsilon")
-        if rho is not None:
-            checks(check_epsilon, rho, "--rho")
+        checks.budget(epsilon, rho, which="maxgddp, diffgen: epsilon-DP | aim, mst: rho-zCDP")
         zcdp = False
         if method not in PUBLISHERS:
             checks.add(f"--method must be one of {', '.join(sorted(PUBLISHERS))}, got {method!r}")

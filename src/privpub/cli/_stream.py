@@ -32,7 +32,7 @@ from privpub.cli._common import (
     write_table,
 )
 from privpub.cli._series import read_series
-from privpub.core import check_allocation, check_epsilon
+from privpub.core import check_allocation
 from privpub.errors import ParameterError
 
 _METHODS = ("hq_rtp (default), rtp, rtp_mm, hq_rtpmm (--epsilon); bt, bth (--epsilon or --rho); mf_sqrt, blt, "
@@ -187,13 +187,7 @@ def register(app: typer.Typer, reproduce_app: typer.Typer) -> None:
         from privpub.stream import NOISE_KINDS, PUBLISHERS, make_publisher
 
         checks = Checks()
-        if (epsilon is None) == (rho is None):
-            checks.add("give exactly one of --epsilon (pure DP) and --rho (zCDP: mf_sqrt, blt, mf_range, bt, bth)",
-                       param="--rho" if rho is not None else "--epsilon")
-        elif epsilon is not None:
-            checks(check_epsilon, epsilon, "--epsilon")
-        else:
-            checks(check_epsilon, rho, "--rho")
+        checks.budget(epsilon, rho, which="pure DP | zCDP: mf_sqrt, blt, mf_range, bt, bth")
         checks(check_output, output, force=force, inputs=[input, queries], supported=FORMATS)
         if method not in PUBLISHERS:
             checks.add(f"--method must be one of {', '.join(sorted(PUBLISHERS))}, got {method!r}")

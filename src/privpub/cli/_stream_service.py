@@ -96,7 +96,6 @@ def register_service_commands(stream_app: typer.Typer) -> None:
     ) -> None:
         """Create a stream on a running service (admin token: $PRIVPUB_ADMIN_TOKEN); prints its status,
         its producer token and its reader token (shown once) as JSON."""
-        from privpub.core import check_epsilon
 
         if publisher is not None:
             typer.echo("warning: --publisher is deprecated; use --method", err=True)
@@ -108,13 +107,7 @@ def register_service_commands(stream_app: typer.Typer) -> None:
             checks.add(f"--name must be at most 200 characters, got {len(name)}")
         if not method.strip():
             checks.add("--method must name a stream publisher (hq_rtp, rtp, rtp_mm, hq_rtpmm, bt, bth, mf_sqrt, blt, mf_range)")
-        if (epsilon is None) == (rho is None):
-            checks.add("give exactly one of --epsilon (pure DP) and --rho (zCDP: mf_sqrt, blt, mf_range, bt, bth)",
-                       param="--rho" if rho is not None else "--epsilon")
-        if epsilon is not None:
-            checks(check_epsilon, epsilon, "--epsilon")
-        if rho is not None:
-            checks(check_epsilon, rho, "--rho")
+        checks.budget(epsilon, rho, which="pure DP | zCDP: mf_sqrt, blt, mf_range, bt, bth")
         if block_length is not None and block_length < 1:
             checks.add(f"--block-length must be >= 1, got {block_length}", param="--block-length")
         if window < 1:
