@@ -231,3 +231,34 @@ def test_cli_says_what_the_release_protects_without_a_privacy_id(files) -> None:
                               "--schema", str(tmp / "stated.json"), "--seed", "3", "-o", str(tmp / "d.csv")])
     assert res.exit_code == 0, res.output
     assert "WARNING" in res.stderr and "up to 40 rows" in res.stderr and "40 x epsilon = 40" in res.stderr
+
+
+def test_reproduce_decision_caps_aim_and_mst_repetitions(tmp_path, data_dir, monkeypatch) -> None:
+    """Full mode runs AIM and MST ``sota_reps`` times per point (34 min per AIM release on Adult),
+    the other methods ``reps`` times; the report's cells for one run read "(1 run)". The publishing
+    step is replaced by a recorder here: this checks the plan, test_synth_adult.py the methods."""
+    if not (data_dir / "iris" / "iris.data").exists():
+        pytest.skip("iris/iris.data not in the data directory")
+    pytest.importorskip("mbi")
+    from privpub.core import BudgetLedger
+    from privpub.errors import ParameterError
+    from privpub.experiments import decision as exp
+
+    calls: list[tuple[str, float, int]] = []
+
+    def record(algorithm, name, train, test, schema, epsilon, h, seed, quick=False):
+        calls.append((algorithm, epsilon, int(seed[-1])))
+        return {"accuracy": 0.5 + 0.01 * len(calls) % 0.4, "n_cells": 1, "n_synth_rows": 1, "seconds": 0.0,
+                "ledger": BudgetLedger(epsilon)}
+
+    monkeypatch.setattr(exp, "run_one", record)
+    exp.reproduce(tmp_path / "full", quick=False, data_dir=data_dir, reps=3, datasets=["iris"])
+    reps = pd.DataFrame(calls, columns=["algorithm", "eps", "rep"]).groupby("algorithm")["rep"].max() + 1
+    assert reps["aim"] == reps["mst"] == exp.SOTA_REPS == 1
+    assert reps["maxgddp"] == reps["diffgen"] == 3
+    assert "(1 run)" in (tmp_path / "full" / "summary.md").read_text()
+    calls.clear()
+    exp.reproduce(tmp_path / "two", quick=False, data_dir=data_dir, reps=3, datasets=["iris"], sota_reps=2)
+    assert pd.DataFrame(calls, columns=["algorithm", "eps", "rep"]).query("algorithm == 'aim'")["rep"].max() == 1
+    with pytest.raises(ParameterError, match="sota_reps"):
+        exp.reproduce(tmp_path / "bad", quick=True, data_dir=data_dir, reps=1, datasets=["iris"], sota_reps=0)
