@@ -197,3 +197,30 @@ def test_ledgers_compose_in_the_report(tmp_path: Path) -> None:
         spent = re.findall(r'class="ledger-total" data-total="([^"]+)">budget ε = 0.5, spent ([0-9.]+)', html)
         assert spent == [("0.5", "0.5")], out_dir
         assert "costliest branch" in html and "not the sum of its entries (4)" in html
+
+
+def test_ledgers_csv_keeps_the_unit_and_the_measure(tmp_path: Path) -> None:
+    """ledgers.csv carries whom each charge protects and the ledger's measure: the report then says
+    "one person" for a person-level release (not "one record") and rho for a zCDP one; a file of an
+    older privpub (without the two columns) still reads as one record under epsilon."""
+    from privpub.core import Accountant, PrivacyUnit, discrete_gaussian, discrete_laplace
+    from privpub.experiments._common import write_ledgers
+
+    with Accountant(1.0, unit=PrivacyUnit.person("user", 3)) as acc:
+        discrete_laplace([3, 4], epsilon=1 / 3, rng=0)  # the unit: k = 3 rows, charged 3 x
+        person = acc.seal()
+    with Accountant(0.5, measure="zcdp") as acc:
+        discrete_gaussian([3, 4], rho=0.5, rng=0)
+        zcdp = acc.seal()
+    part = tmp_path / "part"
+    write_ledgers(part, {"person eps=1": person, "rho=0.5": zcdp})
+    frame = read_ledgers(part)
+    assert list(frame["measure"]) == ["pure-dp", "zcdp"]
+    old = tmp_path / "old"
+    old.mkdir()
+    frame.drop(columns=["measure", "unit"]).to_csv(old / "ledgers.csv", index=False)
+    html = build_report([PartSection("new", out_dir=part)], tmp_path / "new.html").read_text(encoding="utf-8")
+    assert "Central DP, unit: one person (all rows with the same &#39;user&#39;, at most 3 rows each" in html
+    assert "budget ρ = 0.5" in html and "Central rho-zCDP, unit: one record" in html
+    html = build_report([PartSection("old", out_dir=old)], tmp_path / "old.html").read_text(encoding="utf-8")
+    assert "one person" not in html and "budget ε = 0.5" in html and html.count("Central DP, unit: one record") == 2

@@ -38,6 +38,7 @@ under 15 s; a :class:`DemoRow` may carry the ``ledger`` of its release for the d
 from __future__ import annotations
 
 import csv
+import json
 import math
 import os
 from collections.abc import Callable, Iterable, Mapping
@@ -77,8 +78,10 @@ LEDGERS_FILE = "ledgers.csv"
 VERDICTS = ("reproduced", "not reproduced", "not applicable")
 
 _CLAIM_COLUMNS = ("claim", "paper_value", "our_value", "measured", "rule", "verdict", "cells", "note")
+#: ``measure``: the ledger's (pure-dp, or zcdp: then ``epsilon_total`` and ``epsilon`` are rho);
+#: ``unit``: whom each charge protects, as JSON (``PrivacyUnit.as_dict``); older files lack both
 _LEDGER_COLUMNS = ("release", "epsilon_total", "step", "mechanism", "epsilon", "composition", "parts", "note",
-                   "sensitivity", "block", "branch")
+                   "sensitivity", "block", "branch", "measure", "unit")
 
 
 @dataclass(frozen=True)
@@ -347,9 +350,10 @@ def write_ledgers(out_dir: str | os.PathLike[str], ledgers: Mapping[str, BudgetL
                 raise ParameterError(f"ledgers[{name!r}] must be a BudgetLedger, got {type(ledger).__name__}")
             for e in ledger:
                 sens = "" if e.sensitivity is None else repr(e.sensitivity)
+                unit = json.dumps(e.unit.as_dict(), sort_keys=True, separators=(",", ":"))
                 writer.writerow([neutralise_cell(v) for v in (name, repr(ledger.epsilon), e.step, e.mechanism,
                                                               repr(e.epsilon), e.composition, e.parts, e.note,
-                                                              sens, e.block, e.branch)])
+                                                              sens, e.block, e.branch, ledger.measure, unit)])
     return path
 
 
@@ -364,7 +368,24 @@ def read_ledgers(out_dir: str | os.PathLike[str]) -> Any:
     missing = [c for c in ("release", "step", "mechanism", "epsilon") if c not in frame.columns]
     if missing:
         raise ParameterError(f"{path} must have the columns {list(_LEDGER_COLUMNS)}, missing {missing}")
-    return restore_frame(frame)
+    frame = restore_frame(frame)
+    if "unit" in frame.columns:  # JSON in the file, a record (as BudgetLedger.to_frame) in the frame
+        frame["unit"] = pd.Series([_unit_record(path, v) for v in frame["unit"]], index=frame.index, dtype=object)
+    return frame
+
+
+def _unit_record(path: Path, text: Any) -> dict[str, Any] | None:
+    """One ``unit`` cell of ``ledgers.csv`` as a record (blank: None, one record)."""
+    if text is None or text == "":
+        return None
+    try:
+        record = json.loads(str(text))
+    except ValueError:
+        record = None
+    if not isinstance(record, dict):
+        raise ParameterError(f"{path}: a ledger row's unit must be a JSON object, got {str(text)[:80]!r}",
+                             param="unit")
+    return record
 
 
 def save_figure(fig: Any, path: str | os.PathLike[str], *, legend: bool = True, ncol: int | None = None,

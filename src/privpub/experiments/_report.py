@@ -395,15 +395,27 @@ def _ledger_entry(row: dict[str, Any]) -> LedgerEntry:
     return LedgerEntry.from_dict(clean)
 
 
-def protection_of(entries: Sequence[LedgerEntry]) -> str:
+def protection_of(entries: Sequence[LedgerEntry], measure: str = "pure-dp") -> str:
     """What a release's ledger protects and how, in words, read from its entries.
 
     Local-DP oracles (:data:`LOCAL_MECHANISMS`) protect one user's value on the device; the
-    central mechanisms protect one record (one time step of a stream, for the stream trees)
-    against a curator's release, with noise calibrated to the sensitivity the entries state.
+    central mechanisms protect the unit their entries state (one record unless the release was
+    made per person or per event; one time step of a stream, for the stream trees) against a
+    curator's release, with noise calibrated to the sensitivity the entries state. ``measure``:
+    the ledger's (``"zcdp"``: the amounts are rho).
+
+    Examples
+    --------
+    >>> from privpub.core import PrivacyUnit
+    >>> e = LedgerEntry("counts", "laplace", 1.0, sensitivity=3.0, unit=PrivacyUnit.person("user", 3))
+    >>> protection_of([e])[:80]
+    "Central DP, unit: one person (all rows with the same 'user', at most 3 rows each"
     """
     if not entries:
         return ""
+    units = list(dict.fromkeys(e.unit for e in entries))
+    unit = units[0] if all(units[0].same_protection(u) for u in units) else None
+    dp = "rho-zCDP" if measure == "zcdp" else "DP"
     mechanisms = list(dict.fromkeys(e.mechanism for e in entries))
     local = [e for e in entries if e.mechanism in LOCAL_MECHANISMS]
     if local and len(local) == len(entries):
@@ -424,12 +436,19 @@ def protection_of(entries: Sequence[LedgerEntry]) -> str:
                 f"give the same report with probabilities within a factor e^epsilon: {how}.")
     sens = sorted({e.sensitivity for e in entries if e.sensitivity is not None})
     sens_text = ("L1 sensitivity " + ", ".join(f"{v:g}" for v in sens)) if sens else "its sensitivity"
+    if unit is None:
+        return (f"Central {dp}; its entries state different privacy units ({', '.join(map(str, units))}), which do "
+                "not compose into one guarantee.")
+    if unit.kind not in ("record", "event"):
+        return (f"Central {dp}, unit: {unit.describe()}. Neighbouring datasets differ in one such unit; each "
+                f"one's contributions were bounded before any noise, and the curator's steps use "
+                f"{', '.join(mechanisms)} calibrated to the unit's {sens_text}.")
     if any("stream" in e.block for e in entries):
-        return ("Central DP at event level, unit: one time step. Neighbouring streams have the same length and "
+        return (f"Central {dp} at event level, unit: one time step. Neighbouring streams have the same length and "
                 "differ at one time step by at most the sensitivity; each tree node's count gets "
                 f"{', '.join(mechanisms)} noise calibrated to {sens_text}; a time step is counted in one node per "
                 "level of its tree, and the trees cover disjoint stretches of the stream.")
-    return ("Central DP, unit: one record. Neighbouring datasets differ by adding or removing one record; "
+    return (f"Central {dp}, unit: one record. Neighbouring datasets differ by adding or removing one record; "
             f"the curator's steps use {', '.join(mechanisms)} calibrated to {sens_text}.")
 
 
@@ -470,6 +489,7 @@ def _ledgers(frame: pd.DataFrame) -> list[dict[str, Any]]:
                 if r.get("composition") == "parallel":
                     r["block"], r["branch"] = str(r["step"]), f"row {i + 1}"
         entries = [_ledger_entry(r) for r in records]
+        measure = str(group["measure"].iloc[0]) if "measure" in group.columns else "pure-dp"
         budget = None
         if "epsilon_total" in group.columns:
             value = pd.to_numeric(group["epsilon_total"], errors="coerce").iloc[0]
@@ -479,8 +499,9 @@ def _ledgers(frame: pd.DataFrame) -> list[dict[str, Any]]:
         cols = [c for c in ("step", "mechanism", "epsilon", "composition", "parts", "branch", "note")
                 if c in group.columns and (parallel or c not in ("composition", "parts", "branch"))]
         out.append({"release": str(release), "budget": None if budget is None else _fmt(budget),
+                    "symbol": "ρ" if measure == "zcdp" else "ε",
                     "total": _fmt(total), "explained": explain_entries(entries, budget),
-                    "protects": protection_of(entries), "heights": heights_of(entries),
+                    "protects": protection_of(entries, measure), "heights": heights_of(entries),
                     "table": _table(group[cols].reset_index(drop=True), max_rows=200)})
     return out
 
