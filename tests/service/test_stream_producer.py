@@ -56,6 +56,66 @@ def test_producer_events_and_replay(srv: Server, adm: httpx.Client) -> None:
         p.send_events([now, float("nan")])
 
 
+def test_producer_sends_each_event_with_its_person(srv: Server, adm: httpx.Client) -> None:
+    """A person-per-step stream counts at most k events of one person in a step: the producer sends
+    the ids with the events, across batches (an id stays with its event, also when replay sorts the
+    times); without ids the service refuses the events; bad ids are refused before any request."""
+    k = 2
+    s = create_stream(adm, publisher="rtp", epsilon=1.0, window=64, step_seconds=3600,
+                      privacy_unit={"kind": "person_per_step", "privacy_id": "user", "max_contributions": k})
+    p = StreamProducer(srv.url, s["id"], token=s["producer_token"], batch_size=4)
+    now = time.time()
+    ids = ["heavy"] * 7 + [1, 2, 2, 2, np.int64(3)]  # heavy: 7 events; 2: three; 1 and 3: one each
+    res = p.send_events(np.full(len(ids), now), privacy_ids=ids)
+    assert (res.items, res.batches) == (12, 3)
+    expected = k + 1 + k + 1
+    assert adm.get(f"/streams/{s['id']}/check").json()["open_count"] == expected
+    # replay sorts the recorded times; each id moves with its time (the heavy person is at k already)
+    rec = np.array([0.3, 0.0, 0.2, 0.1])
+    res = p.replay_times(rec, privacy_ids=["heavy", "new", "heavy", "other"], speed=10.0, batch_seconds=0.01)
+    assert res.items == 4
+    assert adm.get(f"/streams/{s['id']}/check").json()["open_count"] == expected + 2
+    with pytest.raises(SubmissionError) as exc:  # the stream protects people: events need their ids
+        p.send_events([now])
+    assert exc.value.status == 422 and exc.value.field == "privacy_ids"
+    for bad, match in ((["a"], "one id per event"), ([True, "b"], r"privacy_ids\[0\]"), (["", "b"], r"privacy_ids\[0\]"),
+                       (["b", "x" * 201], r"privacy_ids\[1\]"), (["b", 1.5], r"privacy_ids\[1\]")):
+        with pytest.raises(ParameterError, match=match):
+            p.send_events([now, now], privacy_ids=bad)
+    assert adm.get(f"/streams/{s['id']}/check").json()["open_count"] == expected + 2
+    p.close()
+
+
+def test_cli_person_per_step_stream(srv: Server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PRIVPUB_ADMIN_TOKEN", ADMIN_TOKEN)
+    monkeypatch.setenv("PRIVPUB_URL", srv.url)
+    made = runner.invoke(app, ["stream", "create", "--name", "people", "-e", "1", "-w", "16", "-m", "rtp",
+                               "--step-seconds", "3600", "--privacy-id", "user", "--max-contributions", "2"])
+    assert made.exit_code == 0, made.output
+    info = json.loads(made.output)
+    assert info["privacy_unit"]["kind"] == "person_per_step" and info["privacy_unit"]["max_contributions"] == 2
+    events = tmp_path / "events.csv"
+    stamp = pd.Timestamp.now(tz="UTC").isoformat()
+    pd.DataFrame({"time": [stamp] * 6, "user": [7, 7, 7, 7, 8, 9]}).to_csv(events, index=False)
+    out = runner.invoke(app, ["stream", "produce", str(events), "--stream", info["id"], "--kind", "times",
+                              "-c", "time", "--privacy-id", "user", "--token", info["producer_token"]])
+    assert out.exit_code == 0, out.output
+    with httpx.Client(base_url=srv.url, headers={"Authorization": f"Bearer {ADMIN_TOKEN}"}) as adm:
+        assert adm.get(f"/streams/{info['id']}/check").json()["open_count"] == 2 + 1 + 1
+    noid = runner.invoke(app, ["stream", "produce", str(events), "--stream", info["id"], "--kind", "times",
+                               "-c", "time", "--token", info["producer_token"]])
+    assert noid.exit_code != 0 and "privacy_ids" in noid.output
+    half = runner.invoke(app, ["stream", "create", "--name", "x", "-e", "1", "-w", "16", "--privacy-id", "user"])
+    assert half.exit_code == 2 and "--max-contributions" in half.output
+    counts = runner.invoke(app, ["stream", "produce", str(events), "--stream", info["id"], "-c", "user",
+                                 "--privacy-id", "user"])
+    assert counts.exit_code == 2 and "--kind times" in counts.output
+    pd.DataFrame({"time": [stamp] * 2, "user": ["a", None]}).to_csv(events, index=False)
+    gap = runner.invoke(app, ["stream", "produce", str(events), "--stream", info["id"], "--kind", "times",
+                              "-c", "time", "--privacy-id", "user", "--token", info["producer_token"]])
+    assert gap.exit_code == 2 and "missing privacy id (row 1)" in gap.output
+
+
 def test_cli_create_produce_query(srv: Server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PRIVPUB_ADMIN_TOKEN", ADMIN_TOKEN)
     monkeypatch.setenv("PRIVPUB_URL", srv.url)

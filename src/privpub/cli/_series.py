@@ -10,7 +10,7 @@ import pandas as pd
 from privpub.cli._common import read_table
 from privpub.errors import DataNotFoundError, ParameterError
 
-__all__ = ["read_series"]
+__all__ = ["read_privacy_ids", "read_series"]
 
 
 def read_series(path: Path, column: str | None, *, timestamps: bool = False) -> np.ndarray:
@@ -49,3 +49,25 @@ def read_series(path: Path, column: str | None, *, timestamps: bool = False) -> 
     if not pd.api.types.is_numeric_dtype(values):
         raise ParameterError(f"column {column!r} must be numeric, got dtype {values.dtype}")
     return np.asarray(values.to_numpy())
+
+
+def read_privacy_ids(path: Path, column: str, n: int) -> list[str | int]:
+    """The privacy-id column of a table of events (``--privacy-id``): integers stay integers, any
+    other value is sent as its text; a missing id is an error naming its row."""
+    if path.suffix.lower() in (".txt", ".npy"):
+        raise ParameterError(f"--privacy-id needs a table (CSV or Parquet) with an id column, got {path.name}",
+                             param="--privacy-id")
+    frame = read_table(path)
+    if column not in frame.columns:
+        raise ParameterError(f"--privacy-id must name a column of {str(path)!r} {list(frame.columns)}, got {column!r}",
+                             param="--privacy-id")
+    values = frame[column]
+    if len(values) != n:  # the same table as the times
+        raise ParameterError(f"--privacy-id: {len(values)} ids for {n} events", param="--privacy-id")
+    missing = values.isna().to_numpy()
+    if missing.any():
+        raise ParameterError(f"{path.name} has a missing privacy id (row {int(np.flatnonzero(missing)[0])}): every "
+                             "event of a person-per-step stream needs its person", param="--privacy-id")
+    if pd.api.types.is_integer_dtype(values):
+        return [int(v) for v in values.to_numpy()]
+    return [str(v) for v in values.to_numpy()]

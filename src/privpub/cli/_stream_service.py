@@ -16,7 +16,7 @@ import numpy as np
 import typer
 
 from privpub.cli._common import Checks, handle_errors
-from privpub.cli._series import read_series
+from privpub.cli._series import read_privacy_ids, read_series
 from privpub.cli._service import (
     _CONNECT,
     _URL,
@@ -91,11 +91,18 @@ def register_service_commands(stream_app: typer.Typer) -> None:
                                    "anyone, or none.")] = "readers",
         log_per_client: Annotated[int | None, typer.Option(
             "--log-per-client", help="Logged queries per client and hour (default 1000).")] = None,
+        privacy_id: Annotated[str | None, typer.Option(
+            "--privacy-id", help="Person per step: what the events' ids identify (e.g. user); with "
+                                 "--max-contributions. Events are then sent with their ids (produce --privacy-id).")] = None,
+        max_contributions: Annotated[int | None, typer.Option(
+            "--max-contributions", help="Person per step: at most this many events of one person count in one "
+                                        "step (k; with --privacy-id).")] = None,
         url: Annotated[str | None, _URL] = None,
         connect_timeout: Annotated[float, _CONNECT] = DEFAULT_CONNECT_TIMEOUT,
     ) -> None:
         """Create a stream on a running service (admin token: $PRIVPUB_ADMIN_TOKEN); prints its status,
-        its producer token and its reader token (shown once) as JSON."""
+        its producer token and its reader token (shown once) as JSON. Event level by default; with
+        --privacy-id and --max-contributions one person's events of one step are protected."""
 
         if publisher is not None:
             typer.echo("warning: --publisher is deprecated; use --method", err=True)
@@ -126,6 +133,9 @@ def register_service_commands(stream_app: typer.Typer) -> None:
             checks.add(f"--log-per-client must be >= 1, got {log_per_client}")
         if origin is not None and not (math.isfinite(origin) and origin >= 0):
             checks.add(f"--origin must be a Unix time >= 0, got {origin}")
+        if (privacy_id is None) != (max_contributions is None):
+            checks.add("--privacy-id and --max-contributions go together (a person-per-step stream)",
+                       param="--privacy-id" if privacy_id is None else "--max-contributions")
         _check_common(checks, url, connect_timeout)
         checks.done()
         _need_extra(client=True)
@@ -135,6 +145,9 @@ def register_service_commands(stream_app: typer.Typer) -> None:
                     "session": session, "origin": origin, "log_per_client": log_per_client}
         body.update({k: v for k, v in optional.items() if v is not None})  # omitted: the service's default
         body["queries_from"] = queries_from
+        if privacy_id is not None:
+            body["privacy_unit"] = {"kind": "person_per_step", "privacy_id": privacy_id,
+                                    "max_contributions": max_contributions}
         check_spec("stream", body, "stream")
         client, _ = connect(url, connect_timeout)
         typer.echo(json.dumps(client.post("/streams", json=body).json(), indent=2))
@@ -148,6 +161,9 @@ def register_service_commands(stream_app: typer.Typer) -> None:
         kind: Annotated[str, typer.Option("--kind", help="counts (one per step) or times (Unix seconds or "
                                                          "timestamps, one event each).")] = "counts",
         column: Annotated[str | None, typer.Option("--column", "-c", help="Column to read.")] = None,
+        privacy_id: Annotated[str | None, typer.Option(
+            "--privacy-id", help="With --kind times: the column of each event's person (a person-per-step "
+                                 "stream; the ids are sent with the events).")] = None,
         speed: Annotated[float | None, typer.Option(
             "--speed", help="counts: steps per second (requests of about a tenth of a second's steps); times: "
                             "replay speed-up of the recorded gaps (events are stamped when sent). Default: as "
@@ -165,6 +181,9 @@ def register_service_commands(stream_app: typer.Typer) -> None:
             checks.add(f"--speed must be finite and > 0, got {speed}")
         if not 1 <= batch_size <= MAX_BATCH:
             checks.add(f"--batch-size must be in 1..{MAX_BATCH}, got {batch_size}")
+        if privacy_id is not None and kind != "times":
+            checks.add("--privacy-id goes with --kind times (a person's events; counts carry no person)",
+                       param="--privacy-id")
         tok = token or os.environ.get(ADMIN_TOKEN_ENV)
         if not tok:
             checks.add(f"--token (or ${PRODUCER_TOKEN_ENV} / ${ADMIN_TOKEN_ENV}) is needed")
@@ -172,6 +191,7 @@ def register_service_commands(stream_app: typer.Typer) -> None:
         _check_common(checks, url, connect_timeout)
         checks.done()
         data = read_series(input, column, timestamps=kind == "times")
+        ids = None if privacy_id is None else read_privacy_ids(input, privacy_id, data.shape[0])
         if np.isnan(data).any():
             raise ParameterError(f"{input.name} has missing values (row {int(np.flatnonzero(np.isnan(data))[0])}): "
                                  "every count and every event needs a value")
@@ -186,9 +206,9 @@ def register_service_commands(stream_app: typer.Typer) -> None:
                 if kind == "counts":
                     res = producer.send_counts(data, rate=speed)
                 elif speed is None:
-                    res = producer.send_events(data)
+                    res = producer.send_events(data, privacy_ids=ids)
                 else:
-                    res = producer.replay_times(data, speed=speed)
+                    res = producer.replay_times(data, privacy_ids=ids, speed=speed)
         finally:
             producer.close()
         typer.echo(f"sent {res.items} {kind} in {res.batches} batches ({res.duplicates} already counted); "

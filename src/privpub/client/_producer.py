@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -58,8 +58,11 @@ class StreamProducer:
     Notes
     -----
     The counts and event times sent are raw data: use TLS for anything but loopback. Privacy is
-    added by the service (event level: neighbouring streams differ in one step's count by at most
-    the stream's ``sensitivity``).
+    added by the service. Event level (the default): neighbouring streams differ in one step's
+    count by at most the stream's ``sensitivity``. A person-per-step stream (created with
+    ``privacy_unit``: ``person_per_step``, its ``privacy_id`` and ``max_contributions`` k) takes
+    events only with their person's id (``send_events(times, privacy_ids=...)``): the service
+    counts at most k events of one person in one step, so one person is protected, not one event.
 
     Examples
     --------
@@ -110,16 +113,24 @@ class StreamProducer:
             arr = arr.astype(np.int64)  # sent as JSON integers (exact); other floats go as they are
         return self._send("counts", arr, rate)
 
-    def send_events(self, times: ArrayLike, *, rate: float | None = None) -> ProduceResult:
-        """Send event times (Unix seconds), ``batch_size`` per request; ``rate`` in events per second."""
+    def send_events(self, times: ArrayLike, *, privacy_ids: Sequence[str | int] | ArrayLike | None = None,
+                    rate: float | None = None) -> ProduceResult:
+        """Send event times (Unix seconds), ``batch_size`` per request; ``rate`` in events per second.
+
+        ``privacy_ids``: one person's id per event (strings of 1-200 characters or integers), for a
+        person-per-step stream (which refuses events without them); sent with the events, each
+        batch keeping every event with its id.
+        """
         arr = np.asarray(times, dtype=np.float64)
         if arr.ndim != 1 or arr.size == 0:
             raise ParameterError(f"times must be a non-empty 1-d array, got shape {arr.shape}", param="times")
         if not np.all(np.isfinite(arr)):
             raise ParameterError("times must be finite Unix times (every event needs a time)", param="times")
-        return self._send("events", arr, rate)
+        ids = None if privacy_ids is None else _privacy_ids(privacy_ids, arr.shape[0])
+        return self._send("events", arr, rate, ids)
 
-    def _send(self, what: str, arr: np.ndarray, rate: float | None) -> ProduceResult:
+    def _send(self, what: str, arr: np.ndarray, rate: float | None, ids: list[str | int] | None = None
+              ) -> ProduceResult:
         if rate is not None and not (rate > 0 and np.isfinite(rate)):
             raise ParameterError(f"rate must be > 0 or None, got {rate!r}", param="rate")
         key = "counts" if what == "counts" else "times"
@@ -128,7 +139,10 @@ class StreamProducer:
         start = time.monotonic()
         for a in range(0, arr.shape[0], self.batch_size):
             chunk = arr[a : a + self.batch_size]
-            out = self._post(what, {key: chunk.tolist(), "batch_id": uuid.uuid4().hex})
+            body: dict[str, Any] = {key: chunk.tolist(), "batch_id": uuid.uuid4().hex}
+            if ids is not None:
+                body["privacy_ids"] = ids[a : a + self.batch_size]
+            out = self._post(what, body)
             batches += 1
             dups += bool(out.get("duplicate"))
             t = int(out.get("t", t))
@@ -138,13 +152,21 @@ class StreamProducer:
                     self._sleep(wait)
         return ProduceResult(batches=batches, items=int(arr.shape[0]), duplicates=dups, t=t)
 
-    def replay_times(self, times: ArrayLike, *, speed: float = 1.0, batch_seconds: float = 0.5) -> ProduceResult:
+    def replay_times(self, times: ArrayLike, *, privacy_ids: Sequence[str | int] | ArrayLike | None = None,
+                     speed: float = 1.0, batch_seconds: float = 0.5) -> ProduceResult:
         """Replay recorded event times as live events: each event is stamped with the moment it is
         sent, keeping the recorded gaps divided by ``speed`` (``speed=60``: an hour in a minute).
-        Events are sent every ``batch_seconds`` (or ``batch_size`` events, whichever comes first)."""
-        rec = np.sort(np.asarray(times, dtype=np.float64))
-        if rec.ndim != 1 or rec.size == 0 or not np.all(np.isfinite(rec)):
+        Events are sent every ``batch_seconds`` (or ``batch_size`` events, whichever comes first).
+        ``privacy_ids``: as :meth:`send_events` (each id stays with its event's time)."""
+        raw = np.asarray(times, dtype=np.float64)
+        if raw.ndim != 1 or raw.size == 0 or not np.all(np.isfinite(raw)):
             raise ParameterError("times must be a non-empty 1-d array of finite times", param="times")
+        order = np.argsort(raw, kind="stable")
+        rec = raw[order]
+        ids = None
+        if privacy_ids is not None:
+            given = _privacy_ids(privacy_ids, raw.shape[0])
+            ids = [given[i] for i in order.tolist()]
         if not speed > 0:
             raise ParameterError(f"speed must be > 0, got {speed!r}", param="speed")
         offsets = (rec - rec[0]) / speed
@@ -158,7 +180,10 @@ class StreamProducer:
             if k == i:  # nothing due yet
                 self._sleep(min(offsets[i] - now, batch_seconds))
                 continue
-            out = self._post("events", {"times": [t0 + now] * (k - i), "batch_id": uuid.uuid4().hex})
+            body: dict[str, Any] = {"times": [t0 + now] * (k - i), "batch_id": uuid.uuid4().hex}
+            if ids is not None:
+                body["privacy_ids"] = ids[i:k]
+            out = self._post("events", body)
             batches += 1
             dups += bool(out.get("duplicate"))
             t = int(out.get("t", t))
@@ -183,3 +208,24 @@ class StreamProducer:
 
     def close(self) -> None:
         self._http.client.close()
+
+
+#: the service's limit on one privacy id (characters)
+MAX_ID_LENGTH = 200
+
+
+def _privacy_ids(values: Sequence[str | int] | ArrayLike, n: int) -> list[str | int]:
+    """The events' privacy ids as JSON-ready values, checked as the service checks them (one per
+    event; a string of 1-200 characters or an integer, never a bool or a missing value)."""
+    seq = values.tolist() if isinstance(values, np.ndarray) else list(values)  # type: ignore[arg-type]
+    if len(seq) != n:
+        raise ParameterError(f"privacy_ids must hold one id per event ({n}), got {len(seq)}", param="privacy_ids")
+    out: list[str | int] = []
+    for i, v in enumerate(seq):
+        if isinstance(v, np.generic):
+            v = v.item()
+        if isinstance(v, bool) or not isinstance(v, (str, int)) or (isinstance(v, str) and not 1 <= len(v) <= MAX_ID_LENGTH):
+            raise ParameterError(f"privacy_ids[{i}] must be a string of 1-{MAX_ID_LENGTH} characters or an integer, "
+                                 f"got {str(v)[:40]!r} ({type(v).__name__})", param="privacy_ids")
+        out.append(v)
+    return out
