@@ -190,6 +190,10 @@ def test_person_bounding_in_spark_keeps_the_pandas_rows(spark) -> None:  # type:
             unit = PrivacyUnit.person("user", k)
             mem = open_counts(attrs, schema, frame, unit=unit, key="0123456789abcdef")
             spk = SparkDecisionCounts(attrs, schema, sdf, privacy_unit=unit, key="0123456789abcdef")
+            # bounded once (validation, id check, bounding: three jobs): the requests read the kept
+            # rows, their plans run no per-person Python function again
+            assert spk.jobs == 3
+            assert "FlatMapGroupsInPandas" not in spk.encoded._jdf.queryExecution().executedPlan().toString()
             # exactly min(rows, k) rows per person are kept on both paths
             per_person = frame.groupby("user").size().clip(upper=k).sum()
             assert isinstance(mem, InMemoryCounts) and mem.y.size == per_person

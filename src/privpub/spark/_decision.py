@@ -128,9 +128,10 @@ class SparkDecisionCounts:
     once; it must be a fixed snapshot, the same records for every job).
 
     With a person ``privacy_unit`` (and the bounding ``key``), the privacy-id column is checked
-    (one job: present, no missing id) and every request reads the rows bounded to at most ``k``
-    per person inside Spark (:func:`privpub.spark._bound.bound_frame`: the rows the pandas path
-    keeps for the same key); the id column is dropped after the bounding.
+    (one job: present, no missing id) and the rows are bounded to at most ``k`` per person inside
+    Spark once (one job; :func:`privpub.spark._bound.bound_frame`: the rows the pandas path keeps
+    for the same key), kept as a local checkpoint that every request reads; the id column is
+    dropped after the bounding.
     """
 
     def __init__(self, attrs: tuple[Attr, ...], schema: Schema, df: Any, *,
@@ -145,9 +146,13 @@ class SparkDecisionCounts:
             if key is None:
                 raise ParameterError("a person-level release needs the key of its contribution bounding", param="key")
             check_id_column(df, privacy_unit.column)
-            self.jobs += 1
-            self.encoded = bound_frame(encode_columns(attrs, schema, df, privacy_unit.column), "pid",
-                                       privacy_unit.max_contributions, key, _content(len(attrs)))
+            bounded = bound_frame(encode_columns(attrs, schema, df, privacy_unit.column), "pid",
+                                  privacy_unit.max_contributions, key, _content(len(attrs)))
+            # the bounding (a shuffle and a Python function per person) runs once, in its own job:
+            # every request then reads the kept rows from the executors' storage instead of bounding
+            # again (a local checkpoint: no lineage back to df; freed when this object is)
+            self.encoded = bounded.localCheckpoint(eager=True)
+            self.jobs += 2
         else:
             self.encoded = encode_columns(attrs, schema, df)
 
