@@ -154,3 +154,22 @@ def test_record_unit_stated_explicitly_is_the_default() -> None:
     np.testing.assert_array_equal(a.counts, b.counts)
     assert b.ledger.unit == PrivacyUnit.record()
     assert resolve_unit("record", None, None, schema) == PrivacyUnit.record()
+
+
+@pytest.mark.parametrize("k", [1, 3])
+def test_level_budgets_and_step_epsilon_are_what_a_person_level_release_draws(k: int) -> None:
+    """``MAXGDDP.level_budgets`` and ``DiffGen.step_epsilon`` with ``max_contributions=k`` give what
+    the mechanisms draw at per record: the ledger's per-person charges divided by k."""
+    schema = make_schema()
+    frame = people_frame(200, seed=3)
+    m = MAXGDDP(levels=2)
+    rel = m.publish(frame, schema=schema, epsilon=2.0, rng=1, privacy_id="user", max_contributions=k)
+    levels = [e.epsilon / k for e in rel.ledger if e.step.startswith("level ")]
+    np.testing.assert_allclose(m.level_budgets(2.0, max_contributions=k), levels, rtol=1e-12)
+    np.testing.assert_allclose(m.level_budgets(2.0, max_contributions=k), np.array(m.level_budgets(2.0)) / k)
+    d = DiffGen(levels=2)
+    rel = d.publish(frame, schema=schema, epsilon=2.0, rng=1, privacy_id="user", max_contributions=k)
+    steps = [e.epsilon / k for e in rel.ledger if e.mechanism == "exponential_mechanism"]
+    assert steps and steps == pytest.approx([d.step_epsilon(2.0, schema, max_contributions=k)] * len(steps), rel=1e-12)
+    with pytest.raises(ParameterError, match="max_contributions"):
+        m.level_budgets(2.0, max_contributions=0)

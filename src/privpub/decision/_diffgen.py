@@ -22,6 +22,7 @@ from privpub.core import (
     accounting,
     as_generator,
     check_epsilon,
+    check_positive_int,
     contribution_key,
     describe_data,
     exponential_mechanism,
@@ -181,10 +182,15 @@ class DiffGen(TablePublisher):
     def compile(self, schema: Schema) -> tuple[Attr, ...]:
         return compile_schema(schema, self.taxonomies, fanout=self.fanout, grid_size=1, tick_mode=True)
 
-    def step_epsilon(self, epsilon: float, schema: Schema) -> float:
-        """``eps' = epsilon / (2 (|A_n| + 2h))`` for this schema."""
+    def step_epsilon(self, epsilon: float, schema: Schema, *, max_contributions: int | None = None) -> float:
+        """``eps' = epsilon / (2 (|A_n| + 2h))`` for this schema.
+
+        With ``max_contributions=k`` (a person-level release): what each step draws at per record,
+        the person's ``eps'`` divided by ``k`` (group privacy), as ``publish(..., max_contributions=k)``.
+        """
         n_num = sum(a.kind == "ticks" for a in self.compile(schema))
-        return check_epsilon(epsilon) / (2 * (n_num + 2 * self.levels))
+        k = 1 if max_contributions is None else check_positive_int(max_contributions, "max_contributions")
+        return check_epsilon(epsilon) / (2 * (n_num + 2 * self.levels)) / k
 
     def publish(
         self, data: Any, *, schema: Schema, epsilon: float, rng: RNGLike = None, session: Session | None = None,

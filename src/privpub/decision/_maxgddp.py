@@ -22,6 +22,7 @@ from privpub.core import (
     accounting,
     as_generator,
     check_epsilon,
+    check_positive_int,
     contribution_key,
     describe_data,
     report_noisy_max,
@@ -245,10 +246,16 @@ class MAXGDDP(TablePublisher):
         if not float(self.fanout_ratio) > 1.0:
             raise ParameterError(f"fanout_ratio must be > 1, got {self.fanout_ratio!r}", param="fanout_ratio")
 
-    def level_budgets(self, epsilon: float) -> tuple[float, ...]:
-        """The per-level selection budgets ``eps_1..eps_h`` for a total ``epsilon`` (sum ``eps1``)."""
+    def level_budgets(self, epsilon: float, *, max_contributions: int | None = None) -> tuple[float, ...]:
+        """The per-level selection budgets ``eps_1..eps_h`` for a total ``epsilon`` (sum ``eps1``).
+
+        With ``max_contributions=k`` (a person-level release) they are what the mechanisms draw
+        at, per record: the person's budgets divided by ``k`` (group privacy), as
+        ``publish(..., max_contributions=k)`` spends them.
+        """
         eps = check_epsilon(epsilon)
-        return level_budgets(eps * self.split, self.levels, self.schedule, self.fanout_ratio)
+        k = 1 if max_contributions is None else check_positive_int(max_contributions, "max_contributions")
+        return level_budgets(eps * self.split / k, self.levels, self.schedule, self.fanout_ratio)
 
     def compile(self, schema: Schema) -> tuple[Attr, ...]:
         return compile_schema(schema, self.taxonomies, fanout=self.fanout,
