@@ -197,8 +197,19 @@ def explain_entries(entries: Sequence[LedgerEntry], budget: float | None = None)
         return (f"spent inf: not private, step {leaks[0].step!r} reads the true data "
                 f"({leaks[0].note or 'a non-private reference'})")
     terms = _block_terms(entries)
-    # the formula: consecutive sequential entries of one step and equal epsilon are grouped
-    parts: list[str] = []
+    head = f"spent {total:.6g}"
+    if len(terms) > 1:
+        head += " = " + " + ".join(_formula_parts(terms))
+    words = _composition_words(terms)
+    out = head + (": " + "; ".join(words) if words else "")
+    if budget is not None and math.isfinite(budget) and total < budget * (1 - 1e-9):
+        out += f"; {budget - total:.6g} of the budget left unspent"
+    return out
+
+
+def _formula_parts(terms: list[tuple[str, float, Any]]) -> list[str]:
+    """The terms of the total's formula: consecutive sequential entries of one step and equal
+    epsilon grouped (``3 x 0.1 (level)``), at most 8 terms shown."""
     groups: list[list[Any]] = []
     for kind, cost, obj in terms:
         label = obj.step if kind == "seq" else obj["name"]
@@ -206,15 +217,16 @@ def explain_entries(entries: Sequence[LedgerEntry], budget: float | None = None)
             groups[-1][3] += 1
         else:
             groups.append([kind, label, cost, 1])
-    for _kind, label, cost, n in groups:
-        parts.append(f"{n} x {cost:.6g} ({label})" if n > 1 else f"{cost:.6g} ({label})")
+    parts = [f"{n} x {cost:.6g} ({label})" if n > 1 else f"{cost:.6g} ({label})" for _kind, label, cost, n in groups]
     if len(parts) > 8:
         parts = [*parts[:6], f"... {len(parts) - 7} more terms ...", parts[-1]]
+    return parts
+
+
+def _composition_words(terms: list[tuple[str, float, Any]]) -> list[str]:
+    """Why the terms add up as they do: sequential steps add, a parallel block costs its costliest branch."""
     n_seq = sum(1 for k, _, _ in terms if k == "seq")
     blocks = [obj for k, _, obj in terms if k == "block"]
-    head = f"spent {total:.6g}"
-    if len(terms) > 1:
-        head += " = " + " + ".join(parts)
     words: list[str] = []
     if n_seq > 1 or (n_seq and blocks):
         words.append("sequential steps add up")
@@ -222,15 +234,8 @@ def explain_entries(entries: Sequence[LedgerEntry], budget: float | None = None)
         words.append("one step")
     if len(blocks) == 1:
         b = blocks[0]
-        n_kinds = len(b["kinds"])
         if b["n_parts"] > 1:
-            kinds = f" ({n_kinds} kinds of branch)" if 1 < n_kinds < b["n_parts"] else ""
-            text = (f"block {b['name']!r} ran its {b['n_parts']} branches{kinds} in parallel on disjoint parts "
-                    "of the data, so it costs its costliest branch"
-                    + _branch_words(b))
-            if b["naive"] > b["cost"] * (1 + 1e-9):
-                text += f", not the sum of its entries ({b['naive']:.6g})"
-            words.append(text)
+            words.append(_one_block_words(b))
         elif not n_seq:
             words.append("one step")
     elif blocks:
@@ -242,10 +247,19 @@ def explain_entries(entries: Sequence[LedgerEntry], budget: float | None = None)
         if naive > cost * (1 + 1e-9):
             text += f" ({cost:.6g} in all, not the sum of their entries, {naive:.6g})"
         words.append(text)
-    out = head + (": " + "; ".join(words) if words else "")
-    if budget is not None and math.isfinite(budget) and total < budget * (1 - 1e-9):
-        out += f"; {budget - total:.6g} of the budget left unspent"
-    return out
+    return words
+
+
+def _one_block_words(b: dict[str, Any]) -> str:
+    """One parallel block of several branches, in words."""
+    n_kinds = len(b["kinds"])
+    kinds = f" ({n_kinds} kinds of branch)" if 1 < n_kinds < b["n_parts"] else ""
+    text = (f"block {b['name']!r} ran its {b['n_parts']} branches{kinds} in parallel on disjoint parts "
+            "of the data, so it costs its costliest branch"
+            + _branch_words(b))
+    if b["naive"] > b["cost"] * (1 + 1e-9):
+        text += f", not the sum of its entries ({b['naive']:.6g})"
+    return text
 
 
 def split(epsilon: float, weights: Sequence[float]) -> tuple[float, ...]:
