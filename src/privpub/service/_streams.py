@@ -309,6 +309,28 @@ def _info(row: Any) -> StreamInfo:
                       measure=row.measure or PURE_DP)  # NULL: a stream of a database older than 0007 (epsilon)
 
 
+def _check_noise_scale(per_step: float, budget: float, zcdp: bool) -> None:
+    """Refuse a stream whose noise scale passes 2**36: ``per_step`` (k events of a person per step
+    x the per-event sensitivity) over epsilon (Laplace) or over sqrt(2 rho) (the Gaussian's
+    standard deviation at sensitivity 1)."""
+    scale = per_step / (math.sqrt(2.0 * budget) if zcdp else budget)
+    if scale > MAX_NOISE_SCALE:
+        what = "sensitivity / sqrt(2 rho)" if zcdp else "sensitivity / epsilon"
+        raise StreamError(422, f"{what} must be at most 2**36 (the noise scale; int64 sums keep their headroom), "
+                               f"got {scale:.3g}: raise {'rho' if zcdp else 'epsilon'}", "rho" if zcdp else "epsilon")
+
+
+def _check_origin(origin: float, step: float, now: float) -> None:
+    """Refuse a clocked stream's origin too far in the past (catching up closes every step) or the future."""
+    behind = (now - origin) / step
+    if behind > MAX_CATCHUP_STEPS:
+        raise StreamError(422, f"is {behind:.4g} steps of {step:g} s in the past; catching up may close "
+                               f"at most {MAX_CATCHUP_STEPS} steps (origin >= now - "
+                               f"{MAX_CATCHUP_STEPS} * step_seconds)", "origin")
+    if origin > now + MAX_ORIGIN_AHEAD:
+        raise StreamError(422, f"is more than {MAX_ORIGIN_AHEAD / 86400:g} days in the future", "origin")
+
+
 class StreamStore:
     """The streams of one worker process over the service's database (see the module doc)."""
 
@@ -414,54 +436,15 @@ class StreamStore:
                                                                          declared["max_contributions"])
         if unit is not None:
             params["privacy_unit"] = unit
-        # the noise scale: k events of a person per step (person per step) x the per-event sensitivity,
-        # over epsilon (Laplace) or over sqrt(2 rho) (the Gaussian's standard deviation at sensitivity 1)
-        per = float(body.get("sensitivity") or 1.0) * (unit.factor if unit else 1)
-        scale = per / (math.sqrt(2.0 * budget) if zcdp else budget)
-        if scale > MAX_NOISE_SCALE:
-            what = "sensitivity / sqrt(2 rho)" if zcdp else "sensitivity / epsilon"
-            raise StreamError(422, f"{what} must be at most 2**36 (the noise scale; int64 sums keep their headroom), "
-                                   f"got {scale:.3g}: raise {'rho' if zcdp else 'epsilon'}", "rho" if zcdp else "epsilon")
+        _check_noise_scale(float(body.get("sensitivity") or 1.0) * (unit.factor if unit else 1), budget, zcdp)
         now = time.time()
         step = body.get("step_seconds")
         origin = body.get("origin")
-        if step is not None:
-            if origin is not None:
-                behind = (now - origin) / step
-                if behind > MAX_CATCHUP_STEPS:
-                    raise StreamError(422, f"is {behind:.4g} steps of {step:g} s in the past; catching up may close "
-                                           f"at most {MAX_CATCHUP_STEPS} steps (origin >= now - "
-                                           f"{MAX_CATCHUP_STEPS} * step_seconds)", "origin")
-                if origin > now + MAX_ORIGIN_AHEAD:
-                    raise StreamError(422, f"is more than {MAX_ORIGIN_AHEAD / 86400:g} days in the future", "origin")
+        if step is not None and origin is not None:
+            _check_origin(origin, step, now)
         queries_from = body.get("queries_from") or "readers"
         log_per_client = body.get("log_per_client") or LOG_PER_CLIENT
-        session = None
-        if body.get("session") is not None:
-            from privpub.service._sessions import DatabaseSessionStore
-
-            try:
-                session = Session(store=DatabaseSessionStore(self.url, name=body["session"], migrate=False))
-            except PrivpubError as exc:
-                raise StreamError(422, str(exc), "session") from None
-        # the seed (tests, reproducibility) is used once and never stored
-        rng = body.get("rng")
-        try:
-            # validates every parameter first; then reserves epsilon in the session (refused: nothing made)
-            pub = cls(**params, rng=rng, session=session)
-        except BudgetExceededError as exc:
-            raise StreamError(409, f"the budget session cannot pay for this stream: {exc}", "session") from None
-        except PrivpubError as exc:  # the field is the parameter the error names (as data, not from its text)
-            # the session's measure is not the stream's (a rho is never added to epsilons, nor an epsilon to
-            # rhos; a zCDP stream needs a session opened with total_rho): refused, nothing made
-            if exc.param == "measure":
-                raise StreamError(422, error_message(exc), "session") from None
-            renamed = {v: k for k, v in model.RENAMED.items()}
-            fld: str | None = renamed.get(str(exc.param), exc.param) if exc.param in {*params, "history"} else None
-            raise StreamError(422, error_message(exc), fld) from None
-        finally:
-            if session is not None:
-                session.store.close()  # type: ignore[attr-defined]
+        pub = self._make_publisher(cls, model, params, body)
         sid = secrets.token_hex(8)
         token = secrets.token_urlsafe(24)
         reader = secrets.token_urlsafe(24)
@@ -498,6 +481,36 @@ class StreamStore:
                                    visible=0)
         log.info("stream %s created (%s)", sid, key)
         return info, token, reader
+
+    def _make_publisher(self, cls: type[StreamPublisher], model: Any, params: dict[str, Any],
+                        body: dict[str, Any]) -> StreamPublisher:
+        """The stream's publisher: its parameters validated, then its budget reserved in the
+        body's ``session`` (refused: nothing made). Errors are 4xx naming the spec's field."""
+        session = None
+        if body.get("session") is not None:
+            from privpub.service._sessions import DatabaseSessionStore
+
+            try:
+                session = Session(store=DatabaseSessionStore(self.url, name=body["session"], migrate=False))
+            except PrivpubError as exc:
+                raise StreamError(422, str(exc), "session") from None
+        try:
+            # the seed (tests, reproducibility) is used once and never stored
+            pub: StreamPublisher = cls(**params, rng=body.get("rng"), session=session)
+            return pub
+        except BudgetExceededError as exc:
+            raise StreamError(409, f"the budget session cannot pay for this stream: {exc}", "session") from None
+        except PrivpubError as exc:  # the field is the parameter the error names (as data, not from its text)
+            # the session's measure is not the stream's (a rho is never added to epsilons, nor an epsilon to
+            # rhos; a zCDP stream needs a session opened with total_rho): refused, nothing made
+            if exc.param == "measure":
+                raise StreamError(422, error_message(exc), "session") from None
+            renamed = {v: k for k, v in model.RENAMED.items()}
+            fld: str | None = renamed.get(str(exc.param), exc.param) if exc.param in {*params, "history"} else None
+            raise StreamError(422, error_message(exc), fld) from None
+        finally:
+            if session is not None:
+                session.store.close()  # type: ignore[attr-defined]
 
     # -- loading --------------------------------------------------------------------------------
     def _load(self, conn: Connection, sid: str) -> Live:
