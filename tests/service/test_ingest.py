@@ -4,7 +4,9 @@ probed only when the sample or the bulk load meets a stored report (``Store.inge
 is stored and counted once, on both databases: fresh batches, resent reports mixed with new ones
 (predicted, stored by another process, missed by the sample), whole batches resent, repeats inside
 a batch, a concurrent writer storing the same ids, a stale prediction, and groups of different
-payload widths in one batch."""
+payload widths in one batch. On PostgreSQL, batches of up to ``PG_INSERT_ROWS`` reports take the
+``INSERT ... SELECT`` path (two messages, no sample): the same cases, plus a report stored by another
+writer between the probe and the insert, and closed or archived campaigns."""
 
 from __future__ import annotations
 
@@ -130,7 +132,8 @@ def test_concurrent_writers_store_shared_ids_once(store: Store) -> None:
     np.testing.assert_array_equal(support, _ones(info, pay_a) + _ones(info, pay_b[shared:]))
 
 
-def test_append_mixed_widths_round_trip(store: Store) -> None:
+@pytest.mark.parametrize("stored_rows", [0, 10**6])  # SQLite: INSERT ... SELECT, or executemany into a large campaign
+def test_append_mixed_widths_round_trip(store: Store, stored_rows: int) -> None:
     """Groups of different payload widths interleaved in one batch are stored byte for byte, and a
     report stored before comes back as such, with its stored time."""
     info = _campaign(store)  # any campaign id: _append writes rows, not aggregates
@@ -144,12 +147,13 @@ def test_append_mixed_widths_round_trip(store: Store) -> None:
     order = np.argsort(ids.view("V16").ravel())
     first, second = order[: n // 2], order[n // 4:]  # the second part overlaps the first by n / 4
     with write_tx(store.engine) as conn:
-        at, _ = _append(conn, info.id, batch, first[np.argsort(ids[first].view("V16").ravel())], T0, dedup=False)
+        at, _ = _append(conn, info.id, batch, first[np.argsort(ids[first].view("V16").ravel())], T0, dedup=False,
+                        stored_rows=stored_rows)
     assert at.size == 0
     with pytest.raises(Resent), write_tx(store.engine) as conn:  # the bulk load meets stored reports
-        _append(conn, info.id, batch, second, T0 + 60, dedup=False)
+        _append(conn, info.id, batch, second, T0 + 60, dedup=False, stored_rows=stored_rows)
     with write_tx(store.engine) as conn:
-        at, when = _append(conn, info.id, batch, second, T0 + 60, dedup=True)
+        at, when = _append(conn, info.id, batch, second, T0 + 60, dedup=True, stored_rows=stored_rows)
     np.testing.assert_array_equal(np.sort(at), np.sort(order[n // 4: n // 2]))
     assert (when == T0).all()
     with store.engine.connect() as conn:

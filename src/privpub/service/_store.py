@@ -419,7 +419,7 @@ class Resent(Exception):
 
 
 def _append(conn: Connection, cid: str, batch: Batch, todo: NDArray[np.int64], bucket: int, *,
-            dedup: bool) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+            dedup: bool, stored_rows: int = 0) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
     """Insert the rows ``todo`` (sorted by id) into ``reports``, each report at most once.
 
     Returns the rows of ``batch`` found already stored and their stored times; every other row of
@@ -442,13 +442,13 @@ def _append(conn: Connection, cid: str, batch: Batch, todo: NDArray[np.int64], b
     try:
         if dedup:
             return _append_pg_dedup(cur, cid, batch, todo, bucket) if pg else \
-                _append_sqlite_dedup(cur, cid, batch, todo, bucket)
+                _append_sqlite_dedup(cur, cid, batch, todo, bucket, stored_rows)
         if pg:
             with cur.copy("COPY reports (campaign_id, report_id, group_id, payload, received) "
                           "FROM STDIN (FORMAT BINARY)") as cp:
                 cp.write(_pg_copy_data(batch, todo, cid, bucket))
         else:
-            _sqlite_insert(cur, cid, batch, todo, bucket)
+            _sqlite_insert(cur, cid, batch, todo, bucket, stored_rows)
         return none, none
     except Exception as exc:
         if _is_unique_violation(exc):  # also (dedup): a report not probed, or a concurrent writer's
@@ -467,22 +467,26 @@ def _is_unique_violation(exc: BaseException) -> bool:
     return getattr(exc, "sqlstate", None) == _UNIQUE_VIOLATION
 
 
-#: SQLite: up to this many rows, :func:`_sqlite_insert` runs one ``executemany`` of single-row
-#: inserts instead of an ``INSERT ... SELECT``. A statement inserting several rows inside a
-#: transaction keeps a statement journal (each table page it touches copied once, so that the
-#: statement alone can be undone); a small batch touches a page per row, and its ``INSERT ...
-#: SELECT`` cost 1.4x the ``executemany`` at 1,000 rows into 30,000-60,000 stored (while at 50,000 rows
-#: the ``INSERT ... SELECT`` is 1.3x faster: pages are shared by many rows, and no Python tuple is built)
+#: SQLite: at most this many rows into a campaign holding at least :data:`_SQLITE_MANY_STORED`
+#: times as many are inserted by one ``executemany`` of single-row inserts rather than one ``INSERT
+#: ... SELECT``. Measured (CPU of insert and commit, sorted random ids, this 16-byte-id table): the
+#: ``INSERT ... SELECT``'s cost grows with the pages it touches that were there before, about one
+#: per row when few rows go into many pages (1,000 rows into 30,000-60,000 stored: 1.5x the
+#: ``executemany``'s), while into a small campaign it is 0.75x the ``executemany`` (a Python tuple
+#: and a statement step per row), and at 50,000 rows 0.7x.
 _SQLITE_MANY = 2000
+_SQLITE_MANY_STORED = 10
 
 
-def _sqlite_insert(cur: Any, cid: str, batch: Batch, todo: NDArray[np.int64], bucket: int) -> None:
+def _sqlite_insert(cur: Any, cid: str, batch: Batch, todo: NDArray[np.int64], bucket: int,
+                   stored_rows: int = 0) -> None:
     """Per group, one ``INSERT ... SELECT`` whose ids and payloads are two blobs sliced by SQLite,
-    or, for at most :data:`_SQLITE_MANY` rows, one ``executemany`` over row tuples (a ``bytes``
-    per id and payload, from NumPy's ``tolist``)."""
+    or, for a few rows into a campaign of many (``stored_rows``, see :data:`_SQLITE_MANY`), one
+    ``executemany`` over row tuples (a ``bytes`` per id and payload, from NumPy's ``tolist``)."""
+    many = todo.size <= _SQLITE_MANY and stored_rows >= _SQLITE_MANY_STORED * todo.size
     for gid, at, payloads in _by_group(batch, todo):
         w = int(payloads.shape[1])
-        if todo.size <= _SQLITE_MANY:  # a bytes object per id and payload: NumPy's tolist of void values
+        if many:  # a bytes object per id and payload: NumPy's tolist of void values
             ids = np.ascontiguousarray(batch.ids[todo[at]]).view("V16").ravel().tolist()
             pay = np.ascontiguousarray(payloads).view(f"V{w}").ravel().tolist()
             cur.executemany("INSERT INTO reports (campaign_id, report_id, group_id, payload, received) "
@@ -520,15 +524,15 @@ def _sqlite_probe(cur: Any, cid: str, batch: Batch, rows: NDArray[np.int64]
     return got[:, 0], got[:, 1]
 
 
-def _append_sqlite_dedup(cur: Any, cid: str, batch: Batch, todo: NDArray[np.int64], bucket: int
-                         ) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+def _append_sqlite_dedup(cur: Any, cid: str, batch: Batch, todo: NDArray[np.int64], bucket: int,
+                         stored_rows: int = 0) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
     """SQLite, some reports stored before: one join finds them, the others are inserted (the
     transaction holds the database's write lock, so nothing is stored in between). Returns the
     rows found stored and their stored times."""
     at, when = _sqlite_probe(cur, cid, batch, todo)
     keep = np.ones(todo.size, dtype=bool)
     keep[at] = False
-    _sqlite_insert(cur, cid, batch, todo[keep], bucket)
+    _sqlite_insert(cur, cid, batch, todo[keep], bucket, stored_rows)
     return todo[at], when
 
 
@@ -853,6 +857,11 @@ class Store:
         whose sampled ids (:meth:`store_batch`) are stored goes to the deduplicating path at once.
         The reports stored are recorded in :attr:`recent` once committed.
 
+        On PostgreSQL, for a campaign without tokens or assignments, the transaction is sent by its
+        own statements (:meth:`_ingest_pg`: ``BEGIN`` and ``COMMIT`` inside the first and last
+        messages); a batch of at most :data:`PG_INSERT_ROWS` reports is inserted by ``INSERT ...
+        SELECT`` in those messages (:meth:`_small_pg`: two round trips, no ``COPY``, no sample).
+
         ``conn``: an open connection outside any transaction to run it on (the writer thread's own,
         :class:`Ingestor`); without it, one from the pool.
         """
@@ -952,7 +961,7 @@ class Store:
             reason, hits, found, when, locked = self._open_pg(conn, info, t, batch, predicted, sample, shard, repeat,
                                                               begin=own)
         else:
-            reason, hits, found, when = self._open_sqlite(conn, info, t, batch, predicted, sample)
+            reason, hits, found, when, stored_rows = self._open_sqlite(conn, info, t, batch, predicted, sample)
         if reason is not None:
             status[:] = ARCHIVED if reason == "the campaign is archived" else CLOSED
             return Outcome(status, received), np.zeros(0, dtype=np.int64)
@@ -977,7 +986,8 @@ class Store:
             self._consume(conn, assignments, c, batch.assignments or [""] * n, status, BAD_ASSIGNMENT,
                           assignments.c.group_id, batch.groups)
         todo = order[status[order] == NEW]  # append in random-id order, not arrival order
-        stored, when = _append(conn, c, batch, todo, bucket, dedup=dedup)  # stored before
+        stored, when = _append(conn, c, batch, todo, bucket, dedup=dedup,
+                               stored_rows=0 if pg else stored_rows)  # stored before
         status[stored] = DUPLICATE
         received[stored] = when
         new_mask = status == NEW
@@ -1108,14 +1118,16 @@ class Store:
         return reason, int(hits), found, stored_at, locked
 
     def _open_sqlite(self, conn: Connection, info: CampaignInfo, t: int, batch: Batch, predicted: NDArray[np.int64],
-                     sample: NDArray[np.int64]) -> tuple[str | None, int, NDArray[np.int64], NDArray[np.int64]]:
+                     sample: NDArray[np.int64]) -> tuple[str | None, int, NDArray[np.int64], NDArray[np.int64], int]:
         """SQLite, the transaction's first statements (:meth:`_open_pg` without the lock: the
-        transaction holds the database's write lock), on the DBAPI cursor."""
+        transaction holds the database's write lock), on the DBAPI cursor; also returns the number
+        of reports the campaign holds (its aggregates' count, for :func:`_sqlite_insert`)."""
         hits = 0
         found = when = np.zeros(0, dtype=np.int64)
         with _cursor(conn) as cur:
-            closed, archived_at = cur.execute("SELECT closed, archived_at FROM campaigns WHERE id = ?",
-                                              (info.id,)).fetchone()
+            closed, archived_at, stored_rows = cur.execute(
+                "SELECT closed, archived_at, (SELECT total(n) FROM aggregates WHERE campaign_id = ?) FROM campaigns "
+                "WHERE id = ?", (info.id, info.id)).fetchone()
             reason = "the campaign is archived" if archived_at is not None else \
                 self._closed_reason(info, t, bool(closed))
             if reason is None:
@@ -1124,7 +1136,7 @@ class Store:
                         int(sample.size), info.id, np.ascontiguousarray(batch.ids[sample]).tobytes())).fetchone()[0]
                 if predicted.size and not hits:
                     found, when = _sqlite_probe(cur, info.id, batch, predicted)
-        return reason, int(hits), found, when
+        return reason, int(hits), found, when, int(stored_rows)
 
     @staticmethod
     def _add_pg(conn: Connection, cid: str, shard: int, locked: dict[int, tuple[int, bytes]],
