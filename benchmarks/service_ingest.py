@@ -2,7 +2,9 @@
 
 For each backend, in one run, times the store's batch path (``Store.ingest``, what the ingest
 thread of ``privpub serve`` runs for a batch: duplicate detection, the append, the running
-aggregates, the commit) and a *reference* load of the same number of rows of the same
+aggregates, the commit; on PostgreSQL, batches of up to ``PG_INSERT_ROWS`` reports are inserted by
+``INSERT ... SELECT`` statements in the transaction's two messages rather than a ``COPY``) and a
+*reference* load of the same number of rows of the same
 shape (the batch's payloads and groups, fresh report ids) into the same ``reports`` table, in one
 transaction with its commit:
 
