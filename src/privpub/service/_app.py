@@ -43,7 +43,7 @@ from privpub.service._http import (
     require_admin,
 )
 from privpub.service._kinds import ReportError, SpecError
-from privpub.service._metrics import count_reports
+from privpub.service._metrics import count_report, count_reports
 from privpub.service._specs import AssignmentRequest, BatchIn, CampaignIn, ReportIn, TokenRequest
 from privpub.service._store import (
     ARCHIVED,
@@ -291,8 +291,15 @@ def _count_outcomes(campaign_id: str, status: Any) -> None:
                   refused=int(np.isin(status, _REFUSED).sum()))
 
 
-async def handle_report(app: Any, campaign_id: str, body: ReportIn) -> tuple[int, dict[str, Any]]:
+#: the receipt of one report, rendered without the JSON encoder: its three values are a campaign id
+#: (16 hex digits: the path's pattern), a report id (32 hex digits: ReportIn's pattern) and a time
+#: from :func:`iso`, none of which JSON escapes
+_RECEIPT = '{"campaign_id":"%s","report_id":"%s","received":"%s"}'
+
+
+async def handle_report(call: Call, body: ReportIn) -> tuple[int, bytes]:
     """One report: validate, store (group commit), and the receipt with its status code."""
+    app, campaign_id = call.app, call.params["campaign_id"]
     store: Store = app.state.store
     info = store.campaign(campaign_id)
     try:
@@ -302,17 +309,22 @@ async def handle_report(app: Any, campaign_id: str, body: ReportIn) -> tuple[int
         raise
     out = await _store_batch(app, info, batch)
     status = int(out.status[0])
-    _count_outcomes(campaign_id, out.status)
-    if status == ARCHIVED:
-        raise ApiError(410, "the campaign is archived: it accepts no more reports")
-    if status == CLOSED:
-        raise ApiError(409, "the campaign is not accepting reports")
-    if status == BAD_TOKEN:
-        raise ApiError(403, "the enrollment token is unknown or already used", "token")
-    if status == BAD_ASSIGNMENT:
-        raise ApiError(403, "the assignment is unknown, already used or for another group", "assignment")
-    receipt = {"campaign_id": campaign_id, "report_id": body.report_id.lower(), "received": iso(int(out.received[0]))}
-    return (201 if status == NEW else 200), receipt
+    if status == NEW:
+        count_report(campaign_id, "accepted")
+    elif status == DUPLICATE:
+        count_report(campaign_id, "duplicate")
+    else:
+        count_report(campaign_id, "refused")
+        if status == ARCHIVED:
+            raise ApiError(410, "the campaign is archived: it accepts no more reports")
+        if status == CLOSED:
+            raise ApiError(409, "the campaign is not accepting reports")
+        if status == BAD_TOKEN:
+            raise ApiError(403, "the enrollment token is unknown or already used", "token")
+        if status == BAD_ASSIGNMENT:
+            raise ApiError(403, "the assignment is unknown, already used or for another group", "assignment")
+    receipt = _RECEIPT % (campaign_id, body.report_id.lower(), iso(int(out.received[0])))
+    return (201 if status == NEW else 200), receipt.encode("ascii")
 
 
 async def handle_batch(app: Any, campaign_id: str, body: BatchIn) -> tuple[int, dict[str, Any]]:
@@ -339,16 +351,12 @@ async def handle_batch(app: Any, campaign_id: str, body: BatchIn) -> tuple[int, 
                  "received": iso(int(out.received.max()))}
 
 
-async def _report(call: Call, body: ReportIn) -> tuple[int, dict[str, Any]]:
-    return await handle_report(call.app, call.params["campaign_id"], body)
-
-
 async def _report_batch(call: Call, body: BatchIn) -> tuple[int, dict[str, Any]]:
     return await handle_batch(call.app, call.params["campaign_id"], body)
 
 
 #: the report endpoints: served by their routes below and by the fast path (:class:`FastPath`)
-REPORT = Endpoint("POST", "/campaigns/{campaign_id}/reports", _report, body=ReportIn, status=201, direct=True)
+REPORT = Endpoint("POST", "/campaigns/{campaign_id}/reports", handle_report, body=ReportIn, status=201, direct=True)
 REPORT_BATCH = Endpoint("POST", "/campaigns/{campaign_id}/reports/batch", _report_batch, body=BatchIn,
                         limit=MAX_BATCH_BODY)
 
