@@ -10,7 +10,6 @@ request gets its receipt only after the transaction holding its report has commi
 from __future__ import annotations
 
 import asyncio
-import collections
 import concurrent.futures
 import contextlib
 import functools
@@ -1374,38 +1373,22 @@ class Ingestor:
         # The writer's own long-lived connection: no pool checkout (PostgreSQL: no pre-ping round
         # trip) and no reset per transaction; dropped after an error and opened again on next use.
         self._conn: Connection | None = None
-        # requests' units, in lists: one per event-loop round (C: no lock or condition in Python)
-        self._q: queue.SimpleQueue[list[_Unit] | None] = queue.SimpleQueue()
-        # per event loop, the units of its current round not yet handed over (touched on that loop only)
-        self._pending: dict[asyncio.AbstractEventLoop, list[_Unit]] = {}
+        self._q: queue.SimpleQueue[_Unit | None] = queue.SimpleQueue()  # C: no lock or condition in Python
         self._last = 0  # requests in the last group
         self._thread = threading.Thread(target=self._run, name="privpub-ingestor", daemon=True)
         self._thread.start()
 
     def submit(self, info: CampaignInfo, batch: Batch) -> concurrent.futures.Future[Outcome]:
         fut: concurrent.futures.Future[Outcome] = concurrent.futures.Future()
-        self._q.put([(info, batch, fut)])
+        self._q.put((info, batch, fut))
         return fut
 
     def submit_async(self, info: CampaignInfo, batch: Batch) -> asyncio.Future[Outcome]:
-        """:meth:`submit` for a caller on the running event loop.
-
-        The requests of one round of the loop are handed to the writer together, at the start of
-        its next round: the writer thread is woken once per round, not once per request.
-        """
+        """:meth:`submit` for a caller on the running event loop."""
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[Outcome] = loop.create_future()
-        unit: _Unit = (info, batch, (loop, fut))
-        pending = self._pending.get(loop)
-        if pending is None:
-            self._pending[loop] = [unit]
-            loop.call_soon(self._hand_over, loop)
-        else:
-            pending.append(unit)
+        self._q.put((info, batch, (loop, fut)))
         return fut
-
-    def _hand_over(self, loop: asyncio.AbstractEventLoop) -> None:
-        self._q.put(self._pending.pop(loop))
 
     def stop(self) -> None:
         self._q.put(None)
@@ -1429,32 +1412,26 @@ class Ingestor:
                 pass
 
     def _run(self) -> None:
-        carry: collections.deque[_Unit] = collections.deque()  # units taken from the queue, not yet grouped
         while True:
-            if not carry:
-                got = self._q.get()
-                if got is None:
-                    return
-                carry.extend(got)
-            units = [carry.popleft()]
-            rows = len(units[0][1])
+            first = self._q.get()
+            if first is None:
+                return
+            units = [first]
+            rows = len(first[1])
             # under concurrent load (the last group had several requests), wait a moment for more
             # to join a small group: the writer's cost is per transaction, not per report
             linger = time.monotonic() + LINGER_SECONDS if self._last > 1 else 0.0
             while rows < MAX_TX_ROWS:
-                if carry:
-                    units.append(carry.popleft())
-                    rows += len(units[-1][1])
-                    continue
                 try:
                     wait = linger - time.monotonic() if rows < LINGER_ROWS else 0.0
-                    got = self._q.get(timeout=wait) if wait > 0 else self._q.get_nowait()
+                    nxt = self._q.get(timeout=wait) if wait > 0 else self._q.get_nowait()
                 except queue.Empty:
                     break
-                if got is None:
+                if nxt is None:
                     self._q.put(None)
                     break
-                carry.extend(got)
+                units.append(nxt)
+                rows += len(nxt[1])
             self._last = len(units)
             by_campaign: dict[str, list[_Unit]] = {}
             for u in units:
