@@ -803,7 +803,7 @@ class Store:
                        f"substring(decode('{ids}', 'hex') FROM 16 * i + 1 FOR 16), {gid:d}, "
                        f"substring(decode('{payloads.tobytes().hex()}', 'hex') FROM {w:d} * i + 1 FOR {w:d}), "
                        f"{bucket:d} FROM generate_series(0, {k - 1:d}) AS k(i)")
-            support = old + add
+            support = (old + add).astype(np.int64)
             sql.append(f"WITH u AS (UPDATE aggregates SET n = {old_n + k:d}, support = decode("
                        f"'{support.astype('<i8').tobytes().hex()}', 'hex') WHERE campaign_id = '{c}' "
                        f"AND group_id = {gid:d} AND shard = {shard:d} AND n = {old_n:d} RETURNING 1) "
