@@ -1,5 +1,5 @@
 """The single-report writer's PostgreSQL path (issue 27): ``Store.ingest_pipelined`` stores a small
-group in two round trips and must leave the database exactly as ``Store.ingest`` does: the same
+group in one round trip (the aggregate rows compared and set) or two, and must leave the database exactly as ``Store.ingest`` does: the same
 statuses and receipts, rows, aggregates and bucket counts; a report stored before makes it store
 nothing and hand the group to ``Store.ingest`` (which finds the duplicate); a closed or archived
 campaign stores nothing; the writer's connection is left idle and in its own transaction mode."""
@@ -120,6 +120,69 @@ def test_closed_or_archived_campaign_stores_nothing(store: Store, conn: sa.Conne
     assert out is not None
     assert (out.status == (CLOSED if how == "close" else ARCHIVED)).all()
     assert _stored(store, info.id)[:3] == (0, 0, 0)
+    assert _idle(conn)
+
+
+def _one_trips(store: Store) -> list[bool | None]:
+    """Spy on the one-round-trip transaction: its results, in order."""
+    seen: list[bool | None] = []
+    inner = store._one_trip
+
+    def spy(*args: object) -> bool | None:
+        seen.append(inner(*args))  # type: ignore[arg-type]
+        return seen[-1]
+
+    store._one_trip = spy  # type: ignore[method-assign]
+    return seen
+
+
+def test_one_round_trip_after_the_first_and_another_writer_between(store: Store, conn: sa.Connection) -> None:
+    """The second commit on the writer's shard takes one round trip; when another writer (another
+    process's, or the batch path) adds to the rows in between, the compare-and-set fails, nothing
+    is stored twice, and the group is stored on another shard: the same rows, counts and sums as
+    Store.ingest leaves."""
+    fast, slow = _campaign(store), _campaign(store)
+    other = Store(store.engine)  # another process's writer: its own memory of the rows
+    rng = np.random.default_rng(21)
+    seen = _one_trips(store)
+    try:
+        for k, writer in enumerate([store, store, other, store, store]):
+            ids = rng.integers(0, 256, size=(6, 16), dtype=np.uint8)
+            pay = rng.integers(0, 256, size=(6, 2), dtype=np.uint8)
+            if writer is other:  # the rows the writer remembers, changed behind its back
+                other._sticky = store._sticky
+            a = writer.ingest_pipelined(fast, _batch(ids, pay), T0 + 3600 * k, conn)
+            b = store.ingest(slow, _batch(ids, pay), T0 + 3600 * k)
+            assert a is not None and (a.status == NEW).all()
+            np.testing.assert_array_equal(a.received, b.received)
+            assert _idle(conn)
+    finally:
+        del store._one_trip
+    assert seen == [True, False, True]  # the second; after the other writer; once more on the new shard
+    got, want = _stored(store, fast.id), _stored(store, slow.id)
+    assert got == want
+    assert got[0] == got[1] == got[2] == 30
+
+
+@pytest.mark.parametrize("how", ["close", "archive"])
+def test_closed_after_a_commit_stores_nothing_in_one_round_trip(store: Store, conn: sa.Connection, how: str) -> None:
+    """The writer remembers the rows, then the campaign is closed or archived: the one-message
+    transaction fails on it, and the group is answered CLOSED or ARCHIVED with nothing stored."""
+    info = _campaign(store)
+    rng = np.random.default_rng(8)
+    out = store.ingest_pipelined(info, _batch(rng.integers(0, 256, size=(2, 16), dtype=np.uint8),
+                                              rng.integers(0, 256, size=(2, 2), dtype=np.uint8)), T0, conn)
+    assert out is not None and (out.status == NEW).all()
+    getattr(store, how)(info.id)
+    seen = _one_trips(store)
+    try:
+        out = store.ingest_pipelined(info, _batch(rng.integers(0, 256, size=(3, 16), dtype=np.uint8),
+                                                  rng.integers(0, 256, size=(3, 2), dtype=np.uint8)), T0, conn)
+    finally:
+        del store._one_trip
+    assert seen == [False]
+    assert out is not None and (out.status == (CLOSED if how == "close" else ARCHIVED)).all()
+    assert _stored(store, info.id)[:3] == (2, 2, 2)
     assert _idle(conn)
 
 

@@ -62,7 +62,8 @@ class JsonAnswer(Response):
     def __init__(self, status: int, content: Any) -> None:
         self.status_code = status
         self.background = None
-        self.body = _encode(content).encode("utf-8")
+        # bytes: the handler rendered its JSON itself (the single report's receipt)
+        self.body = content if isinstance(content, bytes) else _encode(content).encode("utf-8")
         self.raw_headers = [(b"content-length", str(len(self.body)).encode("latin-1")),
                             (b"content-type", b"application/json")]
 
@@ -118,7 +119,8 @@ class Endpoint:
         The path template, e.g. ``"/campaigns/{campaign_id}/reports"``; every ``{param}`` is a
         16-hex-digit id (the route's own pattern: other values go to the route and get its 422).
     handler : callable
-        ``handler(call, model) -> (status, body)``. A coroutine function runs on the event loop
+        ``handler(call, model) -> (status, body)``: ``body`` is JSON-serialisable, or the JSON
+        already rendered as ``bytes``. A coroutine function runs on the event loop
         (the body is parsed there too); a plain function runs in the thread pool, and the body is
         parsed in the same thread (large batches do not hold the event loop).
     body, query : pydantic model
@@ -168,7 +170,8 @@ class Endpoint:
             if self.blocking:  # parse in the handler's thread: a large batch does not hold the event loop
                 handler: Callable[[Call, Any], Answer] = self.handler  # type: ignore[assignment]
                 return self._json(await anyio.to_thread.run_sync(lambda: handler(call, model.model_validate_json(raw))))
-            return self._json(await self._handle(call, model.model_validate_json(raw)))
+            status, content = await self.handler(call, model.model_validate_json(raw))  # type: ignore[misc]
+            return JsonAnswer(status, content)
         except Exception as exc:
             return await error_response(app, scope, receive, exc, "query" if self.query is not None else "body")
 

@@ -11,7 +11,7 @@ Labels have bounded cardinality: campaign and stream ids appear only once the ca
 exists (the admin created it), request paths are route templates (``/streams/{stream_id}/counts``),
 never raw paths, and methods and status codes come from fixed sets.
 
-Other parts of the service count through the small functions here (:func:`count_reports`,
+Other parts of the service count through the small functions here (:func:`count_reports`, :func:`count_report`,
 :func:`count_auth_failure`, :func:`count_stream`, :func:`observe_request`).
 """
 
@@ -27,6 +27,7 @@ from typing import Any
 __all__ = [
     "CONTENT_TYPE",
     "count_auth_failure",
+    "count_report",
     "count_reports",
     "count_stream",
     "observe_request",
@@ -104,6 +105,15 @@ def count_reports(campaign_id: str, *, accepted: int = 0, duplicate: int = 0, re
             if child is None:
                 child = _reports[key] = _m().reports.labels(campaign_id, outcome)
             child.inc(n)
+
+
+def count_report(campaign_id: str, outcome: str) -> None:
+    """One report of an existing campaign (``outcome``: accepted, duplicate, refused or suspected)."""
+    key = (campaign_id, outcome)
+    child = _reports.get(key)
+    if child is None:
+        child = _reports[key] = _m().reports.labels(campaign_id, outcome)
+    child.inc()
 
 
 def count_auth_failure(kind: str, reason: str) -> None:

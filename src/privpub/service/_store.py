@@ -17,6 +17,7 @@ import hashlib
 import itertools
 import logging
 import queue
+import re
 import secrets
 import struct
 import threading
@@ -194,6 +195,9 @@ def _merge(batches: Sequence[Batch]) -> Batch:
 _PG_HEADER = b"PGCOPY\n\xff\r\n\x00" + bytes(8)  # signature, flags, header extension length
 _PG_TRAILER = b"\xff\xff"
 _UNIQUE_VIOLATION = "23505"  # PostgreSQL's SQLSTATE
+_CAMPAIGN_ID = re.compile(r"[0-9a-f]{16}")  # the ids Store.create_campaign makes
+#: aggregate rows the single-report writer remembers (beyond: forgotten, read again)
+_WRITTEN_ROWS = 4096
 _SQLITE_ROWS = "WITH RECURSIVE k(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM k WHERE i + 1 < ?) "
 
 
@@ -628,6 +632,10 @@ class Store:
         self._lock = threading.Lock()
         self._shards = itertools.cycle(np.random.default_rng(secrets.randbits(64)).permutation(N_SHARDS).tolist())
         self.recent = RecentIds()  # reports this process stored: which of a batch to probe
+        # the single-report writer's aggregate rows as its last commit left them ((campaign, group,
+        # shard) -> (n, support)), and the shard it keeps writing to: see ingest_pipelined
+        self._written: dict[tuple[str, int, int], tuple[int, NDArray[np.int64]]] = {}
+        self._sticky: int | None = None
 
     # -- campaigns -------------------------------------------------------------------------------
     def create_campaign(self, body: dict[str, Any]) -> CampaignInfo:
@@ -737,17 +745,23 @@ class Store:
 
     def ingest_pipelined(self, info: CampaignInfo, batch: Batch, t: int, conn: Connection) -> Outcome | None:
         """PostgreSQL, a small batch of a campaign without tokens or assignments (the single-report
-        writer's usual group): :meth:`ingest` in two round trips instead of eight.
+        writer's usual group): :meth:`ingest` in one or two round trips instead of eight.
 
-        The same transaction as :meth:`store_batch` with ``dedup=False``, sent with psycopg's
-        pipeline mode: the first round trip reads the campaign's state, locks the aggregate rows
-        and inserts the new reports (one ``INSERT ... SELECT`` per group slicing two ``bytea``: a
-        ``COPY`` cannot be pipelined); the second adds the reports to the aggregates, counts them
-        in their time bucket and commits. A closed or archived campaign rolls it back (nothing
-        stored); a report stored before (a resend) aborts it and returns None: the caller runs
-        :meth:`ingest`, whose deduplicating path finds it. The reports stored are recorded in
-        :attr:`recent` once committed, as :meth:`ingest` does. ``conn``: the writer's own connection,
-        outside any transaction.
+        The same transaction as :meth:`store_batch` with ``dedup=False``, each round trip one
+        simple-query message of several statements. Usually one (:meth:`_one_trip`): the writer
+        remembers the aggregate rows its last commit left (:attr:`_written`) on the shard it keeps
+        (:attr:`_sticky`), and the message inserts the reports and *compares and sets* the rows: it
+        writes the new count and sums only where the count is still the one remembered, and fails
+        the transaction otherwise (as it does for a closed or archived campaign). The count is the
+        rows' version: every writer adds the reports it stores, so a row whose count is unchanged is
+        unchanged. Otherwise, and after such a failure (then on another shard), two: the first reads
+        the campaign's state, locks the aggregate rows and inserts the new reports (one
+        ``INSERT ... SELECT`` per group slicing two ``bytea``: a ``COPY`` cannot share a message);
+        the second adds the reports to the aggregates, counts them in their time bucket and commits.
+        A closed or archived campaign rolls it back (nothing stored); a report stored before (a
+        resend) aborts it and returns None: the caller runs :meth:`ingest`, whose deduplicating path
+        finds it. The reports stored are recorded in :attr:`recent` once committed, as
+        :meth:`ingest` does. ``conn``: the writer's own connection, outside any transaction.
         """
         import psycopg
 
@@ -755,12 +769,12 @@ class Store:
         status = np.full(n, NEW, dtype=np.int64)
         bucket = t - t % info.time_precision
         received = np.full(n, bucket, dtype=np.int64)
-        view = np.ascontiguousarray(batch.ids).view("V16").ravel()
         if n == 1:
             first = inverse = np.zeros(1, dtype=np.int64)
             repeat = np.zeros(1, dtype=bool)
             todo = first
         else:
+            view = np.ascontiguousarray(batch.ids).view("V16").ravel()
             _, first, inverse = np.unique(view, return_index=True, return_inverse=True)
             repeat = first[inverse] != np.arange(n)
             status[repeat] = DUPLICATE
@@ -770,7 +784,32 @@ class Store:
         c = info.id
         raw = conn.connection.driver_connection
         assert raw is not None  # an open connection's DBAPI connection
-        shard = next(self._shards)
+        idle = psycopg.pq.TransactionStatus.IDLE
+        if raw.info.transaction_status != idle:  # not the writer's idle connection: the general path
+            return None
+        sums = []
+        for gid, _, payloads in parts:
+            group = info.groups[gid] if gid in info.groups else self.group(info, gid)
+            assert group is not None
+            sums.append(info.kind.support(group, payloads))
+        shard = self._sticky if self._sticky is not None else next(self._shards)
+        keys = [(c, gid, shard) for gid, _, _ in parts]
+        if len(self._written) > _WRITTEN_ROWS:
+            self._written.clear()
+        known = [row for row in map(self._written.get, keys) if row is not None]
+        if (parts and len(known) == len(keys) and _CAMPAIGN_ID.fullmatch(c) is not None
+                and self._closed_reason(info, t, False) is None):
+            done = self._one_trip(raw, batch, todo, parts, sums, known, bucket, shard, c)
+            if done is None:  # a report stored before: the deduplicating path
+                return None
+            if done:
+                self.recent.add(c, _id_keys(batch.ids[todo]))  # committed: the resend predictor learns them
+                received[repeat] = received[first[inverse]][repeat]
+                return Outcome(status, received)
+            shard = next(self._shards)  # another writer wrote these rows (or the campaign closed): read them
+        self._sticky = None
+        for k in keys:
+            self._written.pop(k, None)
         # client-side binding: each round trip is one simple-query message of several statements
         # (the server-side binding of the extended protocol takes one statement per message)
         head = ["BEGIN", "SELECT closed, archived_at FROM campaigns WHERE id = %s"]
@@ -786,9 +825,6 @@ class Store:
                         "FROM generate_series(0, %s - 1) AS k(i)")
             args += [c, np.ascontiguousarray(batch.ids[todo[at]]).tobytes(), gid, payloads.tobytes(), w, w, bucket,
                      int(at.size)]
-        idle = psycopg.pq.TransactionStatus.IDLE
-        if raw.info.transaction_status != idle:  # not the writer's idle connection: the general path
-            return None
         raw.autocommit = True  # BEGIN and COMMIT are sent inside the round trips, not as their own
         cur = psycopg.ClientCursor(raw)
         try:
@@ -807,20 +843,22 @@ class Store:
                 return Outcome(status, received)
             tail: list[str] = []
             args = []
-            for gid, at, payloads in parts:
+            written = {}
+            for (gid, at, _), add in zip(parts, sums, strict=True):
                 cur.nextset()
                 old_n, old = cur.fetchone() or (0, b"")
-                group = info.groups[gid] if gid in info.groups else self.group(info, gid)
-                assert group is not None
-                support = np.frombuffer(old, dtype="<i8") + info.kind.support(group, payloads)
+                support = np.frombuffer(old, dtype="<i8") + add
                 tail.append("UPDATE aggregates SET n = %s, support = %s WHERE campaign_id = %s AND group_id = %s "
                             "AND shard = %s")
+                written[(c, gid, shard)] = (int(old_n) + int(at.size), support.astype(np.int64))
                 args += [int(old_n) + int(at.size), support.astype("<i8").tobytes(), c, gid, shard]
             tail += ["INSERT INTO report_buckets (campaign_id, bucket, shard, n) VALUES (%s, %s, %s, %s) ON CONFLICT "
                      "(campaign_id, bucket, shard) DO UPDATE SET n = report_buckets.n + excluded.n", "COMMIT"]
             args += [c, int(bucket), int(shard), int(todo.size)]
             cur.execute("; ".join(tail), args)
             self.recent.add(c, _id_keys(batch.ids[todo]))  # committed: the resend predictor learns them
+            self._written.update(written)
+            self._sticky = shard
         except psycopg.OperationalError as exc:  # e.g. the connection was lost: as SQLAlchemy reports it
             raise sa.exc.OperationalError(None, None, exc) from exc
         finally:
@@ -834,6 +872,61 @@ class Store:
                 raw.autocommit = False
         received[repeat] = received[first[inverse]][repeat]
         return Outcome(status, received)
+
+    def _one_trip(self, raw: Any, batch: Batch, todo: NDArray[np.int64],
+                  parts: list[tuple[int, NDArray[np.int64], NDArray[np.uint8]]], sums: list[NDArray[np.int64]],
+                  known: list[tuple[int, NDArray[np.int64]]], bucket: int, shard: int, c: str) -> bool | None:
+        """:meth:`ingest_pipelined`'s transaction in one message, the aggregate rows compared and set.
+
+        True: committed (:attr:`_written` holds the new rows). False: rolled back, nothing stored:
+        the campaign is closed or archived, or an aggregate row's count is not the one remembered
+        (another writer added to it). None: rolled back, a report was stored before.
+
+        The message is plain SQL text without parameters, sent with libpq's ``PQexec`` (no
+        client-side binding): every value in it is an integer, hex digits (``decode(..., 'hex')``
+        for the ``bytea``) or the campaign id, a 16-hex-digit string (checked by the caller).
+        Division by zero fails the transaction where PL/pgSQL would raise: a campaign that is
+        closed or archived, an ``UPDATE`` that found no row of the remembered count.
+        """
+        import psycopg
+
+        sql = [f"BEGIN; SELECT 1 / (NOT closed AND archived_at IS NULL)::integer FROM campaigns WHERE id = '{c}'"]
+        written = {}
+        for (gid, at, payloads), add, (old_n, old) in zip(parts, sums, known, strict=True):
+            w, k = int(payloads.shape[1]), int(at.size)
+            ids = np.ascontiguousarray(batch.ids[todo[at]]).tobytes().hex()
+            sql.append(f"INSERT INTO reports (campaign_id, report_id, group_id, payload, received) SELECT '{c}', "
+                       f"substring(decode('{ids}', 'hex') FROM 16 * i + 1 FOR 16), {gid:d}, "
+                       f"substring(decode('{payloads.tobytes().hex()}', 'hex') FROM {w:d} * i + 1 FOR {w:d}), "
+                       f"{bucket:d} FROM generate_series(0, {k - 1:d}) AS k(i)")
+            support = (old + add).astype(np.int64)
+            sql.append(f"WITH u AS (UPDATE aggregates SET n = {old_n + k:d}, support = decode("
+                       f"'{support.astype('<i8').tobytes().hex()}', 'hex') WHERE campaign_id = '{c}' "
+                       f"AND group_id = {gid:d} AND shard = {shard:d} AND n = {old_n:d} RETURNING 1) "
+                       "SELECT 1 / count(*)::integer FROM u")
+            written[(c, gid, shard)] = (old_n + k, support)
+        sql.append(f"INSERT INTO report_buckets (campaign_id, bucket, shard, n) VALUES ('{c}', {bucket:d}, "
+                   f"{shard:d}, {int(todo.size):d}) ON CONFLICT (campaign_id, bucket, shard) DO UPDATE SET "
+                   "n = report_buckets.n + excluded.n; COMMIT")
+        pgconn = raw.pgconn
+        res = pgconn.exec_("; ".join(sql).encode("ascii"))
+        if res.status == psycopg.pq.ExecStatus.COMMAND_OK:
+            self._written.update(written)
+            return True
+        state = res.error_field(psycopg.pq.DiagnosticField.SQLSTATE)
+        for key in written:
+            self._written.pop(key, None)
+        if pgconn.status == psycopg.pq.ConnStatus.OK and pgconn.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+            if pgconn.exec_(b"ROLLBACK").status != psycopg.pq.ExecStatus.COMMAND_OK:
+                state = None
+        if state == _UNIQUE_VIOLATION.encode():
+            return None
+        if state == b"22012":  # division by zero: closed or archived, or another writer's rows
+            return False
+        # anything else (the connection was lost, the commit's outcome unknown, ...): as SQLAlchemy
+        # reports an error; the writer drops the connection and tries again (a resend finds its reports)
+        raise sa.exc.OperationalError(None, None, psycopg.OperationalError(
+            f"single-message report transaction failed (SQLSTATE {state!r})"))
 
     # -- enrollment tokens -----------------------------------------------------------------------
     def create_tokens(self, cid: str, count: int) -> list[str]:

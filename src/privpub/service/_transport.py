@@ -42,7 +42,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import anyio
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -51,7 +51,7 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from privpub.service import _metrics
 
-__all__ = ["Guard", "HeaderTimeoutProtocol", "TransportConfig", "admin_token_problem"]
+__all__ = ["BODY_COMPLETE", "Guard", "HeaderTimeoutProtocol", "TransportConfig", "admin_token_problem"]
 
 log = logging.getLogger("privpub.service")
 
@@ -71,6 +71,9 @@ MIN_TOKEN_DISTINCT = 10
 SAMPLE_WORDS = ("changeme", "changemetoalongrandomstring", "password", "example", "placeholder", "yourtoken",
                 "admintoken", "secrettoken")
 _CLOSE = {"Connection": "close"}
+#: a request's scope holds this key (True) once its whole body has arrived (set by
+#: :class:`HeaderTimeoutProtocol`, the protocol of ``privpub serve``)
+BODY_COMPLETE = "privpub.body_complete"
 _BODY_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 
 
@@ -163,6 +166,13 @@ def _json_error(status: int, message: str, field: str | None = None,
     from privpub.service._http import _error
 
     return _error(status, message, field, {**_CLOSE, **(headers or {})})
+
+
+def _unhandled(method: str, template: str, exc: Exception) -> Any:
+    """An unexpected error: one log line (method, route template, error class; no traceback, which
+    could hold SQL parameters) and the 500 to answer, without detail."""
+    log.error("unhandled error method=%s path=%s status=500 error=%s", method, template, type(exc).__name__)
+    return _json_error(500, "internal error")
 
 
 class BodyTimeout(StarletteHTTPException):
@@ -265,11 +275,10 @@ class Guard:
                         deadline.close()
                 else:
                     await self.app(scope, receive, watched)
-        except Exception as exc:  # unexpected: one line, no traceback (SQL parameters), no detail
-            log.error("unhandled error method=%s path=%s status=500 error=%s", method, template,
-                      type(exc).__name__)
+        except Exception as exc:
+            answer = _unhandled(method, template, exc)
             if not started:
-                await _json_error(500, "internal error")(scope, receive, watched)
+                await answer(scope, receive, watched)
         finally:
             self.body_memory_free += reserved
             _metrics.observe_request(method, template, status, time.perf_counter() - start)
@@ -290,7 +299,8 @@ class Guard:
         check the middleware would make then passes: only the body deadline, the unexpected-error
         answer and the latency metric are left, and they are kept here. ``serve(receive)`` returns
         the response (or None: the client went away). Returns False, having done nothing, when
-        the request is not plain: the caller sends it through the middleware.
+        the request is not plain: the caller sends it through the middleware. A request whose
+        whole body has arrived (:data:`BODY_COMPLETE`) needs no body deadline: no timer is armed.
         """
         if scope["method"] != "POST":
             return False
@@ -313,21 +323,22 @@ class Guard:
             return False
         start = time.perf_counter()
         status = 500
-        deadline = self._deadline(receive)
+        # the body deadline, unless the whole body is here already (HeaderTimeoutProtocol says so)
+        deadline = None if scope.get(BODY_COMPLETE) else self._deadline(receive)
+        body = receive if deadline is None else deadline
         try:
             try:
-                response = await serve(deadline)
-            except Exception as exc:  # unexpected: as __call__ (one line, no traceback, a 500 without detail)
-                log.error("unhandled error method=%s path=%s status=500 error=%s", method, template,
-                          type(exc).__name__)
-                response = _json_error(500, "internal error")
+                response = await serve(body)
+            except Exception as exc:
+                response = _unhandled(method, template, exc)
             if response is not None:
                 status = response.status_code
-                await response(scope, deadline, send)
+                await response(scope, body, send)
         except Exception as exc:  # sending failed (the answer may have started): logged, nothing more sent
-            log.error("unhandled error method=%s path=%s status=500 error=%s", method, template, type(exc).__name__)
+            _unhandled(method, template, exc)
         finally:
-            deadline.close()
+            if deadline is not None:
+                deadline.close()
             _metrics.observe_request(method, template, status, time.perf_counter() - start)
         return True
 
@@ -469,13 +480,65 @@ def _has_body(headers: dict[bytes, bytes]) -> bool:
     return b"transfer-encoding" in headers
 
 
+class _Corked:
+    """A connection's transport as uvicorn's protocol and request cycles see it: a response's
+    header block is held until its body is written, and both leave in one write (one system call
+    and one TCP segment instead of two for a small response).
+
+    Held: a write that is a whole final response head (``HTTP/1.1 `` and a status of 200 or more,
+    ending with the blank line; never a ``100 Continue``). It goes out with the next write, at
+    :meth:`close`, or at the latest in the event loop's next round (a response whose body comes
+    later, or a ``HEAD`` response without one). Everything else is the transport's own.
+    """
+
+    __slots__ = ("_held", "_loop", "_t")
+
+    def __init__(self, transport: asyncio.Transport, loop: asyncio.AbstractEventLoop) -> None:
+        self._t = transport
+        self._loop = loop
+        self._held: bytes | None = None
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        held = self._held
+        if held is not None:
+            self._held = None
+            self._t.write(held + bytes(data))
+        elif data[:9] == b"HTTP/1.1 " and data[9:10] != b"1" and data[-4:] == b"\r\n\r\n":
+            self._held = bytes(data)
+            self._loop.call_soon(self.flush)
+        else:
+            self._t.write(data)
+
+    def flush(self) -> None:
+        held = self._held
+        if held is not None:
+            self._held = None
+            if not self._t.is_closing():
+                self._t.write(held)
+
+    def close(self) -> None:
+        self.flush()
+        self._t.close()
+
+    def is_closing(self) -> bool:
+        return self._t.is_closing()
+
+    def __getattr__(self, name: str) -> Any:  # the rest of the transport's interface, unchanged
+        return getattr(self._t, name)
+
+
 class HeaderTimeoutProtocol(HttpToolsProtocol):
     """uvicorn's httptools protocol with a deadline and a size cap for the request line and headers.
 
     The deadline (``PRIVPUB_TIMEOUT_HEADERS`` seconds, default 10) starts when the connection is
     made and when a new request begins on a kept-alive connection; a request whose headers are not
     complete by then gets 408 and the connection is closed. Headers larger than
-    :data:`MAX_HEADER_BYTES` get 431.
+    :data:`MAX_HEADER_BYTES` get 431. Its timer is armed only when a request's headers did not all
+    come in the bytes that began it (usually they do: no timer per request).
+
+    Also: a response's head and body leave in one write (:class:`_Corked`), and a request whose
+    whole body has arrived is marked in its scope (:data:`BODY_COMPLETE`: the guard then needs no
+    body deadline for it).
     """
 
     # uvicorn's HttpToolsProtocol takes an asyncio.Transport where asyncio's protocol takes a BaseTransport
@@ -485,7 +548,7 @@ class HeaderTimeoutProtocol(HttpToolsProtocol):
         self._header_timer: asyncio.TimerHandle | None = None
         self._in_headers = True
         self._header_bytes = 0
-        super().connection_made(transport)
+        super().connection_made(_Corked(transport, self.loop))  # type: ignore[arg-type]
         self._arm()
 
     def _arm(self) -> None:
@@ -510,19 +573,23 @@ class HeaderTimeoutProtocol(HttpToolsProtocol):
 
     def on_message_begin(self) -> None:
         super().on_message_begin()
-        self._in_headers, self._header_bytes = True, 0
-        self._arm()
+        self._in_headers, self._header_bytes = True, 0  # the timer: armed by data_received if needed
 
     def on_headers_complete(self) -> None:
         self._in_headers = False
         self._disarm()
         super().on_headers_complete()
 
+    def on_message_complete(self) -> None:
+        super().on_message_complete()
+        cast("dict[str, Any]", self.scope)[BODY_COMPLETE] = True  # the scope uvicorn gave this request's application
+
     def data_received(self, data: bytes) -> None:
         waiting = self._in_headers
         super().data_received(data)
-        if waiting and self._in_headers:
-            self._header_bytes += len(data)
+        if self._in_headers:  # a request began (or continues) and its headers are not complete
+            self._arm()
+            self._header_bytes += len(data) if waiting else 0
             if self._header_bytes > MAX_HEADER_BYTES:
                 self._refuse(b"HTTP/1.1 431 Request Header Fields Too Large")
 
