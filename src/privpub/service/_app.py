@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import csv
+import gc
 import io
 import logging
-import gc
 import os
 import sys
 import weakref

@@ -295,6 +295,22 @@ def _id_order(ids: NDArray[np.uint8]) -> tuple[NDArray[np.int64], NDArray[np.int
     return order.astype(np.int64, copy=False), first
 
 
+def _start_outcome(batch: Batch, info: CampaignInfo, t: int) -> tuple[
+        NDArray[np.int64], NDArray[np.int64], int, NDArray[np.int64], NDArray[np.int64], NDArray[np.bool_]]:
+    """A batch's outcome before anything is stored: every report NEW, received in ``t``'s time
+    bucket, except the repeats of an id earlier in the batch (DUPLICATE). Returns the status,
+    the received times, the bucket, the rows in id order, each row's first row with its id, and
+    the repeats' mask."""
+    n = len(batch)
+    status = np.full(n, NEW, dtype=np.int64)
+    bucket = t - t % info.time_precision
+    received = np.full(n, bucket, dtype=np.int64)
+    order, first = _id_order(batch.ids)
+    repeat = first != np.arange(n)
+    status[repeat] = DUPLICATE
+    return status, received, bucket, order, first, repeat
+
+
 def _id_keys(ids: NDArray[np.uint8]) -> NDArray[np.uint64]:
     """The first 8 bytes of each id as an integer (ids sorted by bytes have sorted keys)."""
     return np.ascontiguousarray(ids).view(">u8")[:, 0].astype(np.uint64)
@@ -1033,12 +1049,7 @@ class Store:
         ``conn``'s DBAPI connection is in autocommit mode outside any transaction; the first
         statement begins the transaction and the last commits it (:meth:`_ingest_pg`)."""
         n = len(batch)
-        status = np.full(n, NEW, dtype=np.int64)
-        bucket = t - t % info.time_precision
-        received = np.full(n, bucket, dtype=np.int64)
-        order, first = _id_order(batch.ids)
-        repeat = first != np.arange(n)
-        status[repeat] = DUPLICATE
+        status, received, bucket, order, first, repeat = _start_outcome(batch, info, t)
         c = info.id
         pg = conn.dialect.name == "postgresql"
         checked = info.enrollment or info.kind.assigned  # known duplicates must not consume their tokens
@@ -1134,13 +1145,7 @@ class Store:
         """
         import psycopg
 
-        n = len(batch)
-        status = np.full(n, NEW, dtype=np.int64)
-        bucket = t - t % info.time_precision
-        received = np.full(n, bucket, dtype=np.int64)
-        order, first = _id_order(batch.ids)
-        repeat = first != np.arange(n)
-        status[repeat] = DUPLICATE
+        status, received, bucket, order, first, repeat = _start_outcome(batch, info, t)
         c = info.id
         cand = order[~repeat[order]]  # distinct reports, in id order
         if dedup:
