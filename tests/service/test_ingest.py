@@ -167,6 +167,33 @@ def test_append_mixed_widths_round_trip(store: Store, stored_rows: int) -> None:
 
 
 
+def test_append_reports_a_database_error_as_sqlalchemy_does(store: Store) -> None:
+    """A database error of the bulk load other than a resent report comes out as SQLAlchemy's
+    error class (a deadlock, a lost connection or a locked database: ``OperationalError``, which the
+    writer thread retries), never as the bare driver error that would end the request in a 500.
+    Here: the load runs in a read-only transaction, which the database refuses."""
+    from privpub.service import make_engine
+
+    rng = np.random.default_rng(21)
+    batch = one_group_batch(rng.integers(0, 256, size=(50, 16), dtype=np.uint8),
+                            rng.integers(0, 256, size=(50, 2), dtype=np.uint8))
+    todo = np.argsort(batch.ids.view("V16").ravel()).astype(np.int64)
+    info = _campaign(store)
+    pg = store.engine.dialect.name == "postgresql"
+    engine = make_engine(store.engine.url.render_as_string(hide_password=False))  # its own connections
+    try:
+        for dedup in (False, True):
+            with engine.connect() as conn:
+                conn.exec_driver_sql("SET TRANSACTION READ ONLY" if pg else "PRAGMA query_only = ON")
+                with pytest.raises(sa.exc.DBAPIError) as err:
+                    _append(conn, info.id, batch, todo, T0, dedup=dedup)
+                assert pg or isinstance(err.value, sa.exc.OperationalError)  # SQLite: a retried class
+                conn.rollback()
+    finally:
+        engine.dispose()
+    assert _stored(store, info.id)[0] == 0
+
+
 def test_ingestor_keeps_its_connection_and_replaces_a_lost_one(store: Store) -> None:
     """The writer thread commits on one long-lived connection; when the database drops it, the
     next commit is retried on a new one and nothing is lost or counted twice. Futures of an event

@@ -473,6 +473,11 @@ def _append(conn: Connection, cid: str, batch: Batch, todo: NDArray[np.int64], b
     except Exception as exc:
         if _is_unique_violation(exc):  # also (dedup): a report not probed, or a concurrent writer's
             raise Resent("some reports were stored before") from None
+        dbapi_error = conn.dialect.loaded_dbapi.Error
+        if isinstance(exc, dbapi_error):  # as SQLAlchemy reports it: a deadlock, a lost connection or a
+            # locked database is an OperationalError, which the writer thread retries (not a 500)
+            raise sa.exc.DBAPIError.instance(None, None, exc, dbapi_error, hide_parameters=True,
+                                             dialect=conn.dialect) from exc
         raise
     finally:
         cur.close()
