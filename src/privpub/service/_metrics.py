@@ -100,20 +100,17 @@ def count_reports(campaign_id: str, *, accepted: int = 0, duplicate: int = 0, re
     for outcome, n in (("accepted", accepted), ("duplicate", duplicate), ("refused", refused),
                        ("suspected", suspected)):
         if n:
-            key = (campaign_id, outcome)
-            child = _reports.get(key)
-            if child is None:
-                child = _reports[key] = _m().reports.labels(campaign_id, outcome)
-            child.inc(n)
+            count_report(campaign_id, outcome, n)
 
 
-def count_report(campaign_id: str, outcome: str) -> None:
-    """One report of an existing campaign (``outcome``: accepted, duplicate, refused or suspected)."""
+def count_report(campaign_id: str, outcome: str, n: int = 1) -> None:
+    """``n`` reports (default one) of an existing campaign (``outcome``: accepted, duplicate,
+    refused or suspected); the labelled counter is looked up once per (campaign, outcome)."""
     key = (campaign_id, outcome)
     child = _reports.get(key)
     if child is None:
         child = _reports[key] = _m().reports.labels(campaign_id, outcome)
-    child.inc()
+    child.inc(n)
 
 
 def count_auth_failure(kind: str, reason: str) -> None:
