@@ -131,3 +131,18 @@ def test_a_value_outside_the_domain_is_reported_even_in_a_dropped_row(tmp_path: 
     result = _run(str(path), "-e", "1", "-o", str(tmp_path / "o.csv"), "--column", "venue", "--integer-range", "0:3",
                   "--privacy-id", "user", "--max-contributions", "1", "--seed", "0")
     assert result.exit_code == 2 and "outside the declared --integer-range" in result.output
+
+
+def test_unit_notice_states_group_privacy_per_measure() -> None:
+    """Without --privacy-id, a schema stating k rows per person gets the person's cost: k x epsilon
+    under pure DP, k^2 x rho under zCDP (group privacy), never k x rho."""
+    from types import SimpleNamespace
+
+    from privpub.cli._common import unit_notice
+
+    table = SimpleNamespace(privacy_id="user", max_contributions=4)
+    pure = unit_notice(table, None, 0.5)
+    assert pure is not None and "4 x epsilon = 2" in pure and "at epsilon" in pure
+    zcdp = unit_notice(table, None, 0.5, zcdp=True)
+    assert zcdp is not None and "4^2 x rho = 8" in zcdp and "at rho" in zcdp and "epsilon" not in zcdp
+    assert unit_notice(table, "user", 0.5, zcdp=True) is None

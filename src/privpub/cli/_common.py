@@ -523,23 +523,26 @@ def progress_bar(total: int, desc: str, unit: str, quiet: bool = False) -> Any:
     return tqdm(total=total, desc=desc, unit=unit, leave=False)
 
 
-def unit_notice(table: Any, privacy_id: str | None, epsilon: float, *, unit: str = "row") -> str | None:
+def unit_notice(table: Any, privacy_id: str | None, epsilon: float, *, unit: str = "row",
+                zcdp: bool = False) -> str | None:
     """What to tell a curator who publishes raw records without ``--privacy-id``.
 
     Only the public schema is read (a schema file's ``privacy_id`` / ``max_contributions``): the
     largest contribution is named when the schema states it, and otherwise the message says that the
     check is not run, since counting rows per id in the data would read private data for free.
     ``table`` is the command's :class:`TableInput` (or None); ``unit`` names what the release
-    protects without an id ("row"; "event" for streams).
+    protects without an id ("row"; "event" for streams). ``zcdp``: ``epsilon`` is a rho, and ``k``
+    rows of one person cost ``k^2`` times it (group privacy under zCDP), not ``k`` times.
     """
     if privacy_id is not None:
         return None
     pid = table.privacy_id if table is not None else None
     bound = table.max_contributions if table is not None else None
     if pid is not None and bound is not None:
+        name, factor, times = ("rho", bound * bound, f"{bound}^2") if zcdp else ("epsilon", bound, f"{bound}")
         return (f"WARNING: the schema says one {pid!r} can hold up to {bound} {unit}s; this release protects one {unit}, "
-                f"so such a person only at {bound} x epsilon = {bound * epsilon:g}. Pass --privacy-id {pid} "
-                "--max-contributions K to protect each person at epsilon")
+                f"so such a person only at {times} x {name} = {factor * epsilon:g}. Pass --privacy-id {pid} "
+                f"--max-contributions K to protect each person at {name}")
     if pid is not None:
         return (f"WARNING: the schema says {unit}s repeat per {pid!r}, but not how many one {pid!r} can hold; that "
                 f"check is not run (it would read the private data). This release protects one {unit}; pass "

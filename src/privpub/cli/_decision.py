@@ -225,12 +225,7 @@ def register(app: typer.Typer, reproduce_app: typer.Typer) -> None:
             extra.update(privacy_id=privacy_id, max_contributions=max_contributions)
         budget = rho if zcdp else epsilon
         assert budget is not None
-        notice = unit_notice(table, privacy_id, budget)  # the public schema only, never the data
-        if zcdp and privacy_id is None and table.privacy_id is not None and table.max_contributions is not None:
-            k = table.max_contributions  # zCDP group privacy: k rows cost k^2 rho
-            notice = (f"WARNING: the schema says one {table.privacy_id!r} can hold up to {k} rows; this release "
-                      f"protects one row, so such a person only at {k}^2 x rho = {k * k * budget:g}. Pass --privacy-id "
-                      f"{table.privacy_id} --max-contributions K to protect each person at rho")
+        notice = unit_notice(table, privacy_id, budget, zcdp=zcdp)  # the public schema only, never the data
         if notice is not None:
             typer.echo(notice, err=True)
         if zcdp:

@@ -222,7 +222,7 @@ def register(app: typer.Typer, reproduce_app: typer.Typer) -> None:
         else:
             data = read_series(input, column)
             amount = next(v for v in (epsilon, rho) if v is not None)  # checked: exactly one is given
-            notice = unit_notice(None, privacy_id, amount, unit="event")  # a series has no public id statement
+            notice = unit_notice(None, privacy_id, amount, unit="event", zcdp=rho is not None)  # no public id statement
             if notice is not None and not quiet:
                 typer.echo(notice, err=True)
         check_stream_sizes(method, window, height, len(data))
