@@ -48,6 +48,17 @@ def _batch(ids: np.ndarray, payloads: np.ndarray) -> Batch:
     return one_group_batch(ids, payloads)
 
 
+def _mixed_batch(rng: np.random.Generator, n: int
+                 ) -> tuple[np.ndarray, np.ndarray, dict[int, int], dict[int, np.ndarray], Batch]:
+    """``n`` reports in three groups of payload widths 2, 5 and 1, interleaved: the ids, the
+    groups, the widths, the payloads per group and the batch."""
+    ids = rng.integers(0, 256, size=(n, 16), dtype=np.uint8)
+    groups = rng.integers(0, 3, size=n).astype(np.int64)
+    widths = {0: 2, 1: 5, 2: 1}
+    rows = {g: rng.integers(0, 256, size=(int((groups == g).sum()), w), dtype=np.uint8) for g, w in widths.items()}
+    return ids, groups, widths, rows, Batch(ids=ids, groups=groups, rows_by_group=rows)
+
+
 def _put(store: Store, info: CampaignInfo, ids: np.ndarray, payloads: np.ndarray, t: int) -> Outcome:
     return store.ingest(info, _batch(ids, payloads), t)
 
@@ -147,11 +158,7 @@ def test_append_mixed_widths_round_trip(store: Store, stored_rows: int) -> None:
     info = _campaign(store)  # any campaign id: _append writes rows, not aggregates
     rng = np.random.default_rng(9)
     n = 400
-    ids = rng.integers(0, 256, size=(n, 16), dtype=np.uint8)
-    groups = rng.integers(0, 3, size=n).astype(np.int64)
-    widths = {0: 2, 1: 5, 2: 1}
-    rows = {g: rng.integers(0, 256, size=(int((groups == g).sum()), w), dtype=np.uint8) for g, w in widths.items()}
-    batch = Batch(ids=ids, groups=groups, rows_by_group=rows)
+    ids, groups, widths, rows, batch = _mixed_batch(rng, n)
     order = np.argsort(ids.view("V16").ravel())
     first, second = order[: n // 2], order[n // 4:]  # the second part overlaps the first by n / 4
     with write_tx(store.engine) as conn:
@@ -436,11 +443,7 @@ def test_pg_insert_statements_round_trip_mixed_widths(pg_store: Store) -> None:
     info = _campaign(store)
     rng = np.random.default_rng(15)
     n = 200
-    ids = rng.integers(0, 256, size=(n, 16), dtype=np.uint8)
-    groups = rng.integers(0, 3, size=n).astype(np.int64)
-    widths = {0: 2, 1: 5, 2: 1}
-    rows = {g: rng.integers(0, 256, size=(int((groups == g).sum()), w), dtype=np.uint8) for g, w in widths.items()}
-    batch = Batch(ids=ids, groups=groups, rows_by_group=rows)
+    ids, groups, widths, rows, batch = _mixed_batch(rng, n)
     todo = np.argsort(ids.view("V16").ravel())[: n - 20]
     sqls, params = _pg_insert_sql(batch, todo, T0, "a")
     params["c"] = info.id
