@@ -32,6 +32,7 @@ __all__ = [
     "ParameterError",
     "PrivacyWarning",
     "PrivpubError",
+    "RetiredStateError",
 ]
 
 
@@ -82,6 +83,20 @@ class BudgetExceededError(PrivpubError):
 
 class LedgerFrozenError(PrivpubError):
     """A released (frozen) ledger cannot record further spending."""
+
+
+class RetiredStateError(ParameterError):
+    """A stored state was written by a privpub version whose mechanism had a privacy flaw.
+
+    Such a state is never continued: continuing it would keep publishing with the flawed
+    mechanism, or mix its releases with a fixed one. :attr:`method` is the publisher method,
+    :attr:`reason` says what was wrong and what the operator can do (start a new stream; the
+    answers already published stay as they were).
+    """
+
+    def __init__(self, *args: object, method: str = "", param: str | None = "state") -> None:
+        super().__init__(*args, param=param)
+        self.method = method
 
 
 class DataNotFoundError(PrivpubError, FileNotFoundError):

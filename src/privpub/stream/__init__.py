@@ -17,7 +17,7 @@ The publishers are stateful: ``pub = HQRTP(window=W, epsilon=1.0, rng=0)``, then
 from __future__ import annotations
 
 from privpub.datasets import load_counts
-from privpub.stream._base import NOISE_KINDS, StreamPublisher
+from privpub.stream._base import NOISE_KINDS, StreamPublisher, retired_state_reason
 from privpub.stream._binary import BT, BTH
 from privpub.stream._fenwick import HQRTP, HQRTPMM, RTP, RTPMM
 from privpub.stream._kernels import (
@@ -92,6 +92,7 @@ __all__ = [
     "mf_range_error",
     "mf_sqrt_coefficients",
     "mf_sqrt_max_variance",
+    "retired_state_reason",
     "mm_budgets",
     "optimal_height",
     "optimal_height_bt",

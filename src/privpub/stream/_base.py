@@ -53,7 +53,7 @@ from privpub.core import (
     memory_budget,
     warn_meaningless_epsilon,
 )
-from privpub.errors import DomainError, ParameterError
+from privpub.errors import DomainError, ParameterError, RetiredStateError
 
 __all__ = ["StreamPublisher"]
 
@@ -869,6 +869,9 @@ class StreamPublisher:
         target = StreamPublisher._by_method.get(str(state.get("method")))
         if target is None or (cls is not StreamPublisher and not issubclass(target, cls)):
             raise ParameterError(f"state of method {state.get('method')!r} cannot restore a {cls.__name__}")
+        why = target._retired(state)
+        if why is not None:
+            raise RetiredStateError(why, method=target.method)
         pub = target._restoring(dict(state["params"]), rng, state)
         if pub.privacy_unit.kind == "person_per_step":
             key = state.get("contribution_key")
@@ -879,6 +882,13 @@ class StreamPublisher:
         pub._t = int(state["t"])
         pub._set_state(state)
         return pub
+
+    @classmethod
+    def _retired(cls, state: dict[str, Any]) -> str | None:
+        """Why a stored ``state`` (full, or a head) of this method must not be continued, or None.
+
+        Overridden by publishers that once stored states of a flawed mechanism."""
+        return None
 
     @classmethod
     def _restoring(cls, params: dict[str, Any], rng: RNGLike, state: dict[str, Any]) -> StreamPublisher:
@@ -920,3 +930,21 @@ class StreamPublisher:
 
     def _set_state(self, state: dict[str, Any]) -> None:  # pragma: no cover - abstract
         raise NotImplementedError
+
+
+def retired_state_reason(state: dict[str, Any]) -> str | None:
+    """Why a stored stream state (full, or the head of a split state) must not be continued.
+
+    ``None`` when the state's method and version are sound. Otherwise the reason, the same text
+    :meth:`StreamPublisher.from_state` raises as :class:`~privpub.errors.RetiredStateError`: a
+    service shows such a stream as closed with this reason instead of loading it.
+
+    Examples
+    --------
+    >>> retired_state_reason({"method": "rtp", "params": {}}) is None
+    True
+    """
+    if not isinstance(state, dict):
+        raise ParameterError("state must be a dict made by a stream publisher's state()", param="state")
+    target = StreamPublisher._by_method.get(str(state.get("method")))
+    return None if target is None else target._retired(state)

@@ -51,6 +51,17 @@ __all__ = ["BLT", "MFRange", "MFSqrt", "blt_parameters", "mf_range_coefficients"
 MAX_HORIZON = 1 << 28
 #: noisy prefix sums beyond this lose the noise to float64 rounding
 _NP_LIMIT = 2.0**52
+#: the matrix-factorisation state format: 2 = exact grid noise on the integer query ``R~ x``.
+#: States without it (privpub 0.1.0 before issue 34) hold a flawed mechanism and are refused.
+MF_FORMAT = 2
+#: the reason a flawed (format 1) matrix-factorisation state is refused; ``{method}`` is filled in
+RETIRED_MF_REASON = (
+    "this {method} stream was stored by a privpub version whose matrix-factorisation counters "
+    "(mf_sqrt, blt, mf_range: privpub 0.1.0 before the issue-34 fix) added integer noise to a "
+    "non-integer query, so anyone holding two of its answers can read parities of the raw "
+    "counts (see the security note in CHANGELOG.md); it cannot be continued. The answers it "
+    "already published stay as they were and remain exposed; create a new stream (same spec) to "
+    "go on publishing, and delete or close this one")
 
 
 def mf_sqrt_coefficients(horizon: int) -> NDArray[np.float64]:
@@ -379,6 +390,12 @@ class MFSqrt(StreamPublisher):
         return units * discrete_gaussian_variance(self.sigma2)
 
     # -- persistence --------------------------------------------------------------------------
+    @classmethod
+    def _retired(cls, state: dict[str, Any]) -> str | None:
+        if state.get("mf_format") == MF_FORMAT:
+            return None
+        return RETIRED_MF_REASON.format(method=cls.method)
+
     def _params(self) -> dict[str, Any]:
         return {"window": self.window, "rho": self.rho, "sensitivity": self.sensitivity, "horizon": self.horizon,
                 "max_item": self.max_item, "memory_limit": self.memory_limit, **self._unit_params()}
@@ -394,6 +411,7 @@ class MFSqrt(StreamPublisher):
         if since is None or self._z is None or self._t - self._u + 1 > since:
             ob["z"] = None if self._z is None else self._z.copy()
         out: dict[str, Any] = {
+            "mf_format": MF_FORMAT,
             "store_from": lo, "NP": self._NP[start - self._base : self._t - self._base + 1].copy(),
             "open_block": ob}
         if since is not None:
