@@ -105,9 +105,15 @@ def test_max_variance_is_the_closed_form() -> None:
         closed = float(col * col / (2 * Fraction(RHO)))
         assert mf_sqrt_max_variance(T, RHO) == pytest.approx(closed, rel=1e-12)
         pub = MFSqrt(window=T, rho=RHO, rng=0)
-        # the discrete Gaussian's exact variance, at a sigma^2 rounded up by < 2**-25
+        # the exact grid (issue 34): the integer right factor r~ = round(2^k c), noise Z in grid
+        # units at the L2 sensitivity ||r~||; the decoder A R~^-1 brings it back to prefix sums
+        rt = [round(_c_exact(j) * 2**pub.grid_bits) for j in range(T)]
+        assert pub._rt.tolist() == rt
+        assert pub.sigma2 == pytest.approx(sum(v * v for v in rt) / (2 * RHO), rel=1e-7)
+        assert pub.sigma2 >= sum(v * v for v in rt) / (2 * RHO)  # never below the sensitivity's need
+        # the discrete Gaussian's exact variance, at a sigma^2 rounded up by < 2**-25, through the
+        # rounded factorisation: within 1e-6 of the real factorisation's closed form at 2^-18
         assert pub.max_variance() == pytest.approx(closed, rel=1e-6)
-        assert pub.sigma2 == pytest.approx(float(col) / (2 * RHO), rel=1e-7)
         pub.extend(np.ones(T, dtype=np.int64))
         assert pub.answer_variance(1, T) == pytest.approx(pub.max_variance(), rel=1e-12)
     assert mf_sqrt_max_variance(16, 0.5, sensitivity=3.0) == pytest.approx(9 * mf_sqrt_max_variance(16, 0.5))
@@ -278,3 +284,116 @@ def test_audit_mf_counters_on_neighbouring_streams(cls: type) -> None:
     assert ok.passed
     leaky = audit_epsilon(_mf(50 * PRIV_RHO, cls), x, y, epsilon=bound, trials=10_000, batch=True, rng=0)
     assert not leaky.passed, leaky
+
+
+# -- issue 34: exact noise on an exact query ------------------------------------------------------
+MF_METHODS = ["mf_sqrt", "blt", "mf_range"]
+
+
+def _flawed_release(pub: MFSqrt, x: np.ndarray, gen: np.random.Generator) -> np.ndarray:
+    """The pre-fix mechanism on the same factorisation (the control): integer noise on the real
+    vector ``R x`` (here ``R~ x / 2^k``, a real vector as ``R x`` was), released as ``L~ 2^k (R x + z)``."""
+    k = pub.grid_bits
+    H = x.shape[0]
+    Rx = np.convolve(pub._rt.astype(np.float64), x.astype(np.float64))[:H] / 2.0**k
+    z = gen.integers(-3, 4, H)  # integer noise of any law: the lattice is what leaks
+    return np.convolve(pub._c, (Rx + z) * 2.0**k)[:H]
+
+
+def _integral(y: np.ndarray) -> bool:
+    return bool(np.max(np.abs(y - np.rint(y))) < 1e-6)
+
+
+@pytest.mark.parametrize("rho", [0.5, 0.001])
+@pytest.mark.parametrize("method", MF_METHODS)
+def test_lattice_attack_tells_no_neighbours_apart(method: str, rho: float) -> None:
+    """Issue 34's attack: solve ``L y = answers`` with the public decoder and ask whether ``y`` lies
+    on the noise's lattice. On the fixed counters it holds under both neighbours (``0^16`` and
+    ``(1, 0, ..., 0)``) every time; on the flawed mechanism (the control) it tells them apart."""
+    H, trials = 16, 300
+    x0 = np.zeros(H, dtype=np.int64)
+    x1 = x0.copy()
+    x1[0] = 1
+    hits = {0: 0, 1: 0}
+    flawed = {0: 0, 1: 0}
+    gen = np.random.default_rng(7)
+    for i in range(trials):
+        for side, x in ((0, x0), (1, x1)):
+            pub = PUBLISHERS[method](window=H, rho=rho, rng=1000 * i + side)
+            pub.extend(x)
+            answers = pub.answer([[1, t] for t in range(1, H + 1)], record=False)
+            hits[side] += _integral(pub.lattice_coordinates(answers))
+            y = pub.lattice_coordinates(_flawed_release(pub, x, gen))
+            flawed[side] += _integral(y / 2.0**pub.grid_bits)  # the old lattice: z integer
+    assert hits == {0: trials, 1: trials}  # the same event with probability 1 on both sides
+    assert flawed[0] == trials and flawed[1] == 0  # the control: told apart every time
+
+
+def test_two_answers_no_longer_reveal_a_parity() -> None:
+    """The advisory's two-query read: ``frac(q(1,2) - q(1,1)/2)`` was ``(x_1 mod 2) / 2``."""
+    fr = {0: set(), 1: set()}
+    for seed in range(20):
+        for x1 in (0, 1):
+            pub = MFSqrt(window=16, rho=0.5, rng=seed)
+            pub.extend([x1] + [0] * 15)
+            v = pub.query(1, 2) - pub.query(1, 1) / 2
+            fr[x1].add(round(v - math.floor(v), 6))
+    assert len(fr[0]) > 10 and len(fr[1]) > 10  # spread, not pinned to {0} and {0.5}
+
+
+@pytest.mark.slow
+@pytest.mark.statistical
+@pytest.mark.parametrize("method", MF_METHODS)
+def test_one_hundred_windows_by_append_and_extend(method: str) -> None:
+    """100 windows of items, by append and by extend in several chunk sizes: the same answers,
+    unbiased, with the closed-form variance (the old counters stopped after 1.6 windows)."""
+    W, n = 64, 64 * 100
+    x = _items(n, seed=3)
+    pubs = []
+    for chunk in (1, 7, 64, 1000):
+        pub = PUBLISHERS[method](window=W, rho=RHO, rng=5)
+        if chunk == 1:
+            for v in x:
+                pub.append(int(v))
+        else:
+            for a in range(0, n, chunk):
+                pub.extend(x[a : a + chunk])
+        pubs.append(pub)
+    q = [[pubs[0].t - W + 1, pubs[0].t], [pubs[0].t - 10, pubs[0].t - 3]]
+    for pub in pubs[1:]:
+        np.testing.assert_allclose(pub.answer(q, record=False), pubs[0].answer(q, record=False), rtol=0, atol=1e-8)
+    # the errors of the block totals: 100 independent draws of variance max_variance() (the block's
+    # end), so their mean square is chi-square(100) / 100 around 1: [0.6, 1.5] holds with p > 0.999
+    errs = []
+    pub = PUBLISHERS[method](window=W, rho=RHO, rng=11)
+    for b in range(100):
+        pub.extend(x[b * W : (b + 1) * W])
+        errs.append(pub.query(pub.t - W + 1, pub.t) - int(x[b * W : (b + 1) * W].sum()))
+    ms = float(np.mean(np.square(errs))) / pub.max_variance()
+    assert 0.6 < ms < 1.5, ms
+    assert abs(float(np.mean(errs))) < 4 * math.sqrt(pub.max_variance() / 100)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("method", MF_METHODS)
+def test_window_4096_runs_past_the_old_stop(method: str) -> None:
+    """Main at 3246757 failed at item 6,545 (append) and 7,000 (extend by 1,000) with window 4096."""
+    pub = PUBLISHERS[method](window=4096, rho=RHO, rng=0)
+    for _ in range(9):
+        pub.extend(np.ones(1000, dtype=np.int64))
+    for _ in range(3000):
+        pub.append(1)
+    assert pub.t == 12_000
+    assert abs(pub.query(8000, 12_000) - 4001) < 10 * math.sqrt(pub.answer_variance(8000, 12_000))
+
+
+def test_exact_grid_keeps_the_accuracy_at_every_horizon() -> None:
+    """The rounded factorisation's exact max variance is within 1e-3 of the real one's closed form
+    and below the Gaussian binary tree's at every T = 2^4 .. 2^20, at rho 0.5 and 0.001."""
+    for rho in (RHO, 0.001):
+        for m in range(4, 21, 2):
+            T = 1 << m
+            pub = MFSqrt(window=T, rho=rho, rng=0)
+            ideal = mf_sqrt_max_variance(T, rho)
+            assert pub.max_variance() == pytest.approx(ideal, rel=1e-3), (T, rho, pub.grid_bits)
+            assert pub.max_variance() < bt_gaussian_max_variance(T, rho)

@@ -1,13 +1,20 @@
-"""Matrix-factorisation continual counters under rho-zCDP: the square-root factorisation.
+"""Matrix-factorisation continual counters under rho-zCDP, with exact noise on an exact query.
 
-The prefix-sum matrix ``A`` (lower-triangular all-ones, ``T x T``) factors as ``A = L L`` with
-``L`` the lower-triangular Toeplitz matrix of ``c_k = binom(2k, k) / 4^k`` (the coefficients of
-``(1 - x)^(-1/2)``, whose square is ``(1 - x)^(-1)``). The mechanism releases
-``L (L x + z) = A x + L z``: Gaussian noise ``z`` is added to ``R x = L x``, whose L2
-sensitivity to one item changing by ``Δ`` is ``Δ`` times the largest column norm of ``L``,
-``sqrt(sum_{k<T} c_k^2)`` (about ``sqrt(1 + ln(T) / π)``). Its largest prefix variance is
-``Δ² (sum_{k<T} c_k^2)² / (2ρ)``, a constant factor below the Gaussian binary tree's at every
-horizon ([HUU23]_, [FHU23]_).
+The prefix-sum matrix ``A`` (lower-triangular all-ones, ``T x T``) factors as ``A = L R``; the
+square-root factorisation takes ``L = R`` the lower-triangular Toeplitz matrix of
+``c_k = binom(2k, k) / 4^k`` (the coefficients of ``(1 - x)^(-1/2)``, whose square is
+``(1 - x)^(-1)``). Its largest prefix variance is ``Δ² (sum_{k<T} c_k^2)² / (2ρ)``, a constant
+factor below the Gaussian binary tree's at every horizon ([HUU23]_, [FHU23]_).
+
+**Exactness (issue 34).** ``R x`` is not an integer vector, so integer noise ``z`` on it leaves
+the fractional parts of ``R x`` in ``R x + z``, and ``L^-1`` of the answers recovers them (the
+flaw of privpub 0.1.0, see CHANGELOG). Here the query is the integer vector ``R~ x`` with
+``R~ = round(2^k R)`` (public, Toeplitz, exact in int64 for integer items); its L2
+sensitivity is ``Δ ||r~||`` for the integer column ``r~``; ``Z`` is the exact discrete
+Gaussian [CKS20]_ of that sensitivity; and every answer is computed from the noisy vector
+``y = R~ x + Z`` alone, with the decoder ``L~ = A R~^-1`` (post-processing). ``k`` (at most 20)
+changes the accuracy by less than ``1e-3`` (:meth:`MFSqrt.max_variance` is exact for the
+rounded factorisation).
 
 References
 ----------
@@ -25,7 +32,7 @@ import math
 from typing import Any, ClassVar
 
 import numpy as np
-from numpy.typing import NDArray
+from numpy.typing import ArrayLike, NDArray
 from scipy.optimize import minimize
 from scipy.signal import fftconvolve, lfilter
 
@@ -51,6 +58,48 @@ __all__ = ["BLT", "MFRange", "MFSqrt", "blt_parameters", "mf_range_coefficients"
 MAX_HORIZON = 1 << 28
 #: noisy prefix sums beyond this lose the noise to float64 rounding
 _NP_LIMIT = 2.0**52
+#: finest grid of the integer right factor ``R~ = round(2^k R)`` (k at most this)
+_GRID_MAX_BITS = 20
+#: coarsest grid accepted (below it the rounded factor would lose the factorisation's accuracy)
+_GRID_MIN_BITS = 4
+#: the noise's scale in grid units stays below this (sigma^2 <= 2**38, within the exact sampler's 2**40)
+_GRID_SIGMA = 2.0**19
+#: largest |R~ x| entry (int64 with room for the noise and the pending sums)
+_Y_LIMIT = 1 << 61
+#: convolutions of at most this many products are direct (np.convolve); larger ones use the FFT
+_DIRECT = 1 << 14
+
+
+def _conv(a: NDArray[np.float64], b: NDArray[np.float64]) -> NDArray[np.float64]:
+    """The full convolution of two float vectors (direct when small, else FFT)."""
+    out: NDArray[np.float64] = np.convolve(a, b) if a.shape[0] * b.shape[0] <= _DIRECT else fftconvolve(a, b)
+    return out
+
+
+def _exact_conv(a: NDArray[np.int64], b: NDArray[np.int64]) -> NDArray[np.int64]:
+    """The full convolution of two int64 vectors, exactly (the caller bounds the result below 2**62).
+
+    Small products are direct integer arithmetic. Larger ones go through a float64 FFT when its
+    rounding error is below 1/4 by Percival's bound for FFT products (Math. Comp. 2003: about
+    ``13 log2(N) 2**-53 ||a|| ||b||``; checked here as ``||a|| ||b|| (log2 N + 2) 2**-49``)
+    and every result is within ``1/8`` of an integer; otherwise direct integer arithmetic again. The result is the exact
+    integer convolution either way.
+    """
+    if a.shape[0] * b.shape[0] <= _DIRECT or a.shape[0] < 8 or b.shape[0] < 8:
+        out: NDArray[np.int64] = np.convolve(a, b)
+        return out
+    na = math.sqrt(float(np.dot(a.astype(np.float64), a.astype(np.float64))))
+    nb = math.sqrt(float(np.dot(b.astype(np.float64), b.astype(np.float64))))
+    size = a.shape[0] + b.shape[0] - 1
+    if na * nb * (math.log2(size) + 2.0) * 2.0**-49 < 0.25 and na * nb < 2.0**51:
+        v = fftconvolve(a.astype(np.float64), b.astype(np.float64))
+        r = np.rint(v)
+        if float(np.max(np.abs(v - r))) < 0.125:
+            return r.astype(np.int64)
+    out = np.convolve(a, b)
+    return out
+
+
 #: the matrix-factorisation state format: 2 = exact grid noise on the integer query ``R~ x``.
 #: States without it (privpub 0.1.0 before issue 34) hold a flawed mechanism and are refused.
 MF_FORMAT = 2
@@ -143,11 +192,13 @@ class MFSqrt(StreamPublisher):
     __doc__ = f"""mf_sqrt: the square-root matrix-factorisation counter under ρ-zCDP [HUU23]_ [FHU23]_.
 
     The stream is cut into blocks of ``horizon`` items (default: the window). When a block
-    opens, its noise ``z`` (``horizon`` exact discrete Gaussian draws [CKS20]_) is drawn once and
-    ``w = L z`` is computed by FFT convolution with ``c_k = binom(2k, k) / 4^k``; the noisy
-    prefix sum at each step is the true in-block prefix plus ``w`` at that step, plus the noisy
-    total of the previous blocks. A range ``[l, r]`` is answered by ``NP(r) - NP(l - 1)``.
-    Memory: ``O(horizon + window)``; work per item: ``O(log horizon)`` amortised.
+    opens, its noise ``Z`` (``horizon`` exact discrete Gaussian draws [CKS20]_, in grid units)
+    is drawn once. Each item extends the block's exact integer query ``R~ x`` (``R~ =
+    round(2^k L)``, :attr:`grid_bits` ``= k``) and its noisy vector ``y = R~ x + Z``; the noisy
+    prefix sum at each step is the decoder ``L~ = A R~^-1`` applied to ``y`` (an online Toeplitz
+    product), plus the noisy total of the previous blocks. A range ``[l, r]`` is answered by
+    ``NP(r) - NP(l - 1)``. Memory: ``O(horizon + window)``; work per item: ``O(log^2 horizon)``
+    amortised (exact integer arithmetic for ``R~ x``).
 
     Parameters
     ----------
@@ -175,14 +226,14 @@ class MFSqrt(StreamPublisher):
 
     Notes
     -----
-    **Privacy:** ρ-zCDP at event level: {NEIGHBOURS}. Inside a block, changing one item by Δ
-    changes ``L x`` by at most ``Δ sqrt(sum_{{k<T}} c_k^2)`` in L2 norm (the largest column norm of
-    ``L``), and ``z`` is the discrete Gaussian of that L2 sensitivity at ρ (ρ-zCDP [CKS20]_);
-    everything released is ``L (L x + z)`` plus earlier blocks' releases (post-processing).
-    Blocks hold disjoint items (parallel composition): the ledger, in measure ``"zcdp"``, holds
-    one branch kind charged ρ. The releases are real numbers computed in float64 from the exact
-    draws (the guarantee is that of the real-arithmetic mechanism, as for continuous Laplace).
-    Answers are float64.
+    **Privacy:** ρ-zCDP at event level: {NEIGHBOURS}. Inside a block, the query ``R~ x`` is an
+    integer vector computed exactly; changing one item by at most Δ changes it by at most
+    ``Δ ||r~||`` in L2 norm (the first column of the integer Toeplitz ``R~`` is its largest),
+    and ``Z`` is the exact discrete Gaussian of that L2 sensitivity at ρ (ρ-zCDP [CKS20]_,
+    Theorem 14). Every answer is a function of the noisy vectors ``y`` of the blocks alone
+    (post-processing): float64 arithmetic on exact integers, never on the raw items. Blocks hold
+    disjoint items (parallel composition): the ledger, in measure ``"zcdp"``, holds one branch
+    kind charged ρ. Answers are float64.
 
     Examples
     --------
@@ -241,16 +292,15 @@ class MFSqrt(StreamPublisher):
         if H > MAX_HORIZON:
             raise ParameterError(f"horizon must be at most 2**28, got {H}", param="horizon")
         self.horizon = H
-        # open block: z (8), w (8), coefficients (8), FFT temporaries (about 64); window: NP (8)
-        self._check_memory(88.0 * H + 8.0 * 1.3 * (2 * self.window + 1024), f"horizon={H}, window={self.window}",
+        # open block: Z, x, y, the two pending sums (8 bytes each), r~ and c~ (8 each), FFT
+        # temporaries (about 64); window: NP (8)
+        self._check_memory(120.0 * H + 8.0 * 1.3 * (2 * self.window + 1024), f"horizon={H}, window={self.window}",
                            "lower horizon or window")
         self._factor(H, **extra)
-        self._col2 = math.fsum(self._c * self._c)  # Var(w[H-1]) / Var(z)
-        self._node_sens = self.sensitivity * math.sqrt(self._sens2)
+        self._grid(np.asarray(self._r, dtype=np.float64))
         _ = self.sigma2  # a usable variance (raises) before anything is reserved
         self._start(rng, session, restoring=restoring)
-        self._z: NDArray[np.int64] | None = None  # noise of the open block
-        self._w: NDArray[np.float64] = np.zeros(0)
+        self._z: NDArray[np.int64] | None = None  # noise of the open block (grid units)
         self._u = H  # items of the open block (H: none open)
         self._p: int = 0  # exact in-block prefix sum
         self._R = 0.0  # noisy prefix at the end of the last complete block
@@ -258,33 +308,82 @@ class MFSqrt(StreamPublisher):
         self._base = 0  # NP[0] is time 0 (NP(0) = 0)
 
     def _factor(self, H: int) -> None:
-        """``self._c`` (first column of the left factor ``L``) and ``self._sens2`` (squared largest
-        column norm of the right factor ``R = L^-1 A``); here ``R = L``."""
-        self._c = mf_sqrt_coefficients(H)
-        self._sens2 = math.fsum(self._c * self._c)
+        """``self._r``: the first column of the (real) right factor ``R = L^-1 A``; here ``R = L``
+        with ``L`` the Toeplitz square root of ``A``."""
+        self._r = mf_sqrt_coefficients(H)
 
-    def _block_noise(self, u: int, m: int) -> NDArray[np.float64]:
-        """``w[u : u + m]`` of the open block (``u`` is the number of its items already received)."""
-        return self._w[u : u + m]
+    def _grid(self, r: NDArray[np.float64]) -> None:
+        """The exact integer query and its decoder, from the real right factor's column ``r``.
+
+        ``R~ = round(2^k R)`` (integer Toeplitz, column ``r~``): the query ``R~ x`` of an integer
+        stream is an exact integer vector, and its L2 sensitivity is ``Δ ||r~||`` exactly (the
+        largest column of a lower-triangular Toeplitz matrix is the first). The decoder
+        ``L~ = A R~^-1`` (column ``c~``, the series of ``1 / ((1 - x) r~(x))``) turns the noisy
+        vector into prefix sums: ``L~ (R~ x + Z) = A x + L~ Z``. ``k`` (public: from ``rho``, ``Δ``
+        and the horizon only) is the largest up to ``2^20`` that keeps the noise's scale
+        ``σ 2^k`` within the exact sampler's range.
+        """
+        H = self.horizon
+        sigma = self.sensitivity * math.sqrt(math.fsum(r * r)) / math.sqrt(2.0 * self._node_budget)
+        k = min(_GRID_MAX_BITS, math.floor(math.log2(_GRID_SIGMA / sigma)))
+        if k < _GRID_MIN_BITS:
+            raise ParameterError(
+                f"{self.method}: rho={self.rho:g} with sensitivity {self.sensitivity:g} needs noise of scale about "
+                f"{sigma:.3g} per step, too large for the exact grid (2**-{_GRID_MIN_BITS}) of this counter; "
+                "raise rho, lower the sensitivity (max item), or use bt", param="rho")
+        rt = np.rint(np.ldexp(r, k))
+        if not (np.all(np.isfinite(rt)) and float(np.max(np.abs(rt))) < 2.0**52 and rt[0] >= 1):
+            raise PrivpubError(f"{self.method}: the integer right factor at 2**{k} is not representable")
+        self.grid_bits = k
+        self._rt: NDArray[np.int64] = rt.astype(np.int64)
+        self._rt_max = int(np.max(np.abs(self._rt)))
+        # ||r~||^2 rounded up: fsum is the correctly rounded sum, then two relative nudges cover
+        # the sum's, the square root's and the product's roundings
+        self._sens2 = math.fsum(rt * rt)  # ||r~||^2 (grid units), the squared largest column norm of R~
+        norm2 = self._sens2 * (1.0 + 2.0**-50)
+        self._node_sens = self.sensitivity * math.sqrt(norm2) * (1.0 + 2.0**-50)
+        ct = np.cumsum(_inverse_series(rt, H))
+        err = float(np.max(np.abs(fftconvolve(rt, ct)[:H] - 1.0)))
+        if not err <= _FACTOR_TOL:
+            raise PrivpubError(f"{self.method}: the decoder A R~^-1 is off by {err:.3g} (> {_FACTOR_TOL:g}) at horizon "
+                               f"{H}: refusing answers decoded with it")
+        self._c = ct  # the decoder's column: prefix answers are L~ y
+        self._col2 = math.fsum(ct * ct)  # Var of the prefix at the block's end / Var(Z)
 
     def _make_noise(self, rng: RNGLike) -> Any:
         return _BlockNoise(self._acc, rng, self._node_budget, self._node_sens,  # budget: rho (zCDP only), per event
-                           f"z of one block of {self.horizon} items: L2 sensitivity Δ sqrt(sum c_k^2) "
-                           f"= {self._node_sens:.6g}")
+                           f"Z of one block of {self.horizon} items on the grid 2**-{self.grid_bits}: L2 sensitivity "
+                           f"Δ ||r~|| = {self._node_sens:.6g} (grid units) of the integer query R~ x")
 
     @property
     def sigma2(self) -> float:
-        """The variance parameter of ``z``: ``Δ² sum_{k<T} c_k^2 / (2ρ)`` (rounded up)."""
+        """The variance parameter of ``Z`` in grid units: ``Δ² ||r~||² / (2ρ)`` (rounded up)."""
         # the per-event rho (rho / k^2 for k events per person and step)
         return discrete_gaussian_sigma2(rho=self._node_budget, sensitivity=self._node_sens)
 
     def max_variance(self) -> float:
         """Largest variance of a prefix answer inside one block (at its last item), exactly.
 
-        ``Var(z) sum_{k<T} c_k^2`` with ``Var(z)`` the discrete Gaussian's exact variance
-        (at most :func:`mf_sqrt_max_variance`).
+        ``Var(Z) sum_{k<T} c~_k^2`` with ``Var(Z)`` the discrete Gaussian's exact variance and
+        ``c~`` the decoder's column (within a relative ``1e-3`` of the real-valued factorisation's
+        closed form for every supported horizon; see :attr:`grid_bits`).
         """
         return discrete_gaussian_variance(self.sigma2) * self._col2
+
+    def lattice_coordinates(self, answers: ArrayLike) -> NDArray[np.float64]:
+        """The noisy vector ``y = R~ x + Z`` recovered from the first block's prefix answers.
+
+        ``answers[t - 1]`` is the answer to ``[1, t]`` for ``t = 1 .. n`` (``n <= horizon``).
+        The decoder is public, so anyone can compute this: it is the vector whose entries must
+        be exact (integers up to float rounding) for the release to be exact noise on an exact
+        query. Used by :mod:`privpub.audit`'s lattice check.
+        """
+        a = np.asarray(answers, dtype=np.float64)
+        if a.ndim != 1 or not 1 <= a.shape[0] <= self.horizon:
+            raise ParameterError(f"answers must be the first 1..{self.horizon} prefix answers of a block", param="answers")
+        d = np.diff(a, prepend=0.0)
+        out: NDArray[np.float64] = fftconvolve(d, self._rt.astype(np.float64))[: a.shape[0]]
+        return out
 
     # -- ingest -------------------------------------------------------------------------------
     def _open_block(self) -> None:
@@ -294,27 +393,29 @@ class MFSqrt(StreamPublisher):
         self._p = 0
 
     def _set_block_noise(self, z: NDArray[np.int64]) -> None:
+        H = self.horizon
         self._z = z
-        zf = z.astype(np.float64)
-        # the same w either way (up to float rounding); direct convolution is faster for short blocks
-        self._w = (np.convolve(zf, self._c)[: self.horizon] if self.horizon <= 256
-                   else fftconvolve(zf, self._c)[: self.horizon])
+        self._x = np.zeros(H, dtype=np.int64)  # the block's items (raw data: the state holds them)
+        self._y = np.zeros(H, dtype=np.int64)  # the noisy vector R~ x + Z
+        self._accY = np.zeros(H, dtype=np.int64)  # pending exact contributions of earlier items
+        self._accN = np.zeros(H, dtype=np.float64)  # pending decoder contributions of earlier y
 
     def _room(self, n: int) -> None:
         """Keep NP from time ``t - window`` on and make room for ``n`` more times."""
+        if self._t + n - self._base + 1 <= self._NP.shape[0]:
+            return  # room after the last stored time
         keep = max(self._base, self._t - self.window)
         need = self._t + n - keep + 1
-        if need > self._NP.shape[0] or keep - self._base > self._NP.shape[0] // 2:
-            cap = max(1024, need + need // 4)
-            new = np.zeros(cap)
-            used = self._t - keep + 1
-            new[:used] = self._NP[keep - self._base : keep - self._base + used]
-            self._NP, self._base = new, keep
+        # compact to the window and grow: one copy of O(window) per O(window + n) items
+        new = np.zeros(max(1024, 2 * need))
+        used = self._t - keep + 1
+        new[:used] = self._NP[keep - self._base : keep - self._base + used]
+        self._NP, self._base = new, keep
 
     @property
     def trees(self) -> list[tuple[int, int]]:
         """``(start, 0)`` of the blocks of ``horizon`` items that meet the window, oldest first
-        (a block is one flat draw of ``z``, not a tree: height 0)."""
+        (a block is one flat draw of ``Z``, not a tree: height 0)."""
         lo = max(1, self._t - self.window + 1)
         first = ((lo - 1) // self.horizon) * self.horizon + 1
         return [(s, 0) for s in range(first, self._t + 1, self.horizon)]
@@ -332,21 +433,81 @@ class MFSqrt(StreamPublisher):
             if self._u == self.horizon:
                 self._open_block()
             m = min(n - a, self.horizon - self._u)
-            local = self._p + np.cumsum(x[a : a + m], dtype=np.int64)
-            if int(local[-1]) > self._sum_limit:
-                raise DomainError("the items of one block sum to more than 2**61; lower horizon or rescale")
-            vals = self._R + (local.astype(np.float64) + self._block_noise(self._u, m))
+            seg = np.ascontiguousarray(x[a : a + m], dtype=np.int64)
+            top = self._p + int(seg.sum())
+            if top > self._sum_limit or top * self._rt_max > _Y_LIMIT:
+                raise DomainError(f"the items of one block sum to {top}, beyond what the exact query R~ x holds in "
+                                  f"int64 (2**61 / {self._rt_max}); lower horizon or rescale the stream")
+            u = self._u
+            self._x[u : u + m] = seg
+            self._run(u, u + m)
+            vals = self._R + self._accN[u : u + m]
             if not np.all(np.abs(vals) <= _NP_LIMIT):
                 raise DomainError("the stream's noisy running total exceeds 2**52; float64 would round the noise away")
             i = self._t + 1 - self._base
             self._NP[i : i + m] = vals
             self._t += m
             self._u += m
-            self._p = int(local[-1])
+            self._p = top
             a += m
             if self._u == self.horizon:
                 self._R = float(vals[-1])
-                self._z, self._w = None, np.zeros(0)  # the block's noise is fully released
+                self._z = None  # the block's noise is fully released
+                self._x = self._y = self._accY = np.zeros(0, dtype=np.int64)
+                self._accN = np.zeros(0)
+
+    def _run(self, u: int, e: int) -> None:
+        """Positions ``u .. e - 1`` of the open block, whose items are in ``self._x``: their noisy
+        vector ``y`` (exact) and their decoded prefixes (left in ``self._accN``).
+
+        Online (relaxed) Toeplitz products, once for the exact query ``R~ x`` and once for the
+        decoder ``L~ y``: the positions are cut into aligned chunks of ``2^k``; a chunk's own pairs
+        are one product, its pairs with the next ``2^k`` positions another, and when an aligned
+        block of ``2^j > 2^k`` positions completes, its pairs at distances ``[2^j, 2^(j+1))``
+        are added ahead. Every pair is added once, before its target is read: ``O(log^2 H)``
+        amortised work per item, exact integer arithmetic for ``R~ x``.
+        """
+        H = self.horizon
+        rt, ct, Z = self._rt, self._c, self._z
+        assert Z is not None
+        p = u
+        while p < e:
+            k = (p & -p).bit_length() - 1 if p else 62
+            while (1 << k) > e - p:
+                k -= 1
+            n = 1 << k
+            q = p + n
+            if n == 1:  # append: scalar arithmetic
+                xv = int(self._x[p])
+                yv = int(self._accY[p]) + int(rt[0]) * xv + int(Z[p])
+                self._y[p] = yv
+                self._accN[p] += ct[0] * yv
+                if q < H:
+                    self._accY[q] += int(rt[1]) * xv
+                    self._accN[q] += ct[1] * yv
+            else:
+                xs = self._x[p:q]
+                Y = self._accY[p:q] + _exact_conv(xs, rt[:n])[:n]
+                ys = Y + Z[p:q]
+                self._y[p:q] = ys
+                yf = ys.astype(np.float64)
+                self._accN[p:q] += _conv(yf, ct[:n])[:n]
+                if q < H:
+                    hi = min(H, p + 3 * n - 1)
+                    self._accY[q:hi] += _exact_conv(xs, rt[: 2 * n])[n : hi - p]
+                    self._accN[q:hi] += _conv(yf, ct[: 2 * n])[n : hi - p]
+            # aligned blocks of 2^j > n positions completing at q - 1: distances [2^j, 2^(j+1))
+            j = k + 1
+            while q < H and q % (1 << j) == 0:
+                b = 1 << j
+                if b >= H:
+                    break
+                s = q - b
+                hi = min(H, q + 2 * b - 1)
+                self._accY[q:hi] += _exact_conv(self._x[s:q], rt[b : 2 * b])[: hi - q]
+                self._accN[q:hi] += _conv(self._y[s:q].astype(np.float64), ct[b : 2 * b])[: hi - q]
+                j += 1
+            p = q
 
     def _replay_step(self) -> int:
         return max(1, min(self.window, 1 << 20))
@@ -360,20 +521,21 @@ class MFSqrt(StreamPublisher):
         return out
 
     def _var_diff(self, i: int, j: int) -> float:
-        """``Var(w[i] - w[j])`` in units of ``Var(z)`` (same block, ``-1 <= j < i``; ``w[-1] = 0``)."""
+        """``Var(w[i] - w[j])`` in units of ``Var(Z)`` for ``w = L~ Z`` (same block, ``-1 <= j < i``;
+        ``w[-1] = 0``)."""
         c = self._c
-        head = math.fsum(c[: i - j] ** 2)  # z_{j+1..i} enter w[i] only
+        head = math.fsum(c[: i - j] ** 2)  # Z_{j+1..i} enter w[i] only
         if j < 0:
             return head
-        d = c[i - j : i + 1] - c[: j + 1]  # z_m, m <= j: coefficient c[i-m] - c[j-m]
+        d = c[i - j : i + 1] - c[: j + 1]  # Z_m, m <= j: coefficient c[i-m] - c[j-m]
         return head + math.fsum(d * d)
 
     def answer_variance(self, l: int, r: int) -> float:
         """Exact variance of the answer to ``[l, r]`` (in the window), from the block structure.
 
         ``NP(t)`` carries the noise ``sum_{j<b} w_j[H-1] + w_b[i]`` (item ``t`` is item ``i``
-        of block ``b``), so ``NP(r) - NP(l-1)`` carries the noise of at most two partial
-        blocks and of the whole blocks between them.
+        of block ``b``; ``w = L~ Z``), so ``NP(r) - NP(l-1)`` carries the noise of at most two
+        partial blocks and of the whole blocks between them.
         """
         l_, r_ = self._check_query(l, r)
         H = self.horizon
@@ -408,8 +570,14 @@ class MFSqrt(StreamPublisher):
         ob: dict[str, Any] = {"items": self._u, "local_sum": self._p, "R": self._R}
         # the open block's noise, drawn once when it opened: a delta leaves it out when the block
         # opened before ``since`` (unchanged; split_state keeps it in the part that brought it)
-        if since is None or self._z is None or self._t - self._u + 1 > since:
+        first = self._t - self._u + 1  # the open block's first time
+        if since is None or self._z is None or first > since:
             ob["z"] = None if self._z is None else self._z.copy()
+        # the open block's items (raw data), from ``since`` on in a delta: the pending sums of the
+        # exact query and of the decoder are rebuilt from them and from Z on restore
+        if self._z is not None:
+            x0 = 0 if since is None else max(0, since + 1 - first)
+            ob["x"] = self._x[x0 : self._u].copy()
         out: dict[str, Any] = {
             "mf_format": MF_FORMAT,
             "store_from": lo, "NP": self._NP[start - self._base : self._t - self._base + 1].copy(),
@@ -432,7 +600,16 @@ class MFSqrt(StreamPublisher):
             z = np.asarray(ob["z"], dtype=np.int64)
             if z.shape != (self.horizon,):
                 raise ParameterError("state is damaged: the open block's noise has the wrong length", param="state")
+            x = np.asarray(ob.get("x", np.zeros(0)), dtype=np.int64)
+            if x.shape != (self._u,) or (self._u and (int(x.min()) < 0 or int(x.sum()) != self._p)):
+                raise ParameterError("state is damaged: the open block's items do not match its count and sum",
+                                     param="state")
             self._set_block_noise(z)
+            if self._u:
+                # the pending sums from the block's items and noise (the answers already released
+                # stay as stored; later ones agree with an uninterrupted run up to float rounding)
+                self._x[: self._u] = x
+                self._run(0, self._u)
         elif self._u != self.horizon:
             raise ParameterError("state is damaged: an open block without its noise", param="state")
 
@@ -540,19 +717,19 @@ class BLT(MFSqrt):
 
     As :class:`MFSqrt`, with the left factor ``L`` the lower-triangular Toeplitz matrix of
     ``c_k = sum_i theta_i omega_i^k`` (``d = buffers`` decaying exponentials, fitted for the
-    horizon by :func:`blt_parameters`), and ``z`` calibrated to the largest column norm of the
-    right factor ``R = L^-1 A``. The correlated noise ``w = L z`` is produced step by step by a
-    linear recurrence with ``d`` buffers (``scipy.signal.lfilter`` of ``P/Q``, ``L(x) = P(x)/Q(x)``):
-    O(d) work and O(d) noise state per step. ``z`` of the open block is drawn at once when it opens
-    (8 bytes per item of the block), as in :class:`MFSqrt`, so that one block is one charged draw.
+    horizon by :func:`blt_parameters`), and the exact integer query ``R~ x`` with ``R~`` the
+    rounded right factor ``round(2^k L^-1 A)``. The fitted factor keeps its accuracy; the
+    rounded one is no longer a rational filter, so ingest, memory and costs are those of
+    :class:`MFSqrt` (the d-buffer recurrence of [DMPS24]_ would need the noise on a non-integer
+    query, the flaw fixed in issue 34).
 
     Parameters are those of :class:`MFSqrt`, plus ``buffers`` (``d``, default 4, at most 8).
 
     Notes
     -----
     **Privacy:** ρ-zCDP at event level: {NEIGHBOURS}; the proof of :class:`MFSqrt` with the
-    sensitivity ``Δ sqrt(sum_{{k<T}} r_k^2)`` of ``R x`` (column 0 of the Toeplitz ``R`` has the
-    largest norm). The fitted parameters are public (they depend only on the horizon).
+    sensitivity ``Δ ||r~||`` of the integer query ``R~ x`` (column 0 of the Toeplitz ``R~`` has
+    the largest norm). The fitted parameters are public (they depend only on the horizon).
 
     References
     ----------
@@ -585,22 +762,7 @@ class BLT(MFSqrt):
         theta, omega = blt_parameters(H, self._buffers)
         self._theta, self._omega = np.array(theta), np.array(omega)
         self._P, self._Q = _blt_polys(self._theta, self._omega)
-        self._c, r = _blt_columns(self._theta, self._omega, H)
-        self._sens2 = math.fsum(r * r)
-
-    def _set_block_noise(self, z: NDArray[np.int64]) -> None:
-        self._z = z
-        self._zi = np.zeros(self._Q.shape[0] - 1)  # the d buffers
-        self._wpos = 0
-
-    def _block_noise(self, u: int, m: int) -> NDArray[np.float64]:
-        assert self._z is not None
-        if u != self._wpos:  # restored: replay the buffers over the block's first u draws
-            _, self._zi = lfilter(self._P, self._Q, self._z[self._wpos : u].astype(np.float64), zi=self._zi)
-        w, self._zi = lfilter(self._P, self._Q, self._z[u : u + m].astype(np.float64), zi=self._zi)
-        self._wpos = u + m
-        out: NDArray[np.float64] = w
-        return out
+        _, self._r = _blt_columns(self._theta, self._omega, H)
 
     def _params(self) -> dict[str, Any]:
         return {**super()._params(), "buffers": self._buffers}
@@ -757,21 +919,22 @@ class MFRange(MFSqrt):
     the square-root factorisation's (:class:`MFSqrt`, the optimum for prefixes) for T = 2^4 .. 2^15,
     and within about 4 % of the unconstrained optimum of ``tr(G X^-1)`` at T = 256 [DMRST22]_.
 
-    Ingest, answers, blocks, persistence and costs are those of :class:`MFSqrt` (``w = L z`` by FFT
-    convolution when a block opens: ``O(log horizon)`` amortised work per item). Parameters are
+    Ingest, answers, blocks, persistence and costs are those of :class:`MFSqrt` (the exact
+    integer query ``R~ x`` with ``R~ = round(2^k L^-1 A)`` and the decoder ``A R~^-1``:
+    ``O(log^2 horizon)`` amortised work per item). Parameters are
     those of :class:`MFSqrt`; ``horizon`` is at most ``2**20`` (the optimisation takes a
     few seconds at ``2**15``, once per horizon and process).
 
     Notes
     -----
     **Privacy:** ρ-zCDP at event level: {NEIGHBOURS} (adding or removing one event changes one
-    step's count by 1 = Δ). Inside a block, ``L (R x + z)`` is released with ``z`` exact discrete
-    Gaussian at L2 sensitivity ``Δ max_j ||R e_j||`` ([CKS20]_); ``R = L^-1 A`` is computed in code
-    from ``c`` (a power-series inverse, checked against ``L R = A`` to 1e-9) and, being lower-
-    triangular Toeplitz, has its largest column at ``j = 0``: ``sqrt(sum_{{k<T}} r_k^2)``.
-    ``L`` depends only on the horizon (public). Blocks hold disjoint items (parallel composition);
-    the ledger, in measure ``"zcdp"``, holds one branch kind charged ρ. Releases are float64
-    computed from the exact draws (the guarantee is that of the real-arithmetic mechanism).
+    step's count by 1 = Δ). Inside a block, ``y = R~ x + Z`` with ``R~ = round(2^k L^-1 A)``
+    (``L^-1 A`` a power-series inverse checked against ``L R = A`` to 1e-9; the rounding is
+    public) an exact integer query, ``Z`` exact discrete Gaussian at L2 sensitivity ``Δ ||r~||``
+    (the first column of the Toeplitz ``R~`` is its largest; [CKS20]_), and the answers are the
+    decoder ``A R~^-1`` applied to ``y`` (post-processing). ``L`` depends only on the horizon
+    (public). Blocks hold disjoint items (parallel composition); the ledger, in measure
+    ``"zcdp"``, holds one branch kind charged ρ.
 
     References
     ----------
@@ -791,13 +954,13 @@ class MFRange(MFSqrt):
     method = "mf_range"
 
     def _factor(self, H: int) -> None:
-        """``self._c`` (the optimised ``L``) and ``self._sens2`` (squared largest column norm of
-        ``R = L^-1 A``, from the checked series inverse)."""
-        self._c = np.array(mf_range_coefficients(H))
-        self._sens2 = math.fsum(_right_column(self._c) ** 2)
+        """``self._r``: the first column of ``R = L^-1 A`` for the optimised ``L`` (the checked
+        series inverse)."""
+        self._r = _right_column(np.array(mf_range_coefficients(H)))
 
     def range_error(self) -> float:
-        """Mean expected squared error over every range of one block (discrete Gaussian ``z``):
-        ``Var(z) ||D L||_F^2 / (T (T + 1) / 2)``, the quantity ``L`` is optimised for."""
+        """Mean expected squared error over every range of one block (discrete Gaussian ``Z``):
+        ``Var(Z) ||D L~||_F^2 / (T (T + 1) / 2)`` for the decoder ``L~ = A R~^-1`` (the rounded
+        version of the quantity ``L`` is optimised for)."""
         T = self.horizon
         return discrete_gaussian_variance(self.sigma2) * _range_units(self._c) / (T * (T + 1) / 2.0)

@@ -47,10 +47,14 @@ def split_state(state: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
         # every write replaces; the head keeps that part (``trees_from``: the block's first time)
         ob = dict(state["open_block"])
         z = ob.pop("z", None)
+        x = ob.pop("x", None)
         head["open_block"] = ob
         start = int(state["t"]) - int(ob["items"]) + 1
         if z is not None:
             part["block_z"], part["block_start"] = np.asarray(z), start
+        if x is not None:  # the open block's items written by this write (its last times)
+            part["block_x"] = np.asarray(x, dtype=np.int64)
+            part["block_x_from"] = int(state["t"]) - part["block_x"].shape[0] + 1
         if int(ob["items"]) < int(state["params"]["horizon"]):
             head["trees_from"] = min(start, int(state["store_from"]))
     if fenwick:
@@ -109,6 +113,24 @@ def join_state(head: dict[str, Any], parts: Sequence[dict[str, Any]]) -> dict[st
         is_open = int(ob["items"]) < int(head["params"]["horizon"])  # a complete block's noise is all released
         ob["z"] = next((p["block_z"] for p in reversed(parts) if "block_z" in p and int(p["block_start"]) == start),
                        None) if is_open else None
+        items = int(ob["items"])
+        if is_open and any("block_x" in p for p in parts):
+            # the open block's items from the parts written since it opened (later parts win)
+            x = np.zeros(items, dtype=np.int64)
+            got = np.zeros(items, dtype=bool)
+            for p in parts:
+                if "block_x" not in p:
+                    continue
+                v = np.asarray(p["block_x"], dtype=np.int64)
+                a = int(p["block_x_from"]) - start
+                i0, i1 = max(a, 0), min(a + v.shape[0], items)
+                if i1 > i0:
+                    x[i0:i1] = v[i0 - a : i1 - a]
+                    got[i0:i1] = True
+            if not got.all():
+                raise ParameterError(f"state is damaged: the stored parts do not hold the open block's items from "
+                                     f"time {start} on", param="state")
+            ob["x"] = x
         out["open_block"] = ob
     if "LP" in out:  # Fenwick: the trees and the open tree's local prefixes
         lp = out.pop("LP")
