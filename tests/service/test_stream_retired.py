@@ -27,10 +27,11 @@ from service_helpers import ADMIN_TOKEN, Server, fresh_database
 from stream_helpers import CHECKS, admin_client, create_stream, post_counts, ranges, stream_server
 from typer.testing import CliRunner
 
+from privpub.errors import RetiredStateError
 from privpub.service import head_revision, make_engine, upgrade
 from privpub.service._db import current_revision, write_tx
 from privpub.service._streams import unpack_state
-from privpub.stream import retired_state_reason
+from privpub.stream import StreamPublisher, join_state, retired_state_reason
 from privpub.stream._mf import RETIRED_MF_REASON
 
 FIXTURE = json.loads((Path(__file__).with_name("data") / "mf_streams_0_1_0.json").read_text())
@@ -109,6 +110,11 @@ def _check_fixture() -> None:
         head = unpack_state(_blob(old["row"]["state"]))
         assert "mf_format" not in head and head["method"] in ("mf_sqrt", "blt", "mf_range")
         assert retired_state_reason(head) == _reason(sid)
+        # the library refuses the whole stored state too (what a worker would have loaded)
+        full = join_state(head, [unpack_state(_blob(p["data"])) for p in old["parts"]])
+        with pytest.raises(RetiredStateError) as err:
+            StreamPublisher.from_state(full)
+        assert (str(err.value), err.value.method, err.value.param) == (_reason(sid), head["method"], "state")
     counted = next(s for s in OLD.values() if s["row"]["method"] == "mf_sqrt" and s["row"]["step_seconds"] is None)
     q11, q12 = counted["answers"][:2]
     assert math.isclose((q12 - q11 / 2) % 1.0, (OLD_COUNTS[0] % 2) / 2)
@@ -168,6 +174,10 @@ def test_flawed_streams_are_closed_with_their_reason_and_never_continued(old_db:
             for sid in OLD:
                 st = adm.get(f"/streams/{sid}").json()
                 assert st["t"] == OLD[sid]["row"]["t"] and "clock_error" not in st
+            # and it has no clock to lag behind (no alert growing for ever)
+            metrics = adm.get("/metrics")
+            assert metrics.status_code == 200 and "privpub_stream_clock_lag_seconds" in metrics.text
+            assert not any(sid in line for line in metrics.text.splitlines() for sid in OLD), metrics.text
         assert "Traceback" not in srv.log() and "status=500" not in srv.log()
 
         # the stored noise is untouched: head and parts bit for bit; the open step's events are discarded
