@@ -286,7 +286,8 @@ def test_cli_reports_the_reason_as_a_privpub_error(old_db: str, tmp_path: Path,
             result = runner.invoke(app, [*args, "--url", srv.url], env=env)
             assert result.exit_code == 2, (args, result.output, repr(result.exception))
             errors = [ln for ln in result.output.splitlines() if ln.startswith("error:")]
-            assert len(errors) == 1 and "409" in errors[0] and _reason(sid) in errors[0], result.output
+            assert len(errors) == 1 and "refused the request (409)" in errors[0] and _reason(sid) in errors[0], \
+                result.output
             assert "Traceback" not in result.output
     finally:
         srv.stop()
