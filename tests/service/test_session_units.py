@@ -84,11 +84,15 @@ def test_downgrade_below_0008_refuses_while_a_zcdp_session_exists(fresh_url: str
     from privpub.service._db import alembic_config
 
     DatabaseSessionStore(fresh_url, 0.5, name="rho", measure="zcdp").close()
+    # down to 0008 first (the later revisions hold nothing that refuses), then 0008's own refusal:
+    # SQLite runs each revision's DDL in its own transaction, so a refused downgrade of several
+    # revisions would stop part-way on SQLite and not on PostgreSQL
+    command.downgrade(alembic_config(fresh_url), "0008_budget_sessions_measure")
     with pytest.raises(RuntimeError, match="zCDP budget session"):
         command.downgrade(alembic_config(fresh_url), "0007_streams_measure")
     engine = make_engine(fresh_url, pool_size=1)
     try:
-        assert current_revision(engine) == head_revision()
+        assert current_revision(engine) == "0008_budget_sessions_measure"
         with write_tx(engine) as conn:
             conn.execute(sa.text("DELETE FROM budget_sessions WHERE name = 'rho'"))
     finally:

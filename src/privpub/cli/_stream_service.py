@@ -269,7 +269,8 @@ def register_service_commands(stream_app: typer.Typer) -> None:
         assert tok  # checks.done() refused a missing token
         producer = StreamProducer(base, stream_id, token=tok)
         try:
-            typer.echo(f"t = {producer.close_step(step)}")
+            with submission_errors(PRODUCER_TOKEN_ENV):  # a refusal in the CLI's one wording (status, reason)
+                typer.echo(f"t = {producer.close_step(step)}")
         finally:
             producer.close()
 

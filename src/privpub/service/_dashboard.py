@@ -185,8 +185,10 @@ def stream_dashboard(request: Request, stream_id: str,
         status = store.status(stream_id)
     except NotFound:
         return HTMLResponse(_env.get_template("missing.html").render(), status_code=404)
-    data = series_data(store, stream_id, points)
-    plot = _series_plot(data["steps"], data["estimates"], data["std"]) if data["steps"] else None
+    plot = None
+    if status["closed_reason"] is None:  # a stream closed for a retired state shows its reason, no answers
+        data = series_data(store, stream_id, points)
+        plot = _series_plot(data["steps"], data["estimates"], data["std"]) if data["steps"] else None
     html = _env.get_template("stream.html").render(status=status, plot=plot, refresh=refresh)
     return HTMLResponse(html)
 

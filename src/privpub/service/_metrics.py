@@ -146,7 +146,8 @@ def observe_request(method: str, template: str, status: int, seconds: float) -> 
 class ClockLag:
     """``privpub_stream_clock_lag_seconds``: per clocked stream, how long ago its open step should
     have been closed by the service's clock (0 when on time), read from the database at scrape time
-    so that every worker reports the same value."""
+    so that every worker reports the same value. Closed streams (``DELETE``, or closed by the
+    service for a retired state) have no clock: they are left out, not reported ever later."""
 
     def __init__(self, engine: Any) -> None:
         self.engine = engine
@@ -164,7 +165,7 @@ class ClockLag:
         try:
             with self.engine.connect() as conn:
                 rows = conn.execute(sa.select(streams.c.id, streams.c.t, streams.c.origin, streams.c.step_seconds)
-                                    .where(streams.c.step_seconds.is_not(None))).all()
+                                    .where(streams.c.step_seconds.is_not(None), streams.c.closed_at.is_(None))).all()
         except Exception:  # the database is unreachable: /health says so; no clock lag to report
             rows = []
         for sid, t, origin, step in rows:

@@ -336,7 +336,9 @@ def series(request: Request, stream_id: str = StreamId,
 
 
 def series_data(store: StreamStore, stream_id: str, points: int) -> dict[str, Any]:
-    """Unit-range answers and their standard deviations over the last ``points`` steps (not logged)."""
+    """Unit-range answers and their standard deviations over the last ``points`` steps (not logged);
+    a stream closed for a retired state answers nothing (409 naming the reason)."""
+    store.live(stream_id)
     t = store.status(stream_id)["t"]
     window = int(store.info(stream_id).params["window"])
     first = max(1, t - min(points, window) + 1)

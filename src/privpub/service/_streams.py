@@ -18,6 +18,12 @@ with its state in the ``streams`` row (the database is the authority). The rules
   per-step history or a batch's contents. The state is confidential; the service never returns it.
 * **Idempotent ingestion.** A batch id is stored with the change it made, in one transaction;
   a resent batch id is acknowledged and not counted again.
+* **A flawed stored stream is never continued.** A stream whose stored state was written by a
+  publisher version with a privacy flaw (:func:`~privpub.stream.retired_state_reason`: the
+  matrix-factorisation counters before issue 34) is never loaded: at start-up and on its first
+  access the service closes it (``closed_at``) with the reason (``closed_reason``), its status
+  shows both, and posting to it or querying it is a 409 naming the reason. Its stored state and
+  parts are left as they are.
 
 Several workers may serve one stream: writers serialise on the stream's row (PostgreSQL ``SELECT
 ... FOR UPDATE``, SQLite ``BEGIN IMMEDIATE``), and a worker whose publisher is behind the row
@@ -48,7 +54,7 @@ from numpy.typing import NDArray
 from sqlalchemy.engine import Connection, Engine
 
 from privpub.core import PURE_DP, ZCDP, PrivacyUnit, Session
-from privpub.errors import BudgetExceededError, PrivpubError
+from privpub.errors import BudgetExceededError, PrivpubError, RetiredStateError
 from privpub.service._db import write_tx
 from privpub.service._http import error_message
 from privpub.service._specs import (  # a declaration's limits live with its model
@@ -58,10 +64,17 @@ from privpub.service._specs import (  # a declaration's limits live with its mod
 )
 from privpub.service._store import NotFound
 from privpub.service._tables import stream_batches, stream_parts, stream_queries, streams
-from privpub.stream import PUBLISHERS, StreamPublisher, join_state, split_state, state_needs_from
+from privpub.stream import (
+    PUBLISHERS,
+    StreamPublisher,
+    join_state,
+    retired_state_reason,
+    split_state,
+    state_needs_from,
+)
 
-__all__ = ["Asker", "StreamError", "StreamInfo", "StreamStore", "exact_counts", "pack_state", "publisher_key",
-           "unpack_state"]
+__all__ = ["Asker", "Retired", "StreamError", "StreamInfo", "StreamStore", "exact_counts", "pack_state",
+           "publisher_key", "unpack_state"]
 
 log = logging.getLogger("privpub.service")
 _T = TypeVar("_T")
@@ -297,6 +310,37 @@ class Live:
     logged: dict[str, tuple[int, int]] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class Retired:
+    """A stored stream the service never continues (see the module doc): its declaration, the steps
+    it had released, when it was closed and why. Nothing of its publisher is loaded."""
+
+    info: StreamInfo
+    t: int
+    closed_at: int
+    reason: str
+    log_seq: int = 0
+
+    def refusal(self) -> StreamError:
+        """The 409 every request to continue or query the stream gets."""
+        return StreamError(409, f"the stream was closed at {self.closed_at} (Unix time) and takes no more data "
+                                f"and answers no more queries: {self.reason}")
+
+
+def _retirable_methods() -> list[str]:
+    """The methods some of whose stored states are retired (the rows the start-up scan reads): those
+    whose bare state (no version marks) is retired; a method whose check needs more is read too."""
+    out = []
+    for key, cls in PUBLISHERS.items():
+        try:
+            retired = retired_state_reason({"method": cls.method, "params": {}}) is not None
+        except Exception:  # the check reads more than a bare state holds: scan its streams all the same
+            retired = True
+        if retired:
+            out.append(key)
+    return sorted(out)
+
+
 def _info(row: Any) -> StreamInfo:
     return StreamInfo(id=row.id, name=row.name, method=row.method, params=dict(row.params), budget=float(row.epsilon),
                       step_seconds=None if row.step_seconds is None else float(row.step_seconds),
@@ -339,6 +383,8 @@ class StreamStore:
         self.url = url
         self.checks = os.environ.get(CHECKS_ENV) == "1"
         self._live: dict[str, Live] = {}
+        #: streams this worker found closed for a retired state (never loaded; see the module doc)
+        self._retired: dict[str, Retired] = {}
         self._guard = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -347,7 +393,13 @@ class StreamStore:
 
     # -- lifecycle ------------------------------------------------------------------------------
     def start(self) -> None:
-        """Start the service clock (closes due steps, flushes the query log)."""
+        """Close the stored streams of retired states (:meth:`retire_flawed`), then start the service
+        clock (closes due steps, flushes the query log)."""
+        try:
+            self.retire_flawed()
+        except Exception as exc:  # the database hiccuped: each such stream is closed on its first access
+            log.error("the start-up check of stored stream states failed (%s); each retired stream is closed on "
+                      "its first access", type(exc).__name__)
         self._thread = threading.Thread(target=self._run, name="privpub-stream-clock", daemon=True)
         self._thread.start()
 
@@ -376,6 +428,8 @@ class StreamStore:
             rows = conn.execute(sa.select(streams.c.id, streams.c.t, streams.c.step_seconds, streams.c.origin,
                                           streams.c.horizon, streams.c.closed_at)).all()
         for r in rows:
+            if r.id in self._retired:  # closed: never loaded, nothing to close or catch up
+                continue
             # one stream's failure never stops the others: logged, shown in its status, retried later
             failed = self.clock_errors.get(r.id)
             if failed is not None and time.monotonic() < failed[1]:
@@ -397,6 +451,9 @@ class StreamStore:
                     self._current(r.id)
                 self.clock_errors.pop(r.id, None)
             except Exception as exc:
+                if r.id in self._retired:  # found retired on this first access: closed (and logged) now
+                    self.clock_errors.pop(r.id, None)
+                    continue
                 msg = str(exc.message) if isinstance(exc, StreamError) else type(exc).__name__
                 log.error("stream %s: the clock failed (%s); retried in %g s", r.id, msg, CLOCK_RETRY)
                 self.clock_errors[r.id] = (msg, time.monotonic() + CLOCK_RETRY)
@@ -513,34 +570,125 @@ class StreamStore:
                 session.store.close()  # type: ignore[attr-defined]
 
     # -- loading --------------------------------------------------------------------------------
-    def _load(self, conn: Connection, sid: str) -> Live:
+    def _load(self, conn: Connection, sid: str) -> Live | Retired:
+        """The stored stream: its publisher restored, or, for a state the service never continues,
+        a :class:`Retired` (its ``closed_at`` is 0 until :meth:`_retire` has recorded it)."""
         row = conn.execute(sa.select(streams).where(streams.c.id == sid)).first()
         if row is None:
             raise NotFound(f"no stream {sid}")
+        t = int(row._mapping["t"])
+        info = _info(row)
+        if row.closed_reason is not None:  # closed for a retired state: never loaded again
+            return Retired(info, t, int(row.closed_at or 0), str(row.closed_reason), int(row.log_seq))
         head = unpack_state(bytes(row.state))
+        why = retired_state_reason(head)  # checked on the head: the parts are not even read
+        if why is not None:
+            return Retired(info, t, 0, why, int(row.log_seq))
         pc = stream_parts.c
         parts = [unpack_state(bytes(r.data)) for r in conn.execute(
             sa.select(pc.data).where(pc.stream_id == sid, pc.t_end >= state_needs_from(head)).order_by(pc.t_end))]
-        pub = StreamPublisher.from_state(join_state(head, parts), rng=None)  # fresh entropy for unreleased nodes
-        t = int(row._mapping["t"])
-        return Live(info=_info(row), pub=pub, t=t, open_count=int(row.open_count),
+        try:
+            pub = StreamPublisher.from_state(join_state(head, parts), rng=None)  # fresh entropy for unreleased nodes
+        except RetiredStateError as exc:  # the full state's check (the head's said nothing): the same closure
+            return Retired(info, t, 0, str(exc), int(row.log_seq))
+        return Live(info=info, pub=pub, t=t, open_count=int(row.open_count),
                     open_since=float(row.open_since), log_seq=int(row.log_seq), visible=t,
                     closed_at=None if row.closed_at is None else int(row.closed_at), parts=len(parts))
 
-    def live(self, sid: str) -> Live:
-        live = self._live.get(sid)
-        if live is None:
+    def _retire(self, found: Retired) -> Retired:
+        """Record in the database that the stream is closed for a retired state (``closed_at``, kept
+        if it was closed already, and ``closed_reason``; the open step's events are discarded, never
+        released, as when an operator closes a stream). The state and its parts are not touched.
+        Idempotent: a stream another worker closed first keeps that worker's time and reason."""
+        sid = found.info.id
+        if found.closed_at:
+            return found
+        now = int(time.time())
+        with write_tx(self.engine) as conn:
+            c = streams.c
+            done = conn.execute(sa.update(streams).where(c.id == sid, sa.or_(c.closed_reason.is_(None),
+                                                                             c.closed_at.is_(None)))
+                                .values(closed_at=sa.func.coalesce(c.closed_at, now),
+                                        closed_reason=sa.func.coalesce(c.closed_reason, found.reason),
+                                        open_count=0)).rowcount
+            row = conn.execute(sa.select(streams.c.closed_at, streams.c.closed_reason)
+                               .where(streams.c.id == sid)).one()
+        if done:
+            log.warning("stream %s (%s) closed: its stored state was written by a flawed publisher version and "
+                        "is never continued (see its status)", sid, found.info.method)
+        return Retired(found.info, found.t, int(row.closed_at), str(row.closed_reason), found.log_seq)
+
+    def retire_flawed(self) -> builtins.list[str]:
+        """Close every stored stream whose state the service never continues (start-up; also done on
+        a stream's first access). Reads the heads of the streams of the methods concerned that are
+        not closed for that reason yet; returns the ids closed now."""
+        methods = _retirable_methods()
+        if not methods:
+            return []
+        with self.engine.connect() as conn:
+            ids = conn.execute(sa.select(streams.c.id).where(streams.c.method.in_(methods),
+                                                              streams.c.closed_reason.is_(None))).scalars().all()
+        closed = []
+        for sid in ids:
+            try:
+                with self.engine.connect() as conn:
+                    row = conn.execute(sa.select(streams).where(streams.c.id == sid)).first()
+                if row is None or row.closed_reason is not None:
+                    continue
+                why = retired_state_reason(unpack_state(bytes(row.state)))
+                if why is None:
+                    continue
+                got = self._retire(Retired(_info(row), int(row._mapping["t"]), 0, why, int(row.log_seq)))
+            except Exception as exc:  # a damaged row: reported when the stream is first used
+                log.error("stream %s: its stored state could not be checked at start-up (%s)", sid, type(exc).__name__)
+                continue
             with self._guard:
-                live = self._live.get(sid)
-                if live is None:
+                self._live.pop(sid, None)
+                self._retired[sid] = got
+            closed.append(sid)
+        if closed:
+            log.warning("%d stored stream(s) closed at start-up: their state was written by a flawed publisher "
+                        "version (privpub.stream.retired_state_reason); create new streams to go on publishing",
+                        len(closed))
+        return closed
+
+    def _entry(self, sid: str) -> Live | Retired:
+        """The worker's copy of the stream, loaded on first use; a :class:`Retired` for a stream
+        closed for a retired state (recorded in the database on this first access)."""
+        got: Live | Retired | None = self._live.get(sid) or self._retired.get(sid)
+        if got is None:
+            with self._guard:
+                got = self._live.get(sid) or self._retired.get(sid)
+                if got is None:
                     with self.engine.connect() as conn:
-                        live = self._load(conn, sid)
-                    self._live[sid] = live
-        return live
+                        got = self._load(conn, sid)
+                    if isinstance(got, Retired):
+                        got = self._retire(got)
+                        self._retired[sid] = got
+                    else:
+                        self._live[sid] = got
+        return got
+
+    def live(self, sid: str) -> Live:
+        """The worker's copy of the stream (loaded on first use); a stream closed for a retired
+        state is a 409 naming the reason."""
+        got = self._entry(sid)
+        if isinstance(got, Retired):
+            raise got.refusal()
+        return got
+
+    def retired(self, sid: str) -> Retired | None:
+        """The stream's closure for a retired state, or None (an open or operator-closed stream)."""
+        got = self._entry(sid)
+        return got if isinstance(got, Retired) else None
 
     def _refresh(self, conn: Connection, live: Live) -> None:
         """Replace the worker's publisher by the stored one (same lock object)."""
         fresh = self._load(conn, live.info.id)
+        if isinstance(fresh, Retired):  # not a state this worker wrote: closed, never continued
+            with self._guard:
+                self._live.pop(live.info.id, None)
+            raise StreamError(409, f"the stream's stored state cannot be continued: {fresh.reason}")
         with live.lock:
             live.pub, live.t, live.open_count = fresh.pub, fresh.t, fresh.open_count
             live.open_since, live.log_seq, live.visible = fresh.open_since, fresh.log_seq, fresh.t
@@ -551,7 +699,8 @@ class StreamStore:
         return sid in self._live
 
     def info(self, sid: str) -> StreamInfo:
-        return self.live(sid).info
+        """The stream's declaration (also of a stream closed for a retired state: tokens still check)."""
+        return self._entry(sid).info
 
     def authorised(self, sid: str, token: str) -> bool:
         """Whether ``token`` is this stream's producer token (constant-time)."""
@@ -565,14 +714,15 @@ class StreamStore:
     def list(self) -> list[dict[str, Any]]:
         with self.engine.connect() as conn:
             rows = conn.execute(sa.select(streams.c.id, streams.c.name, streams.c.method, streams.c.epsilon,
-                                          streams.c.measure, streams.c.t, streams.c.closed_at)
+                                          streams.c.measure, streams.c.t, streams.c.closed_at, streams.c.closed_reason)
                                 .order_by(streams.c.created_at)).all()
         out = []
         for r in rows:
             zcdp = (r.measure or PURE_DP) == ZCDP
             out.append({"id": r.id, "name": r.name, "publisher": r.method, "measure": r.measure or PURE_DP,
                         "epsilon": None if zcdp else r.epsilon, "rho": r.epsilon if zcdp else None,
-                        "t": int(r._mapping["t"]), "closed_at": r.closed_at})
+                        "t": int(r._mapping["t"]), "status": "open" if r.closed_at is None else "closed",
+                        "closed_at": r.closed_at, "closed_reason": r.closed_reason})
         return out
 
     # -- writing --------------------------------------------------------------------------------
@@ -690,7 +840,7 @@ class StreamStore:
     def add_counts(self, sid: str, counts: builtins.list[int | float] | NDArray[Any], batch_id: str) -> dict[str, Any]:
         """Append per-step counts (streams without ``step_seconds``): JSON integers stay exact
         (never through a float), counts the stream cannot hold exactly are refused."""
-        info = self.info(sid)
+        info = self.live(sid).info  # a stream closed for a retired state: 409 naming the reason, first
         if info.step_seconds is not None:
             raise StreamError(409, "this stream's steps close by its clock (step_seconds); post events", "counts")
         if info.unit.kind == "person_per_step":
@@ -761,7 +911,7 @@ class StreamStore:
                    privacy_ids: Sequence[Any] | None = None) -> dict[str, Any]:
         """Count timed events in their steps (see the late-event policy); a person-per-step stream
         counts at most ``k`` events of a person (``privacy_ids``) in one step."""
-        info = self.info(sid)
+        info = self.live(sid).info  # a stream closed for a retired state: 409 naming the reason, first
         per_person = info.unit.kind == "person_per_step"
         if per_person and privacy_ids is None:
             raise StreamError(422, f"this stream protects each person's events of a step (person per step, "
@@ -857,7 +1007,7 @@ class StreamStore:
         was closed last again (a retry whose answer was lost) changes nothing and returns the
         same ``t``; any other ``step`` is a 409 naming the current ``t``.
         """
-        info = self.info(sid)
+        info = self.live(sid).info  # a stream closed for a retired state: 409 naming the reason, first
         if info.step_seconds is not None:
             raise StreamError(409, "this stream's steps close by its clock (step_seconds)")
 
@@ -877,7 +1027,12 @@ class StreamStore:
     def delete(self, sid: str) -> dict[str, Any]:
         """Close and archive a stream (admin): ingest stops for good, the clock leaves it, the
         released steps stay queryable; the open step's events are discarded, never released.
-        Idempotent (the first closing time is kept)."""
+        Idempotent (the first closing time is kept). A stream closed for a retired state is closed
+        already: its closure is answered as it is (its publisher is never loaded)."""
+        gone = self.retired(sid)
+        if gone is not None:
+            return {"id": sid, "closed_at": gone.closed_at, "t": gone.t, "discarded_open_step": False,
+                    "closed_reason": gone.reason}
 
         def apply(conn: Connection, live: Live) -> dict[str, Any]:
             row = conn.execute(sa.select(streams.c.closed_at).where(streams.c.id == sid)).one()
@@ -887,7 +1042,8 @@ class StreamStore:
                 conn.execute(sa.update(streams).where(streams.c.id == sid).values(closed_at=closed, open_count=0))
                 live.open_count = 0
             live.closed_at = closed
-            return {"id": sid, "closed_at": closed, "t": live.t, "discarded_open_step": discarded > 0}
+            return {"id": sid, "closed_at": closed, "t": live.t, "discarded_open_step": discarded > 0,
+                    "closed_reason": None}
 
         out = self._write(sid, apply, closing=True)
         log.info("stream %s closed", sid)
@@ -1037,12 +1193,20 @@ class StreamStore:
         return out, t, var
 
     def status(self, sid: str) -> dict[str, Any]:
+        """The public status: the declaration, ``t``, the window, what can be asked, and whether the
+        stream is ``open`` or ``closed`` (``closed_at``; ``closed_reason`` when the service closed it
+        itself: a stream of a retired state, which answers nothing any more)."""
+        gone = self.retired(sid)
+        if gone is not None:
+            return {**gone.info.public(), "t": gone.t, "window": int(gone.info.params["window"]), "answerable": None,
+                    "status": "closed", "closed_at": gone.closed_at, "closed_reason": gone.reason}
         live = self._current(sid)
         info = live.info
         with live.lock:
             t, W = live.visible, live.pub.window
         out = {**info.public(), "t": t, "window": W, "answerable": [max(1, t - W + 1), t] if t else None,
-               "closed_at": live.closed_at}
+               "status": "open" if live.closed_at is None else "closed", "closed_at": live.closed_at,
+               "closed_reason": None}
         failed = self.clock_errors.get(sid)
         if failed is not None:
             out["clock_error"] = failed[0]
@@ -1052,15 +1216,27 @@ class StreamStore:
         return out
 
     def operator_view(self, sid: str, limit: int = 1000) -> dict[str, Any]:
-        """The query log, the chosen tree heights and the ledger (admin)."""
-        live = self._current(sid)
-        self._flush_queries(live)
+        """The query log, the chosen tree heights and the ledger (admin). Of a stream closed for a
+        retired state, the query log (which ranges were answered: what is exposed) and the reason;
+        no heights and no ledger (its publisher is never loaded)."""
+        gone = self.retired(sid)
+        live = None if gone is not None else self._current(sid)
+        if live is not None:
+            self._flush_queries(live)
         c = stream_queries.c
         with self.engine.connect() as conn:
             rows = conn.execute(sa.select(c.seq, c.asked_at, c.t, c.range_start, c.range_end)
                                 .where(c.stream_id == sid).order_by(c.seq.desc()).limit(limit)).all()
             n = conn.execute(sa.select(sa.func.count()).select_from(stream_queries)
                              .where(c.stream_id == sid)).scalar_one()
+        queries = [{"seq": r.seq, "asked_at": r.asked_at, "t": int(r._mapping["t"]), "start": int(r.range_start),
+                    "end": int(r.range_end), "length": int(r.range_end) - int(r.range_start) + 1} for r in reversed(rows)]
+        if live is None:
+            assert gone is not None
+            return {"id": sid, "t": gone.t, "queries_logged": int(n), "queries": queries,
+                    "queries_learned_up_to": gone.log_seq, "predicted_length": None, "trees": [], "ledger": None,
+                    "ledger_total": None, "ledger_measure": gone.info.measure, "status": "closed",
+                    "closed_reason": gone.reason}
         with live.lock:
             pub = live.pub
             trees = [{"start": s, "height": k} for s, k in pub.trees]
@@ -1068,10 +1244,7 @@ class StreamStore:
             snap = pub.ledger
             ledger = [{**e.as_dict(), "measure": snap.measure} for e in snap]  # under zCDP the amounts are rhos
             total, measure = snap.total, snap.measure
-        return {"id": sid, "t": live.visible, "queries_logged": int(n),
-                "queries": [{"seq": r.seq, "asked_at": r.asked_at, "t": int(r._mapping["t"]), "start": int(r.range_start),
-                             "end": int(r.range_end), "length": int(r.range_end) - int(r.range_start) + 1}
-                            for r in reversed(rows)],
+        return {"id": sid, "t": live.visible, "queries_logged": int(n), "queries": queries,
                 "queries_learned_up_to": live.log_seq,
                 "predicted_length": None if predictor is None or predictor.value is None else float(predictor.value),
                 "trees": trees, "ledger": ledger, "ledger_total": total, "ledger_measure": measure}

@@ -186,6 +186,9 @@ streams = sa.Table(
     # issue 26 (migration 0007_streams_measure): the privacy measure of ``epsilon``: "zcdp" (the
     # column holds the stream's rho) or "pure-dp"; NULL (streams of older databases): pure DP
     sa.Column("measure", sa.String(16), nullable=True),
+    # issue 34 (migration 0009_streams_closed_reason): why the service closed the stream itself (a
+    # state written by a flawed publisher version: never continued); NULL: open or closed by DELETE
+    sa.Column("closed_reason", sa.Text, nullable=True),
 )
 
 # the time-indexed part of each write's state delta (privpub.stream._persist): released node values
