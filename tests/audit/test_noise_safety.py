@@ -1,5 +1,9 @@
 """Noise safety: integer counts get exact discrete Laplace by default; continuous noise only where documented.
 
+Since issue 34 ``noise="laplace"`` is exact too (discrete Laplace on a dyadic grid, ``core.laplace`` /
+``core.laplace_noise``): no part draws ``Generator.laplace`` or ``Generator.exponential`` for a
+released value; the one ``Generator.laplace`` left is report-noisy-max's (only an index is released).
+
 The grep below lists every call that draws continuous noise (``Generator.laplace``, ``.normal``,
 ``.gumbel``, ``.exponential``, ... and the core's continuous ``laplace`` / ``laplace_noise``) in
 ``src/privpub``. Each (file, call) must be on the allow-list with its reason: the core's own
@@ -45,11 +49,10 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("histogram/_dawa.py", "core.laplace"):
         "DAWA's stage-1 bucket costs (real L1 deviations) and Greedy-H's weighted range sums (weights < 1): "
         "exact grid Laplace, the real values rounded to the grid with the rounding in the noise",
-    ("core/_sparse.py", "Generator.laplace"): "core sparse_noisy_counts noise='laplace' (documented)",
     ("core/_sparse.py", "Generator.exponential"):
-        "core sparse_noisy_counts noise='laplace': the Laplace tail of empty cells (memoryless, exact in distribution)",
+        "sparse_noisy_counts: the number of released empty cells when p is tiny (geometric gaps of _binomial); "
+        "the documented approximation of the binomial count, no released value",
     ("core/_ranges.py", "Generator.gumbel"): "exponential_mechanism_ranges via Gumbel-max (only the integer is released)",
-    ("core/_tree_noise.py", "Generator.laplace"): "stream trees' noise='laplace' option (paper setting)",
     ("experiments/core.py", "core.laplace"): "demo comparing continuous with discrete Laplace",
     ("audit/_cases_core.py", "core.laplace"): "the audit of the core Laplace mechanism",
     ("spatial/_data.py", "Generator.normal"): DATA_GENERATOR,
