@@ -362,7 +362,7 @@ def test_both_stages_release_exact_grid_noise(monkeypatch: pytest.MonkeyPatch) -
     costs = seen["costs"][0]
     costs = costs[np.isfinite(costs)]
     assert costs.size and np.all(np.rint(costs / g1) * g1 == costs)
-    spans, children, _ = greedy_h_weights(rel.boundaries, 100)
+    spans, _, _ = greedy_h_weights(rel.boundaries, 100)
     path = int(np.ceil(np.log2(rel.boundaries.size - 1))) + 1 if rel.boundaries.size > 2 else 1
     g2 = laplace_grid(eps2, 1.0, changed=path)
     answers = seen["answers"][0]

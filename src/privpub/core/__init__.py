@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     )
     from privpub.core._mechanisms import (
         FLOAT_EXACT_LIMIT,
+        LAPLACE_GRID_BITS,
         add_int_noise,
         check_float_exact,
         discrete_gaussian,
@@ -45,7 +46,6 @@ if TYPE_CHECKING:
         exponential_mechanism,
         exponential_mechanism_probabilities,
         exponential_mechanism_zcdp,
-        LAPLACE_GRID_BITS,
         laplace,
         laplace_grid,
         laplace_noise,
@@ -117,9 +117,9 @@ __all__ = [
     "DENSE_CELL_LIMIT",
     "DataPublisher",
     "FLOAT_EXACT_LIMIT",
-    "LAPLACE_GRID_BITS",
     "FileSessionStore",
     "FrameBackend",
+    "LAPLACE_GRID_BITS",
     "LedgerEntry",
     "MAX_TREE_HEIGHT",
     "MEANINGFUL_EPSILON",

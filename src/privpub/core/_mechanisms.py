@@ -35,6 +35,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "FLOAT_EXACT_LIMIT",
+    "LAPLACE_GRID_BITS",
     "add_int_noise",
     "check_float_exact",
     "discrete_gaussian",
@@ -48,7 +49,6 @@ __all__ = [
     "exponential_mechanism",
     "exponential_mechanism_probabilities",
     "exponential_mechanism_zcdp",
-    "LAPLACE_GRID_BITS",
     "laplace",
     "laplace_grid",
     "laplace_noise",

@@ -7,9 +7,11 @@ cells would reveal which cells are empty, which is not differentially private. W
 whose rounded noisy count is >= 1, the empty cells need not be noised one by one:
 
 * an empty cell comes out >= 1 with probability ``p = P[Z >= 1]`` (discrete Laplace) or
-  ``P[rint(Z) >= 1] = P[Z > 1/2]`` (continuous Laplace), independently of the other cells;
+  ``P[rint(g Z) >= 1] = P[Z >= h + 1]``, ``h = floor(1 / (2 g))`` (``noise="laplace"``: the exact
+  Laplace ``g Z`` on the grid ``g`` of :func:`~privpub.core.laplace_noise`), independently of the
+  other cells;
 * given that it does, its value is ``1 + Geometric`` (discrete: ``Z - 1 | Z >= 1`` is geometric)
-  or ``rint(1/2 + Exponential(b))`` (continuous: the Laplace tail is memoryless).
+  or ``rint(g (h + 1 + Geometric))`` (grid Laplace: its tail is memoryless too).
 
 So the number of released empty cells is ``Binomial(N0, p)``, they form a uniform random subset
 of the ``N0`` empty cells, and their values are i.i.d. tail draws: :func:`sparse_noisy_counts`

@@ -419,8 +419,8 @@ class TreeNoise:
         else:
             self._check_steps(k * self._units / self.epsilon)
             t, s = rational_scale(self.epsilon, k * self._units)
-            g = self.grid
-            scale, var = g * t / s, g * g * float(_discrete_variance(float(t), float(s)))
+            grid = self.grid
+            scale, var = grid * t / s, grid * grid * float(_discrete_variance(float(t), float(s)))
             plan._t = (t, s, _MAX_CHUNK)
             self._scale_id(t, s, _MAX_CHUNK)
         plan.budgets = np.full((1, size), budget)
