@@ -122,3 +122,11 @@ def test_bad_changed_and_too_fine_grids_are_refused_naming_the_parameter() -> No
     with pytest.raises(ParameterError) as err:
         laplace(np.zeros(10), epsilon=1e-12, changed=10)  # 2**20 * 10 / 1e-12 steps
     assert err.value.param == "epsilon"
+
+
+def test_empty_and_scalar_inputs() -> None:
+    assert laplace(np.zeros(0), epsilon=1.0, rng=0).shape == (0,)
+    assert laplace(np.zeros(0, dtype=np.int64), epsilon=1.0, rng=0).shape == (0,)
+    assert laplace_noise(0, epsilon=1.0, rng=0).shape == (0,)
+    x = laplace(0.3, epsilon=1.0, rng=0)  # a real scalar: rounded to the grid of changed=1, 2**-20
+    assert isinstance(x, float) and x * 2**20 == round(x * 2**20)

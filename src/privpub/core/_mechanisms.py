@@ -334,7 +334,7 @@ def laplace(
         units = sens / grid
         x = arr.astype(np.float64)
     else:
-        m = arr.size if changed is None else changed
+        m = max(arr.size, 1) if changed is None else changed
         if isinstance(m, bool) or not isinstance(m, int | np.integer) or int(m) < 1:
             raise ParameterError(f"changed must be an int >= 1, got {changed!r}", param="changed")
         m = min(int(m), max(arr.size, 1))
