@@ -103,7 +103,11 @@ COMMON_PARAMS = """
         pays the rounding's one extra step), so no floating-point Laplace is drawn (Mironov 2012).
     real : bool
         Declare a real-valued stream (default False: items must be integers). Real items and the
-        items of one tree must stay below 2**52 (float64 resolution).
+        items of one tree must stay below 2**52 (float64 resolution). The items are rounded to the
+        noise's grid ``g`` (about ``2**-20 sensitivity / epsilon``); the in-tree sums are then exact
+        while one tree's items sum to less than ``2**53 g`` (about ``2**33 sensitivity / epsilon``),
+        which items of at most ``sensitivity`` always do; beyond it float64 rounding of the sums
+        could move a node by a few grid steps more than the sensitivity (a known limit, issue 34).
     max_item : float, optional
         The declared bound of one item (the public data domain is ``[0, max_item]``); larger
         items are refused, never clipped. Default: the exactness limit (2**61 for exact integer
