@@ -1,5 +1,9 @@
 """Noise safety: integer counts get exact discrete Laplace by default; continuous noise only where documented.
 
+Since issue 34 ``noise="laplace"`` is exact too (discrete Laplace on a dyadic grid, ``core.laplace`` /
+``core.laplace_noise``): no part draws ``Generator.laplace`` or ``Generator.exponential`` for a
+released value; the one ``Generator.laplace`` left is report-noisy-max's (only an index is released).
+
 The grep below lists every call that draws continuous noise (``Generator.laplace``, ``.normal``,
 ``.gumbel``, ``.exponential``, ... and the core's continuous ``laplace`` / ``laplace_noise``) in
 ``src/privpub``. Each (file, call) must be on the allow-list with its reason: the core's own
@@ -36,21 +40,19 @@ DATA_GENERATOR = "synthetic data generator for demos/tests, not a privacy mechan
 
 #: (file relative to src/privpub, call) -> reason
 ALLOWED: dict[tuple[str, str], str] = {
-    ("core/_mechanisms.py", "Generator.laplace"): "core laplace_noise / report_noisy_max (documented)",
+    ("core/_mechanisms.py", "Generator.laplace"): "report_noisy_max (only the index is released)",
     ("core/_mechanisms.py", "Generator.gumbel"): "exponential mechanism via Gumbel-max (only the index is released)",
-    ("core/_mechanisms.py", "core.laplace"): "the continuous Laplace mechanism itself (docstring example)",
-    ("core/_mechanisms.py", "core.laplace_noise"): "the continuous Laplace mechanism itself",
+    ("core/_mechanisms.py", "core.laplace"): "the exact (grid) Laplace mechanism itself (docstring example)",
+    ("core/_mechanisms.py", "core.laplace_noise"): "the exact (grid) Laplace mechanism itself",
     ("histogram/_publishers.py", "core.laplace_noise"): "histogram noise='laplace' option (paper setting)",
     ("histogram/_publishers.py", "core.laplace"): "histogram noise='laplace' option (paper setting)",
-    ("histogram/_dawa.py", "core.laplace_noise"):
-        "DAWA's stage-1 bucket costs are real L1 deviations (integer noise on them would not be DP)",
-    ("histogram/_dawa.py", "core.laplace"): "DAWA's Greedy-H weighted range sums are real (weights < 1)",
-    ("audit/_cases_parts.py", "core.laplace_noise"): "the audit of DAWA's partition step, drawn as publish draws it",
-    ("core/_sparse.py", "Generator.laplace"): "core sparse_noisy_counts noise='laplace' (documented)",
+    ("histogram/_dawa.py", "core.laplace"):
+        "DAWA's stage-1 bucket costs (real L1 deviations) and Greedy-H's weighted range sums (weights < 1): "
+        "exact grid Laplace, the real values rounded to the grid with the rounding in the noise",
     ("core/_sparse.py", "Generator.exponential"):
-        "core sparse_noisy_counts noise='laplace': the Laplace tail of empty cells (memoryless, exact in distribution)",
+        "sparse_noisy_counts: the number of released empty cells when p is tiny (geometric gaps of _binomial); "
+        "the documented approximation of the binomial count, no released value",
     ("core/_ranges.py", "Generator.gumbel"): "exponential_mechanism_ranges via Gumbel-max (only the integer is released)",
-    ("core/_tree_noise.py", "Generator.laplace"): "stream trees' noise='laplace' option (paper setting)",
     ("experiments/core.py", "core.laplace"): "demo comparing continuous with discrete Laplace",
     ("audit/_cases_core.py", "core.laplace"): "the audit of the core Laplace mechanism",
     ("spatial/_data.py", "Generator.normal"): DATA_GENERATOR,

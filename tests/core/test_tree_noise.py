@@ -218,3 +218,47 @@ def test_bad_arguments():
         tn.plan(3, [0.5, 0.5])
     with pytest.raises(ParameterError, match="weights must be finite and > 0"):
         tn.plan(2, [0.5, math.nan])
+
+
+# -- noise="laplace" is exact grid noise (issue 34) -------------------------------------------------
+@pytest.mark.statistical
+def test_laplace_tree_noise_is_discrete_laplace_on_the_grid() -> None:
+    """Node noise of ``noise="laplace"`` is ``g Z`` (``g = laplace_grid(epsilon, sensitivity)``,
+    ``Z`` integer): never floating-point Laplace. Its variance is the plan's, within 5 standard
+    deviations (Laplace kurtosis: ``E Z^4 = 6 Var^2``), for a uniform and a weighted plan."""
+    import math
+
+    from privpub.core import laplace_grid
+
+    for real, units in ((False, 2.0 / 2.0**-19), (True, 2.0 / 2.0**-19 + 1)):
+        acc = Accountant(1.0)
+        tn = TreeNoise(epsilon=1.0, sensitivity=2.0, accountant=acc, rng=5, noise="laplace", real=real)
+        g = laplace_grid(1.0, 2.0)
+        assert tn.grid == g == 2.0**-19
+        uni = tn.plan(4)  # scale 4 * 2 / 1 = 8, rounded up in grid steps: 4 * units
+        assert uni.scales[0, 0] * (1 - 1e-12) <= g * 4 * units <= uni.scales[0, 0]
+        n_trees = 20_000
+        tn.open(uni, n_trees)
+        z = tn.draw(uni, n_trees * uni.size)
+        assert z.dtype == np.float64 and np.all(np.rint(z / g) * g == z)
+        var = float(uni.variances[0, 0])
+        assert abs(float(np.mean(z * z)) - var) <= 5 * math.sqrt(5 * var**2 / z.size)
+        w = np.linspace(0.1, 0.25, uni.size)
+        weighted = tn.plan(4, w)
+        tn.open(weighted, 10)
+        zw = tn.draw(weighted, 10 * uni.size, np.tile(np.arange(uni.size), 10))
+        assert np.all(np.rint(zw / g) * g == zw)
+        assert np.all(weighted.scales >= g * units / (1.0 * w))  # never less noise than asked
+
+
+def test_laplace_tree_noise_same_seed_same_noise_and_real_needs_laplace() -> None:
+    def draws() -> np.ndarray:
+        tn = TreeNoise(epsilon=0.5, accountant=Accountant(1.0), rng=11, noise="laplace")
+        plan = tn.plan(3)
+        tn.open(plan, 4)
+        return np.concatenate([[tn.draw_one(plan, 0)], tn.draw(plan, 7), tn.draw_span(plan, 0, 8)])
+
+    assert np.array_equal(draws(), draws())
+    with pytest.raises(ParameterError) as err:
+        TreeNoise(epsilon=0.5, accountant=Accountant(1.0), noise="discrete", real=True)
+    assert err.value.param == "real"

@@ -339,3 +339,65 @@ def test_dawa_beats_identity_on_sparse_sets_at_small_scale(name: str, data_dir: 
             x, epsilon=0.1, rng=200 + s).counts, 1000)
         diffs.append(ident - dawa)
     assert np.mean(diffs) > 3 * np.std(diffs, ddof=1) / math.sqrt(len(diffs)), diffs
+
+
+# -- exact noise and the audited code path (issue 34) ----------------------------------------------
+def test_both_stages_release_exact_grid_noise(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Stage 1's noisy costs and stage 2's noisy answers lie on the grids of
+    :func:`privpub.core.laplace_grid` (real queries rounded, the rounding in the noise), not on the
+    bits of floating-point Laplace (Mironov 2012)."""
+    import privpub.histogram._dawa as dawa_mod
+    from privpub.core import laplace_grid, split
+
+    seen: dict[str, list[np.ndarray]] = {"costs": [], "answers": []}
+    best, lsq = dawa_mod.dawa_best_partition, dawa_mod.tree_least_squares
+    monkeypatch.setattr(dawa_mod, "dawa_best_partition",
+                        lambda costs, n, pen: seen["costs"].append(np.concatenate(costs)) or best(costs, n, pen))
+    monkeypatch.setattr(dawa_mod, "tree_least_squares",
+                        lambda ch, w, a: seen["answers"].append(np.asarray(a)) or lsq(ch, w, a))
+    x = np.random.default_rng(0).integers(0, 40, size=100)
+    rel = DAWA().publish(x, epsilon=1.0, rng=3)
+    eps1, eps2 = split(1.0, [0.25, 0.75])
+    g1 = laplace_grid(eps1, dawa_sensitivity(100), changed=7)  # 7 levels above the singletons
+    costs = seen["costs"][0]
+    costs = costs[np.isfinite(costs)]
+    assert costs.size and np.all(np.rint(costs / g1) * g1 == costs)
+    spans, _, _ = greedy_h_weights(rel.boundaries, 100)
+    path = int(np.ceil(np.log2(rel.boundaries.size - 1))) + 1 if rel.boundaries.size > 2 else 1
+    g2 = laplace_grid(eps2, 1.0, changed=path)
+    answers = seen["answers"][0]
+    assert answers.size == spans.shape[0] and np.all(np.rint(answers / g2) * g2 == answers)
+
+
+def test_stage_one_hook_is_what_publish_runs() -> None:
+    """``DAWA._partitions`` (the auditor's entry) is publish's stage 1: same seed, same partition."""
+    from privpub.core import Accountant, as_generator, split
+
+    x = np.array([0, 0, 3, 5, 9, 9, 0, 1, 40, 2, 2, 2])
+    for seed in range(5):
+        rel = DAWA().publish(x, epsilon=2.0, rng=seed)
+        eps1, eps2 = split(2.0, [0.25, 0.75])
+        with Accountant(2.0):
+            (bounds,) = DAWA()._partitions(x, eps1, eps2, as_generator(seed))
+        assert np.array_equal(bounds, rel.boundaries)
+
+
+@pytest.mark.statistical
+def test_audit_of_the_partition_sees_a_quarter_scale_stage_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The audit case ``histogram.DAWA.partition`` runs DAWA's own stage 1: a stage 1 drawing at a
+    quarter of its Laplace scale (the mutation of issue 34, which the former re-implementation
+    passed) makes it fail."""
+    import privpub.histogram._dawa as dawa_mod
+    from privpub.audit import audit_cases
+
+    (case,) = [c for c in audit_cases("fast") if c.name == "histogram.DAWA.partition"]
+    assert case.audit(tier="fast", rng=0).passed
+    real = dawa_mod.laplace
+
+    def quarter(values, *, epsilon, sensitivity=1.0, **kw):  # type: ignore[no-untyped-def]
+        if kw.get("note", "").startswith("L1 deviations"):
+            sensitivity = sensitivity / 4
+        return real(values, epsilon=epsilon, sensitivity=sensitivity, **kw)
+
+    monkeypatch.setattr(dawa_mod, "laplace", quarter)
+    assert not case.audit(tier="fast", rng=0).passed

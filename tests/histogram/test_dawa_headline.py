@@ -172,12 +172,14 @@ def test_negative_control_identity_is_outside_dawas_reported_value(name: str, da
 
 
 #: sets on which privpub's DAWA misses Figure 2(a) at scale 1000 (measured log10 error, 60 runs,
-#: reported in brackets: ADULT -2.54 (-3.09), NETTRACE -2.52 (-3.11), SEARCHLOGS -2.76 (-3.15),
-#: LC-REQ -2.70 (-3.01; 0.31 off against a tolerance of 0.27), MD-SAL -2.56 (-3.06); HEPTH -2.93
-#: (-3.05) is within): its stage 1 adds Laplace noise of scale Δ/ε1 with Δ = 2 log2 n ≈ 22
+#: reported in brackets, with the exact grid noise of issue 34: ADULT -2.57 (-3.09), NETTRACE -2.58
+#: (-3.11), SEARCHLOGS -2.78 (-3.15), MD-SAL -2.63 (-3.06); HEPTH -2.90 (-3.05) and LC-REQ -2.81
+#: (-3.01, 0.20 off against a tolerance of 0.30) are within. LC-REQ is borderline: with the earlier
+#: float draws it measured -2.70, 0.31 off against 0.27, a draw-to-draw difference of about 1.3
+#: standard errors, not a change of noise scale): its stage 1 adds Laplace noise of scale Δ/ε1 with Δ = 2 log2 n ≈ 22
 #: (the sensitivity privpub can prove) instead of the paper's 2, so at 1000 records the noisy costs
 #: swamp the deviations and spikes get merged into wide buckets. See docs/histogram.md.
-KNOWN_GAP = {"ADULTFRANK", "NETTRACE", "SEARCHLOGS", "LC-REQ", "MD-SAL"}
+KNOWN_GAP = {"ADULTFRANK", "NETTRACE", "SEARCHLOGS", "MD-SAL"}
 
 
 @pytest.mark.parametrize("name", [
@@ -188,7 +190,7 @@ KNOWN_GAP = {"ADULTFRANK", "NETTRACE", "SEARCHLOGS", "LC-REQ", "MD-SAL"}
 ])
 def test_privpub_dawa_reproduces_figure_2a(name: str, data_dir: Path) -> None:
     """The headline figure: privpub's DAWA at scale 1000, ε = 0.1 within the tolerance of the value
-    DPBench reports for the set. Holds on HEPTH; strict xfail on the five sets of KNOWN_GAP."""
+    DPBench reports for the set. Holds on HEPTH and LC-REQ; strict xfail on the four sets of KNOWN_GAP."""
     ours, se = measure("privpub", name, data_dir, 1_000, TRIALS)
     assert abs(ours - FIG2A_DAWA[name]) <= tolerance(se), (name, ours, FIG2A_DAWA[name], tolerance(se))
 

@@ -98,8 +98,10 @@ def test_privacy_audit_every_item_spends_at_most_epsilon(noise):
             assert total <= 0.8 * (1 + 1e-12)
             if m == 1 and cls in (RTP, HQRTP):
                 assert total == pytest.approx(0.8)  # item 1 of a tree meets every level
-            if m % 2 == 1 and cls in (RTPMM, HQRTPMM) and noise == "laplace":
-                assert total == pytest.approx(0.8)  # odd positions spend exactly epsilon
+            if m % 2 == 1 and cls in (RTPMM, HQRTPMM):
+                # odd positions spend epsilon, less the per-node scales' rounding up to 7 significant bits
+                # (exact noise, discrete or grid Laplace: at most 1/64 more noise per node)
+                assert total >= 0.8 / (1 + 2**-6)
         # the ledger agrees: never more than epsilon, all of it here
         assert pub.ledger.total == pytest.approx(0.8, rel=1e-12)
 

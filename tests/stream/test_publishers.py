@@ -238,3 +238,22 @@ def test_replay_with_ewma_predictor(make_queries, run_online):
     b = HQRTP(window=2048, epsilon=1.0, rng=1, predictor=EWMA(20, 0.8), noise="laplace")
     np.testing.assert_array_equal(run_online(a, data, queries), b.replay(data, queries))
     assert a.predictor.value == b.predictor.value
+
+
+@pytest.mark.parametrize("cls", [RTP, HQRTP, BT])
+def test_laplace_answers_are_exact_grid_values(cls):
+    """``noise="laplace"`` (issue 34): node noise is discrete Laplace on the grid
+    ``laplace_grid(epsilon, sensitivity)`` and real items are rounded to it, so every answer (a sum
+    of noisy nodes) is an exact multiple of the grid: no floating-point Laplace bits to read."""
+    from privpub.core import laplace_grid
+
+    rng = np.random.default_rng(3)
+    g = laplace_grid(0.7, 2.0)
+    for real, items in ((False, rng.integers(0, 3, 300)), (True, rng.random(300) * 2.0)):
+        pub = cls(window=512, epsilon=0.7, rng=1, noise="laplace", real=real, sensitivity=2.0)
+        pub.extend(items[:150])
+        for x in items[150:]:
+            pub.append(float(x) if real else int(x))
+        qs = np.array([[t - L + 1, t] for t in range(200, 301, 7) for L in (1, 5, 60) if L <= t])
+        ans = pub.answer(qs)
+        assert np.all(np.rint(ans / g) * g == ans)

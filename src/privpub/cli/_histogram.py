@@ -295,8 +295,8 @@ def _publisher(method: str, split: float | None, noise: str) -> Any:
         return OptimalGrouping(noise=noise) if split is None else OptimalGrouping(split=split, noise=noise)
     if method == "dawa":
         if noise != "laplace":
-            raise ParameterError("--method dawa draws continuous Laplace noise (its bucket costs and weighted sums "
-                                 "are real numbers); pass --noise laplace")
+            raise ParameterError("--method dawa draws Laplace noise on a dyadic grid (its bucket costs and weighted "
+                                 "sums are real numbers, not counts); pass --noise laplace")
         return DAWA() if split is None else DAWA(ratio=split)
     if split is not None:
         raise ParameterError("--split does not apply to --method laplace (one step, whole budget)")

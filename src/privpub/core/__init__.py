@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     )
     from privpub.core._mechanisms import (
         FLOAT_EXACT_LIMIT,
+        LAPLACE_GRID_BITS,
         add_int_noise,
         check_float_exact,
         discrete_gaussian,
@@ -46,6 +47,7 @@ if TYPE_CHECKING:
         exponential_mechanism_probabilities,
         exponential_mechanism_zcdp,
         laplace,
+        laplace_grid,
         laplace_noise,
         rational_scale,
         report_noisy_max,
@@ -117,6 +119,7 @@ __all__ = [
     "FLOAT_EXACT_LIMIT",
     "FileSessionStore",
     "FrameBackend",
+    "LAPLACE_GRID_BITS",
     "LedgerEntry",
     "MAX_TREE_HEIGHT",
     "MEANINGFUL_EPSILON",
@@ -182,6 +185,7 @@ __all__ = [
     "infer_schema",
     "isotonic_regression",
     "laplace",
+    "laplace_grid",
     "laplace_noise",
     "lazy_exports",
     "ledger_total",

@@ -35,6 +35,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "FLOAT_EXACT_LIMIT",
+    "LAPLACE_GRID_BITS",
     "add_int_noise",
     "check_float_exact",
     "discrete_gaussian",
@@ -49,6 +50,7 @@ __all__ = [
     "exponential_mechanism_probabilities",
     "exponential_mechanism_zcdp",
     "laplace",
+    "laplace_grid",
     "laplace_noise",
     "rational_scale",
     "report_noisy_max",
@@ -101,8 +103,79 @@ def _check_shape(shape: Any) -> tuple[int, ...]:
 
 
 # ---------------------------------------------------------------------------------------------
-# Laplace
+# Laplace, exact: discrete Laplace on a dyadic grid
 # ---------------------------------------------------------------------------------------------
+#: the grid of the exact Laplace noise lies this many binary digits below the noise scale
+#: (``grid = 2**(floor(log2(scale)) - LAPLACE_GRID_BITS)``, at most 1): the noise takes between
+#: 2**20 and 2**21 grid steps per unit of scale, so it is continuous Laplace for every purpose but
+#: exactness (variance ``2 scale^2 - grid^2 / 6``)
+LAPLACE_GRID_BITS = 20
+#: largest noise scale in grid steps: draws then stay below 2**53 steps (exact in float64) with
+#: probability above ``1 - 2 exp(-64)``; a larger draw raises rather than being rounded
+_MAX_GRID_STEPS = 2.0**47
+
+
+def _pow2_floor(x: float) -> float:
+    """The largest power of two at most ``x > 0`` (exact)."""
+    _, expo = math.frexp(x)  # x = mant 2**expo, 0.5 <= mant < 1
+    return math.ldexp(1.0, expo - 1)
+
+
+def laplace_grid(epsilon: float, sensitivity: float = 1.0, *, changed: int = 0) -> float:
+    """The dyadic grid ``2**-k`` on which :func:`laplace_noise` and :func:`laplace` draw exact noise.
+
+    Parameters
+    ----------
+    epsilon, sensitivity : float
+        The mechanism's parameters (noise scale ``b = sensitivity / epsilon``).
+    changed : int
+        0 (default): the grid of :func:`laplace_noise`, ``2**(floor(log2 b) - 20)``, at most 1 (so
+        that integers lie on it). ``m > 0``: the grid :func:`laplace` rounds real-valued queries
+        to when at most ``m`` coordinates differ between neighbours,
+        ``2**(floor(log2(min(b, sensitivity) / m)) - 20)``, at most 1: the rounding adds at most
+        ``m * grid <= 2**-20 sensitivity`` to the L1 sensitivity.
+
+    Returns
+    -------
+    float
+        A power of two, at most 1. Depends on the parameters only, never on the data.
+
+    Examples
+    --------
+    >>> laplace_grid(1.0) == 2.0**-20, laplace_grid(1e-9)
+    (True, 1.0)
+    """
+    eps = check_epsilon(epsilon)
+    sens = _check_sensitivity(sensitivity)
+    scale = _check_scale(eps, sens)
+    m = int(changed)
+    if isinstance(changed, bool) or m != changed or m < 0:
+        raise ParameterError(f"changed must be an int >= 0, got {changed!r}", param="changed")
+    base = scale if m == 0 else min(scale, sens) / m
+    return min(1.0, math.ldexp(_pow2_floor(base), -LAPLACE_GRID_BITS))
+
+
+def _grid_scale(eps: float, units: float, what: str) -> tuple[int, int]:
+    """``rational_scale(eps, units)`` for a noise of ``units / eps`` grid steps, refusing more than 2**47."""
+    steps = units / eps
+    if not math.isfinite(steps) or steps > _MAX_GRID_STEPS:
+        raise ParameterError(
+            f"{what} needs a noise of {steps:.3g} grid steps, more than 2**47 (exact Laplace noise on its grid "
+            "would no longer fit float64); use a larger epsilon or fewer coordinates (changed=), or "
+            "integer values with discrete Laplace noise", param="epsilon")
+    return rational_scale(eps, units)
+
+
+def _grid_draws(size: int, t: int, s: int, grid: float, gen: np.random.Generator) -> NDArray[np.float64]:
+    """``grid * Z`` for ``size`` exact discrete Laplace draws ``Z`` of scale ``t / s`` (exact floats)."""
+    z = _discrete_laplace_exact(size, t, s, gen)
+    if z.size and int(np.max(np.abs(z))) >= (1 << 53):  # probability below 2 exp(-64): never rounded
+        raise DomainError("a Laplace draw exceeded 2**53 grid steps (probability below 1e-27)")
+    out: NDArray[np.float64] = z.astype(np.float64)
+    out *= grid  # a power of two: exact
+    return out
+
+
 def laplace_noise(
     shape: int | tuple[int, ...],
     *,
@@ -112,28 +185,76 @@ def laplace_noise(
     accountant: Accountant | None = None,
     note: str = "",
 ) -> NDArray[np.float64]:
-    """Draw continuous Laplace noise of scale ``sensitivity / epsilon`` with the given shape.
+    """Exact Laplace noise of scale ``sensitivity / epsilon``: discrete Laplace on a dyadic grid.
 
-    **Privacy:** the caller adds it to a real vector of L1 sensitivity ``sensitivity``; that is
-    epsilon-DP (in real arithmetic, see :func:`laplace`). Charges ``accountant`` (or the active
-    one) ``epsilon`` before drawing.
+    The noise is ``g Z`` with ``g = laplace_grid(epsilon, sensitivity)`` (a power of two, at most
+    1, about ``2**-20`` of the scale) and ``Z`` the exact discrete Laplace of scale
+    ``sensitivity / (epsilon g)`` in grid steps (:func:`rational_scale`, never below it; sampled
+    with integer arithmetic, [CKS20]_). Its variance is ``2 b^2 - g^2 / 6`` for ``b = sensitivity /
+    epsilon``: continuous Laplace to about 12 digits.
+
+    Parameters
+    ----------
+    shape : int or tuple of int
+        Shape of the noise.
+    epsilon : float
+        Privacy parameter, finite and > 0.
+    sensitivity : float
+        L1 sensitivity of the query the noise is added to.
+    rng : int, Generator or None
+        Randomness (same seed, same noise).
+    accountant : Accountant, optional
+        The accountant to charge (default: the active one, if any).
+    note : str
+        Recorded with the charge.
+
+    Returns
+    -------
+    numpy.ndarray of float64
+        Multiples of the grid ``g``, exactly representable.
+
+    Notes
+    -----
+    **Privacy:** epsilon-DP, *exactly* (on a real computer, not only in real arithmetic), when
+    added to a query whose values lie on the grid ``g`` and whose L1 sensitivity is
+    ``sensitivity``: integer counts always do (``g <= 1`` is a power of two). The neighbours'
+    query values then differ by a vector of grid steps of L1 norm at most ``sensitivity / g``,
+    and the discrete Laplace of scale ``sensitivity / (epsilon g)`` is epsilon-DP for it
+    [GRS12]_; the float64 sum ``x + g Z`` is the correctly rounded value of the exact sum, a
+    function of that sum alone (post-processing). This closes the attack of [Mir12]_ on the
+    low-order bits of floating-point Laplace. Real-valued queries must be rounded to a grid
+    first: :func:`laplace` does it and accounts for the rounding. Charges ``accountant`` (or the
+    active one) ``epsilon`` (mechanism ``"laplace"``, with ``sensitivity``) before drawing.
+
+    References
+    ----------
+    .. [Mir12] Mironov. On significance of the least significant bits for differential privacy.
+       CCS 2012.
+
+    Examples
+    --------
+    >>> z = laplace_noise(3, epsilon=1.0, rng=0)
+    >>> bool(np.all(z * 2**20 == np.round(z * 2**20)))   # on the grid 2**-20
+    True
     """
     eps = check_epsilon(epsilon)
     sens = _check_sensitivity(sensitivity)
-    scale = _check_scale(eps, sens)
+    grid = laplace_grid(eps, sens)
+    t, s = _grid_scale(eps, sens / grid, "laplace_noise")
     shp = _check_shape(shape)
     check_allocation(math.prod(shp), 8, "the Laplace noise", "shape", unit="draws")
     charge("laplace", eps, sensitivity=sens, note=note, accountant=accountant)
-    return as_generator(rng).laplace(0.0, scale, size=shp)
+    out = _grid_draws(math.prod(shp), t, s, grid, as_generator(rng))
+    return out if shp == out.shape else out.reshape(shp)
 
 
 @overload
 def laplace(values: float, *, epsilon: float, sensitivity: float = ..., rng: RNGLike = ...,
-            accountant: Accountant | None = ..., note: str = ...) -> float: ...
+            accountant: Accountant | None = ..., note: str = ..., changed: int | None = ...) -> float: ...
 @overload
 def laplace(
     values: ArrayLike, *, epsilon: float, sensitivity: float = ..., rng: RNGLike = ...,
-    accountant: Accountant | None = ..., note: str = ...
+    accountant: Accountant | None = ..., note: str = ..., changed: int | None = ...
 ) -> NDArray[np.float64] | float: ...
 def laplace(
     values: ArrayLike,
@@ -143,13 +264,15 @@ def laplace(
     rng: RNGLike = None,
     accountant: Accountant | None = None,
     note: str = "",
+    changed: int | None = None,
 ) -> NDArray[np.float64] | float:
-    """The Laplace mechanism: add Laplace noise of scale ``sensitivity / epsilon``.
+    """The Laplace mechanism, exact: Laplace noise of scale ``sensitivity / epsilon`` on a dyadic grid.
 
     Parameters
     ----------
     values : float or array_like
-        The true query answers (any shape).
+        The true query answers (any shape). Integer arrays (dtype int, uint or bool) are used
+        as they are; real (float) values are first rounded to the grid (see Notes).
     epsilon : float
         Privacy parameter, finite and > 0.
     sensitivity : float
@@ -160,37 +283,68 @@ def laplace(
         The accountant to charge (default: the active one, if any).
     note : str
         Recorded with the charge.
+    changed : int, optional
+        For real values: the largest number of coordinates of ``values`` that differ between
+        neighbours (default: all of them, ``values.size``, always safe). Ignored for integers.
 
     Returns
     -------
     float or numpy.ndarray
-        ``values`` plus independent noise; a scalar for scalar input.
+        ``values`` plus exact noise; a scalar for scalar input.
 
     Raises
     ------
     DomainError
-        If a value exceeds 2**52 in magnitude (float64 rounding would erase the noise).
+        If a value exceeds 2**52 in magnitude.
+    ParameterError
+        If the noise would need more than 2**47 grid steps (``changed`` times ``1 / epsilon``
+        beyond about 2**27 for real values).
     BudgetExceededError
         If the charge would take the accountant over its budget (nothing is drawn).
 
     Notes
     -----
     **Privacy:** epsilon-DP for any neighbouring relation under which the vector ``values`` has
-    L1 sensitivity at most ``sensitivity`` [DMNS06]_. The guarantee is for real-valued
-    arithmetic; IEEE floating-point Laplace sampling can leak through the low-order bits
-    (Mironov 2012). Integer counts should use :func:`discrete_laplace`, which has no such hole.
-    Charges ``epsilon`` (with ``sensitivity``) to the accountant before drawing.
+    L1 sensitivity at most ``sensitivity`` [DMNS06]_, exactly on a real computer:
+
+    * integer values lie on the grid ``g = laplace_grid(epsilon, sensitivity)`` and get the noise
+      of :func:`laplace_noise` (see there);
+    * real values are rounded to the grid ``g = laplace_grid(epsilon, sensitivity, changed=m)``
+      (``x -> g rint(x / g)``, exact in float64). Rounding moves each coordinate by at most
+      ``g / 2``, so the rounded vectors of neighbours differ by at most ``sensitivity + m g`` in
+      L1 norm (``m`` coordinates differ, each rounding adds at most one step); the noise is the
+      discrete Laplace of ``(sensitivity / g + m) / epsilon`` steps, at most ``2**-20`` more than
+      ``sensitivity / epsilon``.
+
+    The release is ``fl(x + g Z)``, the correctly rounded exact sum: post-processing of an exact
+    mechanism, so the low-order-bit attack of [Mir12]_ does not apply. Charges ``epsilon`` (with
+    ``sensitivity``) to the accountant before drawing.
 
     Examples
     --------
     >>> round(laplace(10.0, epsilon=1.0, rng=0), 3)
-    10.32
+    8.997
     """
     arr = check_array(values, "values", allow_empty=True)
     check_float_exact(arr)
-    arr = arr.astype(np.float64)
-    noisy = arr + laplace_noise(arr.shape, epsilon=epsilon, sensitivity=sensitivity, rng=rng,
-                                accountant=accountant, note=note)
+    eps = check_epsilon(epsilon)
+    sens = _check_sensitivity(sensitivity)
+    if arr.dtype.kind in "iub":
+        grid = laplace_grid(eps, sens)
+        units = sens / grid
+        x = arr.astype(np.float64)
+    else:
+        m = max(arr.size, 1) if changed is None else changed
+        if isinstance(m, bool) or not isinstance(m, int | np.integer) or int(m) < 1:
+            raise ParameterError(f"changed must be an int >= 1, got {changed!r}", param="changed")
+        m = min(int(m), max(arr.size, 1))
+        grid = laplace_grid(eps, sens, changed=m)
+        units = sens / grid + m
+        x = np.rint(arr.astype(np.float64) / grid) * grid  # exact: grid is a power of two
+    t, s = _grid_scale(eps, units, "laplace")
+    check_allocation(arr.size, 8, "the Laplace noise", "values", unit="draws")
+    charge("laplace", eps, sensitivity=sens, note=note, accountant=accountant)
+    noisy = x + _grid_draws(arr.size, t, s, grid, as_generator(rng)).reshape(arr.shape)
     return float(noisy) if noisy.ndim == 0 else noisy
 
 

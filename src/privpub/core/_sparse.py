@@ -7,9 +7,11 @@ cells would reveal which cells are empty, which is not differentially private. W
 whose rounded noisy count is >= 1, the empty cells need not be noised one by one:
 
 * an empty cell comes out >= 1 with probability ``p = P[Z >= 1]`` (discrete Laplace) or
-  ``P[rint(Z) >= 1] = P[Z > 1/2]`` (continuous Laplace), independently of the other cells;
+  ``P[rint(g Z) >= 1] = P[Z >= h + 1]``, ``h = floor(1 / (2 g))`` (``noise="laplace"``: the exact
+  Laplace ``g Z`` on the grid ``g`` of :func:`~privpub.core.laplace_noise`), independently of the
+  other cells;
 * given that it does, its value is ``1 + Geometric`` (discrete: ``Z - 1 | Z >= 1`` is geometric)
-  or ``rint(1/2 + Exponential(b))`` (continuous: the Laplace tail is memoryless).
+  or ``rint(g (h + 1 + Geometric))`` (grid Laplace: its tail is memoryless too).
 
 So the number of released empty cells is ``Binomial(N0, p)``, they form a uniform random subset
 of the ``N0`` empty cells, and their values are i.i.d. tail draws: :func:`sparse_noisy_counts`
@@ -39,8 +41,11 @@ from privpub.core._mechanisms import (
     _check_sensitivity,
     _discrete_laplace_exact,
     _geometric_exp1,
+    _grid_draws,
+    _grid_scale,
     add_int_noise,
     check_float_exact,
+    laplace_grid,
     rational_scale,
 )
 from privpub.core._rng import RNGLike, as_generator
@@ -60,8 +65,10 @@ def sparse_release_probability(epsilon: float, *, sensitivity: float = 1.0, nois
     """Probability that an empty cell comes out >= 1 in :func:`sparse_noisy_counts`.
 
     ``q / (1 + q)`` with ``q = exp(-1/scale)`` for the discrete Laplace (scale
-    :func:`~privpub.core.rational_scale`), ``exp(-1 / (2 b)) / 2`` with ``b = sensitivity /
-    epsilon`` for the continuous Laplace, rounded to the nearest integer.
+    :func:`~privpub.core.rational_scale`); for ``noise="laplace"``, the exact Laplace on the grid
+    ``g = laplace_grid(epsilon, sensitivity)`` rounded to the nearest integer (half to even):
+    ``P[g Z > 1/2] = q^(h + 1) / (1 + q)`` with ``h = floor(1 / (2 g))`` and ``q = exp(-s / t)``
+    for the scale ``t / s`` in grid steps (about ``exp(-1 / (2 b)) / 2``, ``b = sensitivity / epsilon``).
 
     Examples
     --------
@@ -74,10 +81,19 @@ def sparse_release_probability(epsilon: float, *, sensitivity: float = 1.0, nois
     sens = _check_sensitivity(sensitivity)
     _check_scale(eps, sens)
     if _check_noise(noise) == "laplace":
-        return 0.5 * math.exp(-0.5 * eps / sens)
+        _, (t, s), h = _grid_laplace_params(eps, sens)
+        q = math.exp(-s / t)
+        return math.exp(-(h + 1) * s / t) / (1.0 + q)
     t, s = rational_scale(eps, sens)
     q = math.exp(-s / t)
     return q / (1.0 + q)
+
+
+def _grid_laplace_params(eps: float, sens: float) -> tuple[float, tuple[int, int], int]:
+    """``noise="laplace"``: the grid ``g``, the scale ``(t, s)`` in grid steps, and ``h = floor(1 / (2 g))``
+    (an empty cell is released when its noise ``g Z`` exceeds 1/2, i.e. ``Z >= h + 1``)."""
+    g = laplace_grid(eps, sens)
+    return g, _grid_scale(eps, sens / g, "sparse_noisy_counts"), math.floor(0.5 / g)
 
 
 def _check_noise(noise: Any) -> str:
@@ -209,8 +225,9 @@ def sparse_noisy_counts(
         L1 sensitivity of the whole count vector (1 when each record lies in one cell and
         neighbours add or remove one record).
     noise : {"discrete", "laplace"}
-        Exact discrete Laplace (default; integers throughout) or continuous Laplace rounded to
-        the nearest integer (``numpy.rint``, half to even).
+        Exact discrete Laplace (default; integers throughout) or Laplace drawn exactly on the
+        grid of :func:`~privpub.core.laplace_noise` rounded to the nearest integer
+        (``numpy.rint``, half to even).
     rng : int, Generator or None
         Randomness.
     accountant : Accountant, optional
@@ -254,10 +271,9 @@ def sparse_noisy_counts(
     Above ``dense_limit`` cells: each empty cell comes out >= 1 independently with probability
     ``p`` (:func:`sparse_release_probability`), so ``M ~ Binomial(N0, p)`` uniformly chosen empty
     cells are released, with i.i.d. values from the conditional tail: ``1 + Geometric(q)`` with
-    ``q = exp(-1/scale)`` (sampled exactly with integers, [CKS20]_), or ``rint(1/2 + Exp(b))``.
-    Every value is exact; ``M`` comes from numpy's binomial sampler (floating point), the only
-    approximation. The continuous variant has the floating-point caveats of
-    :func:`~privpub.core.laplace`.
+    ``q = exp(-1/scale)`` (sampled exactly with integers, [CKS20]_), or, for ``noise="laplace"``,
+    ``rint(g (h + 1 + Geometric(q)))`` in the grid's steps (``h = floor(1 / (2 g))``). Every value
+    is exact; ``M`` comes from numpy's binomial sampler (floating point), the only approximation.
 
     Examples
     --------
@@ -306,29 +322,30 @@ def sparse_noisy_counts(
     gen = as_generator(rng)
     charge("laplace" if kind == "laplace" else "discrete_laplace", eps, sensitivity=sens,
            note=note or f"sparse_noisy_counts: all {n} cells (disjoint), cells >= 1 released", accountant=accountant)
-    scale = sens / eps
+    if kind == "laplace":
+        g, (t, s), h = _grid_laplace_params(eps, sens)
+    else:
+        t, s = rational_scale(eps, sens)
     if dense:
         full = np.zeros(n, dtype=np.int64)
         full[ids] = vals
         if kind == "discrete":
-            t, s = rational_scale(eps, sens)
             noisy = add_int_noise(full, _discrete_laplace_exact(n, t, s, gen))
-        else:
-            noisy = _rint(full.astype(np.float64) + gen.laplace(0.0, scale, size=n))
+        else:  # exact: the float sum of a count and g Z is the rounded exact sum, then rint
+            noisy = _rint(full.astype(np.float64) + _grid_draws(n, t, s, g, gen))
         keep = np.flatnonzero(noisy >= 1)
         return keep.astype(np.int64), noisy[keep]
     # sparse: the listed cells get their noise; the empty ones are drawn through the tail
     if kind == "discrete":
-        t, s = rational_scale(eps, sens)
         listed = add_int_noise(vals, _discrete_laplace_exact(ids.size, t, s, gen))
     else:
-        listed = _rint(vals.astype(np.float64) + gen.laplace(0.0, scale, size=ids.size))
+        listed = _rint(vals.astype(np.float64) + _grid_draws(ids.size, t, s, g, gen))
     m = _binomial(n_empty, p, gen) if n_empty else 0
     empty = _empty_ids(_distinct_uniform(n_empty, m, gen), ids)
     if kind == "discrete":
         tail = 1 + _geometric_exact(m, t, s, gen)
-    else:
-        tail = _rint(0.5 + gen.exponential(scale, size=m))
+    else:  # Z >= h + 1 (g Z > 1/2): Z = h + 1 + Geometric(q) by memorylessness, released as rint(g Z)
+        tail = _rint((h + 1 + _geometric_exact(m, t, s, gen)).astype(np.float64) * g)
     all_ids = np.concatenate([ids, empty])
     all_vals = np.concatenate([listed, tail])
     positive = all_vals >= 1

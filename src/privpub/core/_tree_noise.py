@@ -36,12 +36,14 @@ from privpub.core._accountant import Accountant, Charge, ParallelBlock
 from privpub.core._dgauss import GaussianScale, discrete_gaussian_exact
 from privpub.core._mechanisms import (
     _DEN_LIMIT,
+    _MAX_GRID_STEPS,
     MAX_SCALE,
     _check_scale,
     _check_sensitivity,
     _discrete_laplace_exact,
     _gaussian_scale,
     discrete_gaussian_variance,
+    laplace_grid,
     rational_scale,
 )
 from privpub.core._rng import RNGLike, as_generator
@@ -62,7 +64,6 @@ _MIN_FIRST_CHUNK = 64
 _MAX_FIRST_CHUNK = 4096
 _MAX_CHUNK = 1 << 16
 _MAX_CHUNK_WEIGHTED = 1 << 14
-_Z_CHUNK = 4096
 #: per-node scales of non-uniform plans are rounded *up* to this many significant bits
 SCALE_BITS = 7
 #: a per-item total within this relative distance of epsilon is recorded as epsilon
@@ -262,11 +263,12 @@ class TreeNoise:
         The stream publisher's accountant. Trees are branches of one open parallel block
         ``name`` in it; a configuration is charged before any of its noise is drawn.
     rng : int, Generator or None
-        Randomness; continuous noise is one standard Laplace stream (node-completion order),
-        exact noise has one child generator per distinct scale, seeded in order of first use.
+        Randomness: one child generator per distinct scale, seeded in order of first use.
     noise : {"discrete", "laplace", "gaussian"}
         Exact discrete Laplace ([CKS20]_, integer values; the node values must be integers),
-        IEEE floating-point Laplace (Mironov 2012 applies), or the exact discrete Gaussian
+        exact Laplace on the dyadic grid :attr:`grid` (``g Z`` with ``Z`` the discrete Laplace of
+        the node's scale in grid steps, float64 values; the node values must lie on the grid:
+        integer node sums always do, real items are rounded to it, see ``real``), or the exact discrete Gaussian
         ([CKS20]_; rho-zCDP: ``epsilon`` is then the stream's **rho**, the node budgets are
         rhos, the accountant must account in zCDP, and only uniform plans are offered: node
         noise ``N_Z(0, k Δ^2 / (2 rho))`` for trees of height ``k``).
@@ -276,6 +278,18 @@ class TreeNoise:
         ``2T - 1`` dyadic nodes of the complete binary tree (exactly one per level).
     name : str
         Name of the parallel block in the ledger.
+    real : bool
+        ``noise="laplace"`` only: the items are real numbers that the publisher rounds to
+        :attr:`grid` (``g rint(x / g)``) before summing them into nodes. Rounding moves one
+        item's contribution by at most one more grid step, so the node noise is calibrated to
+        ``sensitivity / g + 1`` steps (at most ``2**-20`` more noise); the charges still state
+        ``sensitivity``.
+
+    Attributes
+    ----------
+    grid : float
+        ``noise="laplace"``: :func:`~privpub.core.laplace_grid` of ``(epsilon, sensitivity)``, a
+        power of two at most 1 and about ``2**-20`` of the smallest node scale; 1.0 otherwise.
 
     Notes
     -----
@@ -315,6 +329,7 @@ class TreeNoise:
         noise: str = "discrete",
         structure: str = "fenwick",
         name: str = "trees",
+        real: bool = False,
     ) -> None:
         self.epsilon = check_epsilon(epsilon, "rho" if noise == "gaussian" else "epsilon")
         self.sensitivity = _check_sensitivity(sensitivity)
@@ -328,7 +343,14 @@ class TreeNoise:
             raise ParameterError(f"noise must be one of {TREE_NOISES}, got {noise!r}", param="noise")
         if structure not in TREE_STRUCTURES:
             raise ParameterError(f"structure must be one of {TREE_STRUCTURES}, got {structure!r}", param="structure")
+        if not isinstance(real, bool) or (real and noise != "laplace"):
+            raise ParameterError(f"real must be a bool, and True only with noise='laplace', got {real!r}", param="real")
         self.noise = noise
+        self.real = real
+        # exact Laplace: discrete Laplace in steps of the grid, node sensitivity in steps (the rounding of real
+        # items adds one step); discrete noise is the same with a grid of 1
+        self.grid = laplace_grid(self.epsilon, self.sensitivity) if noise == "laplace" else 1.0
+        self._units = self.sensitivity / self.grid + (1 if real else 0)
         self.structure = structure
         self.name = str(name)
         self._acc = accountant
@@ -350,9 +372,6 @@ class TreeNoise:
         self._scale_list: list[_ScaleKey] = []
         self._pools: list[_Pool | None] = []
         self._uniform_plans: dict[int, TreePlan] = {}
-        # continuous noise: buffered standard Laplace draws
-        self._zbuf: NDArray[np.float64] = np.zeros(0)
-        self._zpos = 0
 
     # -- plans -------------------------------------------------------------------------------------
     def plan(self, height: int, weights: ArrayLike | None = None) -> TreePlan:
@@ -377,6 +396,12 @@ class TreeNoise:
             return cached
         return self._make_weighted(k, weights)
 
+    def _check_steps(self, steps: float) -> None:
+        """Exact Laplace: refuse node noise of more than 2**47 grid steps (draws must stay exact in float64)."""
+        if self._laplace and (not math.isfinite(steps) or steps > _MAX_GRID_STEPS):
+            raise ParameterError(f"the node noise would need {steps:.3g} grid steps, more than 2**47: use a larger "
+                                 "epsilon or a smaller height", param="epsilon")
+
     def _sizes(self, k: int) -> tuple[int, int]:
         T = 1 << (k - 1)
         return T, (T if self.structure == "fenwick" else 2 * T - 1)
@@ -391,17 +416,13 @@ class TreeNoise:
             scale, var = math.sqrt(g.sigma2), discrete_gaussian_variance(g.sigma2)
             plan._t = (g, 0, _MAX_CHUNK)
             self._scale_id(g, 0, _MAX_CHUNK)
-        elif self.noise == "discrete":
-            t, s = rational_scale(self.epsilon, k * self.sensitivity)
-            scale, var = t / s, float(_discrete_variance(float(t), float(s)))
+        else:
+            self._check_steps(k * self._units / self.epsilon)
+            t, s = rational_scale(self.epsilon, k * self._units)
+            grid = self.grid
+            scale, var = grid * t / s, grid * grid * float(_discrete_variance(float(t), float(s)))
             plan._t = (t, s, _MAX_CHUNK)
             self._scale_id(t, s, _MAX_CHUNK)
-        else:
-            scale = k * self.sensitivity / self.epsilon
-            if not math.isfinite(scale) or scale > MAX_SCALE:
-                raise ParameterError(f"height * sensitivity / epsilon must be a noise scale <= 2**52, got {scale:g}")
-            var = 2.0 * scale * scale
-            plan._t = None
         plan.budgets = np.full((1, size), budget)
         plan.scales = np.full((1, size), scale)
         plan.variances = np.full((1, size), var)
@@ -430,27 +451,24 @@ class TreeNoise:
             scale = self.sensitivity / budgets
         if not np.all(np.isfinite(scale)) or scale.max() > MAX_SCALE:
             raise ParameterError(f"sensitivity / (epsilon * weight) must be a noise scale <= 2**52, got {scale.max():g}")
-        if self.noise == "discrete":
+        if True:  # discrete and exact Laplace: the scale in grid steps (grid 1 for discrete noise)
+            units = self._units / budgets
+            self._check_steps(float(units.max()))
             # rounded up, and never below 2**-30 (rational_scale's floor: the sampler's t / s need integers
             # <= 2**52; an epsilon of 1e300 would otherwise ask for s ~ 2**1000); more noise, never less
-            scale_q = np.maximum(_round_scales_up(scale), 1.0 / _DEN_LIMIT)
+            scale_q = np.maximum(_round_scales_up(units), 1.0 / _DEN_LIMIT)
             uniq, inverse = np.unique(scale_q, return_inverse=True)
             fracs = [float(v).as_integer_ratio() for v in uniq]  # exact t / s of each scale
             ids = np.array([self._scale_id(a, b, _MAX_CHUNK_WEIGHTED) for a, b in fracs], dtype=np.int32)
             plan._pools = ids[inverse.reshape(-1)].reshape(w.shape)
-            plan.scales = scale_q
+            plan.scales = scale_q * self.grid
             ts = np.array(fracs, dtype=np.float64).reshape(-1, 2)
-            plan.variances = _discrete_variance(ts[:, 0], ts[:, 1])[inverse.reshape(-1)].reshape(w.shape)
+            plan.variances = (self.grid * self.grid
+                              * _discrete_variance(ts[:, 0], ts[:, 1])[inverse.reshape(-1)].reshape(w.shape))
             plan._t = (*fracs[0], _MAX_CHUNK_WEIGHTED) if uniq.shape[0] == 1 else None
             plan.uniform = uniq.shape[0] == 1
             if plan.uniform:
                 plan._pools = None
-        else:
-            plan.scales = scale
-            plan.variances = 2.0 * scale * scale
-            plan._t = None
-            plan._pools = None
-            plan.uniform = bool(np.all(scale == scale.flat[0]))
         plan.budgets = budgets
         self._finish(plan)
         return plan
@@ -588,28 +606,12 @@ class TreeNoise:
             self._pools[sid] = pool
         return pool
 
-    def _z(self, n: int) -> NDArray[np.float64]:
-        rest = self._zbuf.shape[0] - self._zpos
-        if n <= rest:
-            out = self._zbuf[self._zpos : self._zpos + n]
-            self._zpos += n
-            return out
-        out = np.concatenate([self._zbuf[self._zpos :], self._gen.laplace(0.0, 1.0, size=n - rest)])
-        self._zbuf, self._zpos = np.zeros(0), 0
-        return out
-
     def draw_one(self, plan: TreePlan, node: int, row: int = 0) -> Any:
         """Noise of one node (``int`` for discrete noise, ``float`` otherwise); see :meth:`draw`."""
         drawn = self._drawn + 1
         if drawn > self._capacity:
             self._use(1)  # raises
         self._drawn = drawn
-        if self._laplace:
-            zpos = self._zpos
-            if zpos == self._zbuf.shape[0]:
-                self._zbuf, zpos = self._gen.laplace(0.0, 1.0, size=_Z_CHUNK), 0
-            self._zpos = zpos + 1
-            return float(plan.scales[row, node] * self._zbuf[zpos])
         sid = plan._sid if plan._pools is None else int(plan._pools[row, node])
         pool = self._pools[sid]
         if pool is None:
@@ -618,6 +620,8 @@ class TreeNoise:
         if pos == pool.buf.shape[0]:
             pool.buf, pos = pool._next_chunk(), 0
         pool.pos = pos + 1
+        if self._laplace:
+            return pool.buf.item(pos) * self.grid  # exact: |Z| < 2**53, the grid a power of two
         return pool.buf.item(pos)
 
     def draw_span(self, plan: TreePlan, start: int, count: int, row: int = 0) -> NDArray[Any]:
@@ -628,11 +632,8 @@ class TreeNoise:
         noise of a plan with per-node scales is drawn per scale over whole rows of trees,
         without sorting.
         """
-        if plan.uniform or self._laplace:
-            if plan.uniform:
-                return self.draw(plan, count)
-            nodes = (start + np.arange(count)) % plan.size
-            return self.draw(plan, count, nodes, None if plan.rows == 1 else np.full(count, row))
+        if plan.uniform:
+            return self.draw(plan, count)
         self._use(count)
         size = plan.size
         end = start + count
@@ -660,7 +661,7 @@ class TreeNoise:
                 a = b
             if PL.size:
                 M[R - 1, PL] = vals[a:]
-        return M.reshape(-1)[start:end]
+        return self._scaled(M.reshape(-1)[start:end])
 
     def _groups(self, plan: TreePlan, row: int) -> list[tuple[int, NDArray[np.int64]]]:
         """``(scale id, sorted node positions)`` of one configuration (cached on the plan)."""
@@ -688,19 +689,21 @@ class TreeNoise:
         added to the true node values.
         """
         self._use(count)
-        if self.noise == "laplace":
-            z = self._z(count)
-            if plan.uniform:
-                out: NDArray[np.float64] = plan.scales[0, 0] * z
-                return out
-            assert nodes is not None
-            sc = plan.scales[0][nodes] if rows is None else plan.scales[rows, nodes]
-            return sc * z
         if plan._pools is None:
-            return self._pool(plan._sid, plan, 0).take(count)
+            return self._scaled(self._pool(plan._sid, plan, 0).take(count))
         assert nodes is not None
         ids = plan._pools[0][nodes] if rows is None else plan._pools[rows, nodes]
-        return self._draw_ids(ids, plan, rows)
+        return self._scaled(self._draw_ids(ids, plan, rows))
+
+    def _scaled(self, z: NDArray[np.int64]) -> NDArray[Any]:
+        """Exact Laplace: the steps ``z`` times the grid (float64, exact: ``|z| < 2**53``); else ``z``."""
+        if not self._laplace:
+            return z
+        if z.size and int(np.max(np.abs(z))) >= (1 << 53):  # probability below 2 exp(-64)
+            raise PrivpubError("a Laplace node draw exceeded 2**53 grid steps (probability below 1e-27)")
+        out: NDArray[np.float64] = z.astype(np.float64)
+        out *= self.grid
+        return out
 
     def _draw_ids(self, ids: NDArray[np.int32], plan: TreePlan, rows: NDArray[np.int64] | None) -> NDArray[np.int64]:
         """Draws for nodes whose scale ids are ``ids`` (in completion order), grouped by scale."""
@@ -737,7 +740,6 @@ class TreeNoise:
         a copy restored with an equal generator (:meth:`restore`) draws exactly the same.
         """
         self._pools = [None] * len(self._scale_list)
-        self._zbuf, self._zpos = np.zeros(0), 0
 
     def record(self) -> dict[str, Any]:
         """The charges made so far (plain data; no noise and no generator state)."""

@@ -162,7 +162,7 @@ class MAXGDDP(TablePublisher):
     max_split_candidates : int
         Size ``G`` of the public split grid of each numeric attribute (spec §2.2).
     noise : {"discrete", "laplace"}
-        Leaf noise: exact discrete Laplace (default) or the paper's continuous Laplace, rounded.
+        Leaf noise: exact discrete Laplace (default) or the paper's Laplace (exact, on a dyadic grid), rounded.
     taxonomies : mapping of str to tree, optional
         Taxonomy per attribute, overriding the schema's ``CategoricalAttribute.taxonomy``; a tree
         given for a numeric attribute puts it in taxonomy mode (nodes ``"[a,b)"``).

@@ -177,7 +177,7 @@ def _unit_params(params: dict[str, Any], unit: PrivacyUnit) -> dict[str, Any]:
 def noise_variance(epsilon: float, noise: str = "discrete") -> float:
     """Variance of the sensitivity-1 noise privpub adds at ``epsilon``.
 
-    ``2 / epsilon**2`` for continuous Laplace; ``2 p / (1 - p)**2`` with ``p = exp(-1/scale)``
+    ``2 / epsilon**2`` for Laplace (the exact grid Laplace's variance is that to about 12 digits); ``2 p / (1 - p)**2`` with ``p = exp(-1/scale)``
     for the discrete Laplace (whose scale is :func:`privpub.core.rational_scale`).
 
     Examples
@@ -196,7 +196,8 @@ def noise_variance(epsilon: float, noise: str = "discrete") -> float:
 
 
 def noise_vector(size: int, epsilon: float, noise: str, gen: np.random.Generator, note: str = "") -> NDArray[Any]:
-    """Noise for a vector of ``size`` values of L1 sensitivity 1 (int64 discrete or float Laplace).
+    """Noise for a vector of ``size`` values of L1 sensitivity 1 (int64 discrete, or exact Laplace on the
+    dyadic grid of :func:`privpub.core.laplace_noise`, float64: the values it is added to are integers).
 
     Every noisy vector HPHP, AHP and the Laplace histogram release is drawn here (the auditor
     audits this function). The mechanism charges the active accountant ``epsilon`` as it draws.
@@ -208,7 +209,7 @@ def noise_vector(size: int, epsilon: float, noise: str, gen: np.random.Generator
 
 def _noisy(counts: NDArray[np.int64], epsilon: float, noise: str, gen: np.random.Generator, note: str
            ) -> NDArray[Any]:
-    """``counts`` plus noise: exact int64 for discrete Laplace, float64 for continuous Laplace."""
+    """``counts`` plus noise: exact int64 for discrete Laplace, float64 for the exact grid Laplace."""
     if noise == "discrete":
         return np.asarray(discrete_laplace(counts, epsilon=epsilon, sensitivity=1, rng=gen, note=note))
     return np.asarray(laplace(counts, epsilon=epsilon, sensitivity=1.0, rng=gen, note=note))
@@ -775,7 +776,7 @@ class LaplaceHistogram(HistogramPublisher):
     Parameters
     ----------
     noise : {"discrete", "laplace"}
-        Discrete Laplace (default) or continuous Laplace.
+        Discrete Laplace (default) or Laplace (exact, on the dyadic grid of :func:`privpub.core.laplace_noise`).
     clamp : bool
         Clamp the published counts at 0 (default True; post-processing).
 

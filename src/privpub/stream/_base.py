@@ -97,11 +97,17 @@ COMMON_PARAMS = """
         Tree height (HQ variants: the initial height, used while no query length is known).
     noise : {"discrete", "laplace"}
         Exact discrete Laplace (default: integer node values, int64 sums and answers, exact end
-        to end) or continuous Laplace (the paper's choice, and required with ``real=True``; IEEE
-        floating-point sampling, Mironov 2012 applies).
+        to end) or Laplace (the paper's choice, and required with ``real=True``), drawn exactly on a
+        dyadic grid (:class:`~privpub.core.TreeNoise`: discrete Laplace in steps of
+        ``laplace_grid(epsilon, sensitivity)``; real items are rounded to that grid and the node noise
+        pays the rounding's one extra step), so no floating-point Laplace is drawn (Mironov 2012).
     real : bool
         Declare a real-valued stream (default False: items must be integers). Real items and the
-        items of one tree must stay below 2**52 (float64 resolution).
+        items of one tree must stay below 2**52 (float64 resolution). The items are rounded to the
+        noise's grid ``g`` (about ``2**-20 sensitivity / epsilon``); the in-tree sums are then exact
+        while one tree's items sum to less than ``2**53 g`` (about ``2**33 sensitivity / epsilon``),
+        which items of at most ``sensitivity`` always do; beyond it float64 rounding of the sums
+        could move a node by a few grid steps more than the sensitivity (a known limit, issue 34).
     max_item : float, optional
         The declared bound of one item (the public data domain is ``[0, max_item]``); larger
         items are refused, never clipped. Default: the exactness limit (2**61 for exact integer
@@ -441,9 +447,17 @@ class StreamPublisher:
     def _make_noise(self, rng: RNGLike) -> Any:
         """The node noise (a :class:`~privpub.core.TreeNoise` charging the accountant at the
         per-event budget; the accountant states each charge for the unit)."""
+        gaussian = self.measure == ZCDP
         return TreeNoise(epsilon=self._node_budget, sensitivity=self.sensitivity, accountant=self._acc,
-                         rng=rng, noise="gaussian" if self.measure == ZCDP else self.noise,
-                         structure=self._structure, name="trees (disjoint blocks of the stream)")
+                         rng=rng, noise="gaussian" if gaussian else self.noise,
+                         structure=self._structure, name="trees (disjoint blocks of the stream)",
+                         real=self.real and not gaussian)
+
+    def _to_grid(self, v: Any) -> Any:
+        """Real items rounded to the node noise's grid (``g rint(x / g)``, exact; the noise pays the
+        rounding's one extra step per item, see :class:`~privpub.core.TreeNoise`)."""
+        g = self._noise.grid
+        return np.rint(v / g) * g
 
     # -- read-only state ------------------------------------------------------------------------
     @property
@@ -521,7 +535,7 @@ class StreamPublisher:
         if v > self._item_limit:
             raise self._item_error(v)
         if self.real:
-            return v
+            return float(self._to_grid(v))
         if v != math.floor(v):
             raise DomainError(f"items must be integers (a stream of real values is declared so, with Laplace noise), "
                               f"got {v}", param="items", fix={"real": True, "noise": "laplace"})
@@ -546,7 +560,7 @@ class StreamPublisher:
         if hi > self._item_limit:
             raise self._item_error(float(hi))
         if self.real:
-            return arr.astype(np.float64, copy=False)
+            return np.asarray(self._to_grid(arr.astype(np.float64)), dtype=np.float64)
         if arr.dtype.kind == "f":
             frac = arr != np.floor(arr)
             if frac.any():
