@@ -52,9 +52,9 @@ from privpub.audit._structure import (
 from privpub.audit._suite import AuditCase, audit_cases, run_audits
 
 __all__ = [
-    "CHECKS",
     "AuditCase",
     "AuditResult",
+    "CHECKS",
     "ClientAudit",
     "ClientCheck",
     "ClientError",
