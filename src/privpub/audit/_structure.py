@@ -104,7 +104,7 @@ ZCDP_DELTA = 1e-6
 def release_leaves(release: Any) -> tuple[tuple[Any, ...], NDArray[np.float64]]:
     """The skeleton and the numeric leaves of a release.
 
-    Walks dataclasses (every field but ``ledger``, ``params`` and private ones), mappings,
+    Walks dataclasses (every field but ``ledger``, ``schema`` and private ones), mappings,
     sequences, NumPy arrays and pandas frames. Numbers (booleans, integers, floats, numeric
     arrays) become leaves, in order, as float64 (integers beyond 2**53 lose their low bits);
     everything else (strings, shapes, dtypes, field names, ``None``) goes to the skeleton.
@@ -136,7 +136,7 @@ def release_leaves(release: Any) -> tuple[tuple[Any, ...], NDArray[np.float64]]:
     return tuple(skel), np.asarray(leaves[:MAX_LEAVES], dtype=np.float64)
 
 
-_SKIPPED_FIELDS = frozenset({"ledger", "params", "schema"})
+_SKIPPED_FIELDS = frozenset({"ledger", "schema"})
 
 
 def _walk(obj: Any, skel: list[Any], vals: list[NDArray[np.float64]], depth: int) -> None:
@@ -316,8 +316,8 @@ class StructureResult:
         Their one-sided Clopper-Pearson bounds at level ``alpha / (2 n_events)``.
     epsilon_lower : float
         ``ln((lower_p - delta) / upper_q)`` (>= 0): a lower confidence bound on the epsilon of
-        the release at this delta (``inf`` for an outcome never seen under the other input
-        when ``upper_q`` is 0, which needs infinitely many runs; finite here).
+        the release at this delta. Finite even for an outcome never seen under the other input
+        (``upper_q`` is then about ``ln(2 n_events / alpha) / trials``, not 0).
     epsilon, delta : float
         The guarantee tested.
     trials : int
