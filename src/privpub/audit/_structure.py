@@ -89,9 +89,13 @@ CHECKS = ("lattice", "float_bits", "support")
 PER_COORDINATE = 24
 #: at most this many leaves of one release are read (a synthetic table is summarised by its head)
 MAX_LEAVES = 4096
-#: a coordinate within INTEGER_TOL * max(1, |v|) of an integer counts as an integer (float rounding
-#: of a decoder's solve stays far below it; a non-integer query's fractional parts are far above)
+#: a coordinate within INTEGER_TOL + RELATIVE_TOL |v| of an integer counts as an integer (a decoder's
+#: float rounding stays far below it; a non-integer query's fractional parts are far above)
 INTEGER_TOL = 1e-6
+RELATIVE_TOL = 1e-10
+#: coordinates larger than this cannot show a fractional part reliably in float64 (the tolerance
+#: reaches 1e-3): they are "unresolved", and a lattice attack on them is inconclusive, not at chance
+MAX_RESOLVED = 1e7
 #: distinct values a categorical feature keeps as cells (the rest share one cell)
 MAX_CELLS = 256
 #: the delta at which a zCDP release is tested
@@ -200,7 +204,12 @@ def _column(col: Any) -> Any:
 # ---------------------------------------------------------------------------------------------
 def _near_integer(v: NDArray[np.float64]) -> NDArray[np.bool_]:
     with np.errstate(invalid="ignore"):
-        return np.isfinite(v) & (np.abs(v - np.round(v)) <= INTEGER_TOL * np.maximum(1.0, np.abs(v)))
+        return np.isfinite(v) & (np.abs(v - np.round(v)) <= INTEGER_TOL + RELATIVE_TOL * np.abs(v))
+
+
+def _resolved(v: NDArray[np.float64]) -> NDArray[np.bool_]:
+    with np.errstate(invalid="ignore"):
+        return np.isfinite(v) & (np.abs(v) <= MAX_RESOLVED)
 
 
 def _lsb(v: NDArray[np.float64]) -> NDArray[np.int64]:
@@ -229,11 +238,13 @@ Features = dict[str, tuple[int, bool]]
 
 def _lattice_features(c: NDArray[np.float64]) -> Features:
     f: Features = {}
-    integer = _near_integer(c)
-    f["coordinates off the integers"] = (int((~integer).sum()), True)
+    resolved = _resolved(c)
+    integer = _near_integer(c) & resolved
+    f["coordinates off the integers"] = (int((~integer & resolved).sum()), True)
+    f[f"coordinates beyond {MAX_RESOLVED:g} (fractional part unresolved)"] = (int((~resolved).sum()), True)
     grid = 9
     for k in range(9):
-        if np.all(_near_integer(c * 2.0**k)):
+        if np.all(_near_integer(c[resolved] * 2.0**k)):
             grid = k
             break
     f["finest dyadic grid 2^-k of the coordinates (k, 9: none <= 8)"] = (grid, True)
@@ -241,7 +252,7 @@ def _lattice_features(c: NDArray[np.float64]) -> Features:
         frac = np.where(np.isfinite(c), c - np.floor(c), -1.0)
         rounded = np.where(integer, np.round(c), 0.0)
     for j in range(min(c.size, PER_COORDINATE)):
-        fb = 0 if integer[j] else 1 + min(7, int(frac[j] * 8)) if frac[j] >= 0 else -1
+        fb = -2 if not resolved[j] else 0 if integer[j] else 1 + min(7, int(frac[j] * 8)) if frac[j] >= 0 else -1
         f[f"coordinate {j}: fractional part (0 integer, 1..8 eighths)"] = (fb, False)
         for m in (2, 3):
             f[f"coordinate {j} mod {m} (-1 off the integers)"] = (
@@ -827,6 +838,9 @@ class LatticeAttack:
     decoded : bool
         Whether the publisher's decoder (``lattice_coordinates``) gave coordinates; without it
         the attack reads the answers themselves.
+    resolved : bool
+        Whether every coordinate of every run was at most :data:`MAX_RESOLVED` in magnitude, so
+        that float64 shows its fractional part; otherwise the attack is inconclusive.
     trials : int
         Runs per stream.
     confidence : float
@@ -839,6 +853,7 @@ class LatticeAttack:
     advantage_lower: float
     advantage_upper: float
     decoded: bool
+    resolved: bool
     trials: int
     confidence: float
 
@@ -849,8 +864,9 @@ class LatticeAttack:
 
     @property
     def at_chance(self) -> bool:
-        """The interval of the advantage lies within ``[-0.05, 0.05]``: no better than chance."""
-        return self.advantage_lower >= -0.05 and self.advantage_upper <= 0.05
+        """The interval of the advantage lies within ``[-0.05, 0.05]`` and every coordinate was
+        resolved: no better than chance."""
+        return self.resolved and self.advantage_lower >= -0.05 and self.advantage_upper <= 0.05
 
 
 def lattice_attack(
@@ -866,9 +882,10 @@ def lattice_attack(
 
     For each run, the attacker takes the lattice coordinates of the release (the publisher's
     public decoder, e.g. ``y`` solving ``L y = answers`` for a matrix-factorisation counter; the
-    numeric leaves when the publisher has none) and answers "x" when every coordinate is within
-    :data:`INTEGER_TOL` of an integer. A release that is exact integer noise on an exactly
-    represented query makes the answer the same under both inputs (advantage 0); integer noise
+    numeric leaves when the publisher has none) and answers "x" when every coordinate ``y`` is
+    within ``INTEGER_TOL + RELATIVE_TOL |y|`` (``1e-6 + 1e-10 |y|``) of an integer; coordinates
+    beyond :data:`MAX_RESOLVED` make the attack inconclusive (``resolved`` False, never
+    ``at_chance``). A release that is exact integer noise on an exactly represented query makes the answer the same under both inputs (advantage 0); integer noise
     on a non-integer query ``R x`` shows ``R x mod 1`` (advantage 1 on ``0^n`` vs
     ``(1, 0, ..., 0)``).
 
@@ -901,10 +918,10 @@ def lattice_attack(
     n = check_positive_int(trials, "trials", minimum=20)
     conf = check_probability(confidence, "confidence")
     ga, gb = as_generator(rng).spawn(2)
-    decoded = True
+    decoded = resolved = True
 
     def rate(data: Any, gen: np.random.Generator) -> int:
-        nonlocal decoded
+        nonlocal decoded, resolved
         hits = 0
         for _ in range(n):
             r = run(data, gen)
@@ -912,7 +929,9 @@ def lattice_attack(
             if coords is None:
                 decoded = False
                 coords = release_leaves(rel)[1]
-            hits += bool(np.all(_near_integer(np.asarray(coords, dtype=np.float64))))
+            c = np.asarray(coords, dtype=np.float64)
+            resolved = resolved and bool(np.all(_resolved(c)))
+            hits += bool(np.all(_near_integer(c)))
         return hits
 
     ka, kb = rate(x, ga), rate(x_neighbour, gb)
@@ -920,4 +939,4 @@ def lattice_attack(
     lo, hi = clopper_pearson_bounds(np.array([ka, kb]), n, a)
     return LatticeAttack(rate_x=ka / n, rate_neighbour=kb / n, advantage=(ka - kb) / n,
                          advantage_lower=float(lo[0] - hi[1]), advantage_upper=float(hi[0] - lo[1]),
-                         decoded=decoded, trials=n, confidence=conf)
+                         decoded=decoded, resolved=resolved, trials=n, confidence=conf)
