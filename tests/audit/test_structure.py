@@ -276,3 +276,12 @@ def test_bad_arguments() -> None:
         audit_structure(run, 0, 1, epsilon=1.0, trials=10)
     with pytest.raises(ParameterError, match="parts"):
         structure_targets(["nope"])
+
+
+def test_lattice_attack_is_inconclusive_on_unresolved_coordinates() -> None:
+    """Coordinates beyond 1e7 cannot show a fractional part in float64: never reported "at chance"."""
+    def run(v: int, rng: np.random.Generator) -> Any:
+        z = float(rng.integers(-50, 50))
+        return observed(np.array([z]), np.array([3e9 + z + 0.5 * v]))
+    attack = lattice_attack(run, 0, 1, trials=50, rng=8)
+    assert not attack.resolved and not attack.at_chance
