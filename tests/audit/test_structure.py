@@ -280,7 +280,7 @@ def test_bad_arguments() -> None:
 
 
 def test_lattice_attack_is_inconclusive_on_unresolved_coordinates() -> None:
-    """Coordinates beyond 1e7 cannot show a fractional part in float64: never reported "at chance"."""
+    """Coordinates beyond 1e8 cannot show a fractional part in float64: never reported "at chance"."""
     def run(v: int, rng: np.random.Generator) -> Any:
         z = float(rng.integers(-50, 50))
         return observed(np.array([z]), np.array([3e9 + z + 0.5 * v]))

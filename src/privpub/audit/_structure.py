@@ -94,8 +94,8 @@ MAX_LEAVES = 4096
 INTEGER_TOL = 1e-6
 RELATIVE_TOL = 1e-10
 #: coordinates larger than this cannot show a fractional part reliably in float64 (the tolerance
-#: reaches 1e-3): they are "unresolved", and a lattice attack on them is inconclusive, not at chance
-MAX_RESOLVED = 1e7
+#: reaches 1e-2): they are "unresolved", and a lattice attack on them is inconclusive, not at chance
+MAX_RESOLVED = 1e8
 #: distinct values a categorical feature keeps as cells (the rest share one cell)
 MAX_CELLS = 256
 #: the delta at which a zCDP release is tested
