@@ -8,7 +8,10 @@ exact epsilon of a local randomiser from its enumerated output probabilities
 audit suite (every core mechanism, every LDP oracle and the private steps of the five parts,
 each with a negative control); ``privpub audit run`` prints its table. :func:`audit_client`
 holds a client implementation (any language) to a campaign's configuration over the wire format
-(``privpub audit client``).
+(``privpub audit client``). :func:`audit_structure` reads the joint structure of a release
+(lattice residues of its decoded coordinates, float low-order bits, support) under neighbouring
+inputs, on every registered publisher (:func:`structure_targets`); :func:`lattice_attack` is
+issue 34's attack on a linear stream release.
 
 Examples
 --------
@@ -34,22 +37,44 @@ from privpub.audit._client import (
     run_client,
 )
 from privpub.audit._exact import exact_epsilon, output_probabilities
+from privpub.audit._structure import (
+    CHECKS,
+    LatticeAttack,
+    StructureResult,
+    StructureTarget,
+    audit_structure,
+    lattice_attack,
+    observed,
+    release_leaves,
+    stream_run,
+    structure_targets,
+)
 from privpub.audit._suite import AuditCase, audit_cases, run_audits
 
 __all__ = [
     "AuditCase",
     "AuditResult",
+    "CHECKS",
     "ClientAudit",
     "ClientCheck",
     "ClientError",
     "ClientScenario",
+    "LatticeAttack",
+    "StructureResult",
+    "StructureTarget",
     "audit_cases",
     "audit_client",
     "audit_epsilon",
+    "audit_structure",
     "client_scenarios",
     "clopper_pearson_bounds",
     "exact_epsilon",
+    "lattice_attack",
+    "observed",
     "output_probabilities",
+    "release_leaves",
     "run_audits",
     "run_client",
+    "stream_run",
+    "structure_targets",
 ]

@@ -45,6 +45,9 @@ from privpub.ldp_synth._synthesizer import (
     sample_independent,
 )
 
+#: the ldp_synth publishers by name (audits and tools enumerate them)
+PUBLISHERS: dict[str, type] = {"ldp_bayes": LDPBayesSynthesizer, "calm": CALM}
+
 __all__ = [
     "CALM",
     "CALMRelease",
@@ -55,6 +58,7 @@ __all__ = [
     "LDPBayesSynthesizer",
     "LDPReports",
     "METHODS",
+    "PUBLISHERS",
     "ReportStore",
     "build_network",
     "calm_marginals",

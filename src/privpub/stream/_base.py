@@ -494,6 +494,13 @@ class StreamPublisher:
         """
         raise NotImplementedError  # pragma: no cover - every publisher defines it
 
+    def lattice_coordinates(self, answers: ArrayLike) -> NDArray[np.float64] | None:
+        """The coordinates in which the prefix answers ``q(1, t)``, ``t = 1..len(answers)``, are exact
+        noise on an exact query (a linear release's public decoder), or None (no such structure).
+
+        Used by :func:`privpub.audit.lattice_attack`; publishers with a linear release override it."""
+        return None
+
     def answer_variance(self, l: int, r: int) -> float:
         """Exact variance of the noisy answer to the range ``[l, r]`` (inside the window)."""
         raise NotImplementedError  # pragma: no cover - every publisher defines it
