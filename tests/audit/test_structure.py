@@ -145,11 +145,9 @@ def test_flawed_control_decoder_is_issue_34s() -> None:
 #: stream publishers whose answers are a public linear map of exact-noise coordinates (A R~^-1 y):
 #: the issue-34 contract gives them a public decoder, ``lattice_coordinates``
 LINEAR_DECODER = {"mf_sqrt", "blt", "mf_range"}
-_ISSUE34 = pytest.mark.xfail(strict=True, raises=AssertionError, reason="issue 34: fixed counters land on main")
 
 
-@pytest.mark.parametrize("key", [pytest.param(k, marks=_ISSUE34) if k in LINEAR_DECODER else k
-                                 for k in STREAM_PUBLISHERS])
+@pytest.mark.parametrize("key", list(STREAM_PUBLISHERS))
 def test_lattice_attack_at_chance_on_stream_publishers(key: str) -> None:
     cls = STREAM_PUBLISHERS[key]
     if key in LINEAR_DECODER:
@@ -201,12 +199,11 @@ def _takes_float_laplace(cls: Any) -> bool:
 FLOAT_LAPLACE_STREAMS = [k for k, c in STREAM_PUBLISHERS.items() if _takes_float_laplace(c)]
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason="issue 34: noise='laplace' draws float Laplace (Mironov's low-order-bit "
-                                       "attack); make it exact or remove it, then drop this mark")
 @pytest.mark.parametrize("key", FLOAT_LAPLACE_STREAMS)
 def test_noise_laplace_option_of_stream_publishers(key: str) -> None:
-    """The library's own float-noise option as a control: ``q(1, 1)`` of ``0^16`` lies off the
-    ``2^-53`` grid about a quarter of the time, that of ``(1, 0, ..., 0)`` never."""
+    """The library's ``noise="laplace"`` option: float Laplace before issue 34 (``q(1, 1)`` of
+    ``0^16`` lay off the ``2^-53`` grid about a quarter of the time, that of ``(1, 0, ..., 0)``
+    never: flagged at 600 runs), exact grid Laplace since: not flagged."""
     cls = STREAM_PUBLISHERS[key]
 
     def run(items: Any, rng: np.random.Generator) -> Any:

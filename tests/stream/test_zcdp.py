@@ -152,7 +152,10 @@ def test_empirical_variance_matches_at_small_horizon() -> None:
     for t in (1, 4, 9, 16):
         out = pub.answer(np.stack([starts + 1, starts + t], axis=1))
         var = pub.answer_variance(1, t)
-        assert var == pytest.approx(pub.max_variance() * math.fsum(mf_sqrt_coefficients(t) ** 2) / pub._col2)
+        # the decoder of the exact grid, L~ = A R~^-1 (issue 34); within 1e-6 of the square root's
+        assert var == pytest.approx(pub.max_variance() * math.fsum(pub._c[:t] ** 2) / pub._col2)
+        c = mf_sqrt_coefficients(T)
+        assert var == pytest.approx(mf_sqrt_max_variance(T, RHO) * math.fsum(c[:t] ** 2) / math.fsum(c**2), rel=1e-5)
         assert abs(out.mean() - x[:t].sum()) < 5 * math.sqrt(var / n)
         assert abs(out.var(ddof=1) - var) < tol * var
     assert pub.answer_variance(1, T) == pytest.approx(pub.max_variance())
