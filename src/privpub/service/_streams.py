@@ -14,8 +14,9 @@ with its state in the ``streams`` row (the database is the authority). The rules
   every released node over the window; later nodes get noise from fresh OS entropy (a seed given
   at creation is never stored: it would let a reader of the database remove the noise).
 * **Data minimisation.** The database keeps, of the raw data, only the open nodes' partial sums
-  (inside the state), the open step's count and the ids of the batches already counted, never a
-  per-step history or a batch's contents. The state is confidential; the service never returns it.
+  (inside the state; for the matrix-factorisation counters, the open block's items), the open
+  step's count and the ids of the batches already counted, never a per-step history beyond the
+  open block or a batch's contents. The state is confidential; the service never returns it.
 * **Idempotent ingestion.** A batch id is stored with the change it made, in one transaction;
   a resent batch id is acknowledged and not counted again.
 * **A flawed stored stream is never continued.** A stream whose stored state was written by a

@@ -67,7 +67,7 @@ _GRID_SIGMA = 2.0**19
 #: largest |R~ x| entry (int64 with room for the noise and the pending sums)
 _Y_LIMIT = 1 << 61
 #: convolutions of at most this many products are direct (np.convolve); larger ones use the FFT
-_DIRECT = 1 << 14
+_DIRECT = 1 << 16
 
 
 def _conv(a: NDArray[np.float64], b: NDArray[np.float64]) -> NDArray[np.float64]:
