@@ -9,7 +9,8 @@ test checks; a surviving mutant is a place where the ledger and the noise could 
 unnoticed. The zCDP publishers (issue 26) pass ``rho=`` the same way: those sites are doubled too.
 
 The mutants run in their own processes (marked ``mutation``; excluded from the default run by
-``pyproject.toml`` and run by ``.ci/run`` with ``python -m pytest -m mutation -n 2``).
+``pyproject.toml`` and run by ``.ci/run`` with ``python -m pytest -m mutation -n 2``); the copy of the
+package they edit is the ``pristine_copy`` fixture of ``conftest.py``, shared with the structure mutants.
 """
 
 from __future__ import annotations
@@ -107,25 +108,6 @@ def test_mutate_doubles_exactly_one_argument() -> None:
     out = mutate(text, site)
     assert out.count(f"(({site.value}) * 2)") == text.count(f"(({site.value}) * 2)") + 1
     ast.parse(out)
-
-
-@pytest.fixture(scope="session")
-def pristine_copy(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """One copy of the package per test process, reused by every mutant that process runs.
-
-    Numba's on-disk caches (``__pycache__/*.nbi``, ``*.nbc``) are copied with the sources and
-    stay valid because ``copy2`` keeps the files' modification times; a mutant changes one module,
-    which is restored byte for byte (and time stamp) afterwards, so the compiled kernels of the
-    other modules are not rebuilt for every mutant. Bytecode (``*.pyc``) is not copied.
-    """
-    root = tmp_path_factory.mktemp("pristine")
-    shutil.copytree(SRC, root / "privpub", ignore=shutil.ignore_patterns("*.pyc"))
-    # the tests of a mutant must import the copy, not the installed package
-    env = {**os.environ, "PYTHONPATH": str(root)}
-    out = subprocess.run([sys.executable, "-c", "import privpub; print(privpub.__file__)"], env=env,
-                         capture_output=True, text=True, check=True).stdout.strip()
-    assert Path(out).resolve().is_relative_to(root.resolve()), out
-    return root
 
 
 def _test_paths(site: Site) -> list[str]:

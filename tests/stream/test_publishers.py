@@ -181,6 +181,21 @@ def test_bad_items(cls):
     assert bounded.t == 3
 
 
+@pytest.mark.parametrize("cls", [c for c in ALL if c is not BTH], ids=lambda c: c.__name__)
+def test_discrete_noise_answers_lie_on_the_integer_lattice(cls):
+    """Exact noise (issue 34): with the default discrete noise every answer is an integer (integer
+    node sums plus exact discrete Laplace), whatever the array type; float noise of the same scale
+    would put almost every answer off the lattice. BTH's least-squares answers are real numbers."""
+    pub = cls(window=16, epsilon=1.0, rng=3)
+    x = np.random.default_rng(1).integers(0, 4, 40)
+    pub.extend(x)
+    q = np.array([(l, r) for r in range(25, 41) for l in range(25, r + 1)], dtype=np.int64)  # the window
+    ans = pub.answer(q, record=False)
+    true = np.array([x[l - 1 : r].sum() for l, r in q])
+    assert np.any(ans != true)  # noisy
+    np.testing.assert_array_equal(ans, np.rint(ans))  # on the lattice, value by value
+
+
 @pytest.mark.parametrize("cls", ALL)
 def test_answer_types(cls):
     exact = cls(window=16, epsilon=1.0, rng=0)

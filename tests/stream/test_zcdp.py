@@ -400,3 +400,34 @@ def test_exact_grid_keeps_the_accuracy_at_every_horizon() -> None:
             ideal = mf_sqrt_max_variance(T, rho)
             assert pub.max_variance() == pytest.approx(ideal, rel=1e-3), (T, rho, pub.grid_bits)
             assert pub.max_variance() < bt_gaussian_max_variance(T, rho)
+
+
+@pytest.mark.parametrize("method", MF_METHODS)
+def test_answers_are_a_function_of_the_noisy_vector_alone(method: str) -> None:
+    """Post-processing, bit for bit: the answers depend on the stream and the noise only through
+    the noisy vector ``y = R~ x + Z``. A publisher of the all-zero stream whose block noise is
+    the first publisher's ``y`` holds the same ``y`` and must release the same float64 answers,
+    bit for bit (true prefix sums plus decoded noise, ``A x + L~ Z``, equal ``L~ y`` only up to
+    rounding); and the public decoder's inverse of the answers is ``y`` itself."""
+    H, n = 32, 31  # one open block: ``pub._y`` holds y (a complete block's is released and dropped)
+    x = _items(n, seed=4)
+    pub = PUBLISHERS[method](window=H, rho=RHO, rng=9)
+    pub.extend(x[:5])
+    for v in x[5:9]:
+        pub.append(int(v))  # the scalar path too
+    pub.extend(x[9:])
+    qs = [[1, t] for t in range(1, n + 1)]
+    answers = pub.answer(qs, record=False)
+    y = pub._y[:n].copy()
+    assert y.dtype == np.int64 and np.any(y != pub._z[:n])  # the noisy vector, not the noise
+    twin = PUBLISHERS[method](window=H, rho=RHO, rng=9)
+    noise = np.concatenate([y, pub._z[n:]])
+    twin._noise.draw = lambda size: noise.copy()  # the same y from x = 0 and Z = y
+    twin.extend(np.zeros(5, dtype=np.int64))
+    for _ in range(4):
+        twin.append(0)
+    twin.extend(np.zeros(n - 9, dtype=np.int64))
+    np.testing.assert_array_equal(twin._y[:n], y)
+    assert answers.tobytes() == twin.answer(qs, record=False).tobytes()
+    np.testing.assert_array_equal(np.rint(pub.lattice_coordinates(answers)), y)
+    assert _integral(pub.lattice_coordinates(answers))
