@@ -334,16 +334,11 @@ def spatial_cases() -> list[AuditCase]:
 def decision_cases() -> list[AuditCase]:
     import pandas as pd
 
-    from privpub.core import (
-        DENSE_CELL_LIMIT,
-        CategoricalAttribute,
-        NumericAttribute,
-        Schema,
-        report_noisy_max,
-        sparse_noisy_counts,
-    )
+    from privpub.core import CategoricalAttribute, NumericAttribute, Schema
     from privpub.decision import MAXGDDP, DiffGen
-    from privpub.decision.model import Cut, candidates, encode_frame, score_candidates
+    from privpub.decision._aggregate import open_counts
+    from privpub.decision._maxgddp import candidates
+    from privpub.decision.model import Cut, encode_frame
 
     schema = Schema([CategoricalAttribute("a", ["x", "y"]), CategoricalAttribute("b", ["u", "v"]),
                      CategoricalAttribute("c", ["r", "s"]), NumericAttribute("n", 0, 7)],
@@ -354,35 +349,38 @@ def decision_cases() -> list[AuditCase]:
     table_nb = pd.concat([table, added], ignore_index=True)
     pub = MAXGDDP(levels=1)
 
-    def scores(frame: pd.DataFrame) -> NDArray[np.int64]:
-        attrs = pub.compile(schema)
-        fine, y = encode_frame(attrs, schema, frame, with_class=True)
-        assert y is not None
-        cuts = [Cut.root(a) for a in attrs]
-        return score_candidates(candidates(cuts), cuts, fine, y, 2, pub.score)
+    def first_level(publisher: MAXGDDP, frame: pd.DataFrame, sch: Schema = schema) -> tuple[Any, list[Cut], Any]:
+        """What ``publish`` holds before its first draw: the compiled attributes, the root cuts and
+        the counts backend (``open_counts``, as ``publish`` opens it)."""
+        attrs = publisher.compile(sch)
+        return attrs, [Cut.root(a) for a in attrs], open_counts(attrs, sch, frame)
 
-    def selection(eps: float) -> Mech:
+    def selection(publisher: MAXGDDP, epsilon: float, factor: float = 1.0) -> Mech:
+        """Level 1 of ``publisher.publish(..., epsilon)``: :meth:`MAXGDDP._select` (the scores and
+        the report-noisy-max ``publish`` runs) at the level-1 budget of :meth:`MAXGDDP._budgets`."""
         def mech(frame: pd.DataFrame, rng: np.random.Generator, n: int) -> Any:
-            s = scores(frame)  # the scores are data; only the noisy argmax is released
-            return np.array([report_noisy_max(s, epsilon=eps, sensitivity=1.0, monotone=True, rng=rng)
-                             for _ in range(n)])
+            attrs, cuts, counts = first_level(publisher, frame)
+            eps_level = publisher._budgets(epsilon, attrs)[2][0]
+            return publisher._select(candidates(cuts), cuts, counts, factor * eps_level, rng, draws=n)
         return mech
 
-    def leaves(eps: float, noise: str, dense_limit: int | None = None) -> Mech:
-        """``n`` independent copies of a 3-cell table in one call to the leaf mechanism (copy ``i``
-        owns cells 3i..3i+2; every cell gets independent noise), so each row is one release of the
-        3 cells. ``dense_limit=0`` forces the sparse path (empty cells drawn through the tail)."""
-        limit = DENSE_CELL_LIMIT if dense_limit is None else dense_limit
+    # one attribute of one category: nothing to specialise, so publish(levels=1) is its leaf step
+    # alone on the root cut (1 partition x 2 classes)
+    leaf_schema = Schema([CategoricalAttribute("a", ["x"])], class_name="cls", classes=["p", "q"])
+    leaf_table = pd.DataFrame({"a": ["x", "x"], "cls": ["q", "q"]})
+    leaf_table_nb = pd.concat([leaf_table, pd.DataFrame({"a": ["x"], "cls": ["p"]})], ignore_index=True)
 
-        def mech(ids: Any, rng: np.random.Generator, n: int) -> Any:
-            base = np.asarray(ids, dtype=np.int64)
-            tiled = (base[None, :] + 3 * np.arange(n)[:, None]).reshape(-1)
-            cells, counts = np.unique(tiled, return_counts=True)
-            cid, cnt = sparse_noisy_counts(cells, counts, n_cells=3 * n, epsilon=eps, noise=noise, rng=rng,
-                                           max_released=float(3 * n), dense_limit=limit)
-            out = np.zeros(3 * n)
-            out[cid] = cnt
-            return out.reshape(n, 3)
+    def leaves(publisher: MAXGDDP, epsilon: float, factor: float = 1.0) -> Mech:
+        """The leaf step of ``publisher.publish(..., epsilon)``: :meth:`MAXGDDP._leaves` at eps2 of
+        :meth:`MAXGDDP._budgets` on the root cut of ``leaf_schema`` (cell (root, p) empty vs 1);
+        each row is one release, the released count per cell (0 if absent)."""
+        def mech(frame: pd.DataFrame, rng: np.random.Generator, n: int) -> Any:
+            attrs, cuts, counts = first_level(publisher, frame, leaf_schema)
+            eps2 = publisher._budgets(epsilon, attrs)[1]
+            ids, cnt, n_cells = publisher._leaves(cuts, counts, 2, factor * eps2, rng, draws=n)
+            out = np.zeros(n * n_cells)
+            out[ids] = cnt
+            return out.reshape(n, n_cells)
         return mech
 
     def whole(publisher: Any, sch: Schema, record: pd.DataFrame, eps: float, cap: int = 3) -> Mech:
@@ -404,24 +402,26 @@ def decision_cases() -> list[AuditCase]:
             return (" | ".join(map(str, r.history)), int(min(r.counts[hit[0]], cap)) if hit.size else 0)
         return mech
 
-    ids, ids_nb = [0, 0, 0], [0, 0, 0, 1]  # add one record to the empty cell 1
     rel = "add/remove one record"
     cases = [
-        AuditCase("decision.MAXGDDP.selection", "decision", selection(1.0), table, table_nb, 1.0, 10_000,
-                  rel + "; 9 candidates, Max scores all 2 -> one of them 3 (monotone, sensitivity 1)",
-                  control=selection(2.0), control_note="noise scale halved", batch=True),
+        AuditCase("decision.MAXGDDP.selection", "decision", selection(pub, 2.0), table, table_nb, 1.0, 10_000,
+                  rel + "; MAXGDDP(levels=1) at epsilon 2 spends 1 on level 1 (MAXGDDP._budgets); its own "
+                  "selection (MAXGDDP._select: Max scores, report-noisy-max as publish runs it); 9 candidates, "
+                  "Max scores all 2 -> one of them 3",
+                  control=selection(pub, 2.0, 2.0), control_note="level budget doubled (noise scale halved)",
+                  batch=True),
     ]
     for noise in ("discrete", "laplace"):
         tag = "" if noise == "discrete" else "[laplace]"
+        leaf_pub = MAXGDDP(levels=1, noise=noise)
         cases.append(AuditCase(
-            f"decision.leaf_counts{tag}", "decision", leaves(1.0, noise), ids, ids_nb, 1.0, 10_000,
-            rel + "; 3 cells, cell 1 empty vs count 1 (released only when the noisy count >= 1)",
-            control=leaves(2.0, noise), control_note="noise scale halved", batch=True))
-        cases.append(AuditCase(
-            f"decision.leaf_counts[sparse{' ' + noise if noise == 'laplace' else ''}]", "decision",
-            leaves(1.0, noise, 0), ids, ids_nb, 1.0, 10_000,
-            rel + "; core.sparse_noisy_counts's sparse path (empty cells through the noise tail) on 3 cells",
-            control=leaves(2.0, noise, 0), control_note="noise scale halved", batch=True))
+            f"decision.MAXGDDP.leaf_counts{tag}", "decision", leaves(leaf_pub, 2.0), leaf_table, leaf_table_nb, 1.0,
+            10_000, rel + f"; MAXGDDP(levels=1, noise={noise!r}) at epsilon 2 spends eps2 = 1 on the leaves "
+            "(MAXGDDP._budgets); its own leaf step (MAXGDDP._leaves), a one-category attribute (nothing to "
+            "specialise): cell (root, p) empty vs "
+            "count 1 (released only when the noisy count >= 1)",
+            control=leaves(leaf_pub, 2.0, 2.0), control_note="leaf budget doubled (noise scale halved)",
+            batch=True))
     # whole releases (fast tier; trials chosen so that the epsilon-doubled control is flagged):
     # MAXGDDP(levels=1) at epsilon 2 spends 1 on the 9 tied candidates and 1 on the leaves
     cases.append(AuditCase(
