@@ -26,24 +26,32 @@ Mech = Callable[..., Any]
 # histogram: HPHP's two noisy releases (structure noise on the counts, noise on group sums)
 # ---------------------------------------------------------------------------------------------
 def histogram_cases() -> list[AuditCase]:
-    from privpub.histogram import HPHP, LaplaceHistogram, noise_vector, publish_groups
+    from privpub.histogram import HPHP, LaplaceHistogram
 
     h = np.array([0, 0, 3, 5])
     h_nb = np.array([0, 0, 3, 6])  # add one record to bin 3
     rel = "add/remove one record: histograms [0, 0, 3, 5] and [0, 0, 3, 6]"
-    order = np.arange(4)
-    bounds = np.array([0, 2, 4])  # groups {0, 1}, {2, 3}: a partition fixed by the structure step
+    # groups {0, 1}, {2, 3}: a partition fixed by the structure step (public by the second step)
+    fixed = (np.arange(4), np.array([0, 2, 4]))
 
-    def structure(eps: float, noise: str) -> Mech:
+    def structure(pub: HPHP, epsilon: float, factor: float = 1.0) -> Mech:
+        """The structure step of ``pub.publish(..., epsilon)``: :meth:`HPHP._structure_noise` (the
+        noisy counts the grouping is computed from) at eps1 of :meth:`HPHP._split`."""
+        eps1 = pub._split(epsilon)[0]
+
         def mech(counts: Any, rng: np.random.Generator, n: int) -> Any:
-            c = np.asarray(counts)
-            return c + noise_vector(n * c.size, eps, noise, rng).reshape(n, c.size)
+            return pub._structure_noise(np.asarray(counts, dtype=np.int64), factor * eps1, rng, draws=n)
         return mech
 
-    def group_sums(eps: float, noise: str) -> Mech:
-        def mech(counts: Any, rng: np.random.Generator, n: int) -> Any:
-            z = noise_vector(n * (bounds.size - 1), eps, noise, rng).reshape(n, bounds.size - 1)
-            return np.array([publish_groups(counts, order, bounds, row) for row in z])
+    def group_sums(pub: HPHP, epsilon: float, factor: float = 1.0) -> Mech:
+        """The publishing step of ``pub.publish(..., epsilon)``: :meth:`HPHP._group_sums` at eps2 of
+        :meth:`HPHP._split`; the data is ``(counts, order, boundaries)``, the partition the same on
+        both sides (fixed by the structure step)."""
+        eps2 = pub._split(epsilon)[1]
+
+        def mech(data: Any, rng: np.random.Generator, n: int) -> Any:
+            counts, order, bounds = data
+            return pub._group_sums(np.asarray(counts, dtype=np.int64), order, bounds, factor * eps2, rng, draws=n)
         return mech
 
     def whole(publisher: Any, eps: float) -> Mech:
@@ -53,18 +61,24 @@ def histogram_cases() -> list[AuditCase]:
             return np.concatenate([r.counts, r.order, r.boundaries, pad])
         return mech
 
-    # HPHP(split=0.5) at epsilon 2: each of the two steps spends 1
+    # HPHP(split=0.5) at epsilon 2: each of the two steps spends 1 (HPHP._split)
     hphp = HPHP(split=0.5)
     cases = []
     for noise in ("discrete", "laplace"):
         tag = "" if noise == "discrete" else "[laplace]"
+        pub = HPHP(split=0.5, noise=noise)
         cases += [
-            AuditCase(f"histogram.HPHP.structure{tag}", "histogram", structure(1.0, noise), h, h_nb, 1.0,
-                      20_000, rel + f"; HPHP(split=0.5, noise={noise!r}) at epsilon 2 spends 1 here",
-                      control=structure(2.0, noise), control_note="noise scale halved", batch=True),
-            AuditCase(f"histogram.HPHP.group_sums{tag}", "histogram", group_sums(1.0, noise), h, h_nb, 1.0,
-                      10_000, rel + "; groups {0,1}, {2,3} fixed by the structure step",
-                      control=group_sums(2.0, noise), control_note="noise scale halved", batch=True),
+            AuditCase(f"histogram.HPHP.structure{tag}", "histogram", structure(pub, 2.0), h, h_nb, 1.0,
+                      20_000, rel + f"; HPHP(split=0.5, noise={noise!r}) at epsilon 2 spends eps1 = 1 here "
+                      "(HPHP._split); its own structure noise (HPHP._structure_noise, as publish draws it)",
+                      control=structure(pub, 2.0, 2.0), control_note="eps1 doubled (noise scale halved)",
+                      batch=True),
+            AuditCase(f"histogram.HPHP.group_sums{tag}", "histogram", group_sums(pub, 2.0), (h, *fixed),
+                      (h_nb, *fixed), 1.0, 10_000,
+                      rel + "; groups {0,1}, {2,3} fixed by the structure step; eps2 = 1 (HPHP._split); its own "
+                      "publishing step (HPHP._group_sums, as publish runs it)",
+                      control=group_sums(pub, 2.0, 2.0), control_note="eps2 doubled (noise scale halved)",
+                      batch=True),
         ]
     # AHP's whole release is not audited end to end: its clustering averages the change away, so
     # even its epsilon-doubled control stays below the declared epsilon at any feasible number of

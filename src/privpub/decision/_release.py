@@ -243,9 +243,9 @@ def leaf_cells(
     uniq, true = data.cell_counts(cuts)
     if exact:
         return uniq.astype(np.int64), true.astype(np.int64), n_cells
-    if draws > 1:
-        uniq = (uniq[None, :] + n_cells * np.arange(draws, dtype=np.int64)[:, None]).reshape(-1)
-        true = np.tile(true, draws)
+    # one code path for every draws (draws=1: the ids and counts unchanged)
+    uniq = (uniq[None, :] + n_cells * np.arange(draws, dtype=np.int64)[:, None]).reshape(-1)
+    true = np.tile(true, draws)
     out_ids, counts = sparse_noisy_counts(
         uniq, true, n_cells=n_cells * draws, epsilon=epsilon, noise=noise, rng=gen, max_released=max_rows * draws,
         note=f"{n_cells} (partition, class) cells, empty ones included (disjoint); L1 sensitivity 1")
