@@ -504,33 +504,34 @@ def person_decision_cases(whole: Callable[..., Mech], setups: list[tuple[Any, ..
 # ldp_synth: the LoPub client report (RAPPOR bits of every attribute)
 # ---------------------------------------------------------------------------------------------
 def ldp_synth_cases() -> list[AuditCase]:
-    from privpub.ldp import SUE
-    from privpub.ldp_synth import f_from_epsilon, perturb_codes
+    import pandas as pd
 
-    sizes = (2, 3)
+    from privpub.core import CategoricalAttribute, Schema
+    from privpub.ldp import SUE
+    from privpub.ldp_synth import LDPBayesSynthesizer
+
+    schema = Schema([CategoricalAttribute("a", ["x", "y"]), CategoricalAttribute("b", ["u", "v", "w"])])
+    sizes = schema.sizes
+    pub = LDPBayesSynthesizer(degree=1)
 
     def report(eps_total: float) -> Mech:
-        f = f_from_epsilon(eps_total, len(sizes))
+        """The local-perturbation step of ``pub.publish(..., epsilon=eps_total)``:
+        :meth:`LDPBayesSynthesizer._client_reports` at the flip probability of
+        :meth:`LDPBayesSynthesizer._flip_prob`, on ``n`` copies of one user's record."""
+        f = pub._flip_prob(eps_total, None, len(schema))[0]
 
-        def mech(record: Any, rng: np.random.Generator, n: int) -> Any:
-            return perturb_codes(np.tile(np.asarray(record), (n, 1)), sizes, flip_prob=f, rng=rng).bits
+        def mech(record: pd.DataFrame, rng: np.random.Generator, n: int) -> Any:
+            frame = record.iloc[np.zeros(n, dtype=np.int64)].reset_index(drop=True)
+            return pub._client_reports(frame, schema, f, rng).bits
         return mech
 
     def exact(eps_total: float) -> Callable[[], float]:
         def compute() -> float:
-            f = f_from_epsilon(eps_total, len(sizes))
+            f = pub._flip_prob(eps_total, None, len(schema))[0]
             blocks = [output_probabilities(SUE(domain_size=s, f=f), None) for s in sizes]
             joint = np.kron(blocks[0], blocks[1])  # rows: records (a, b); columns: bit vectors
             return exact_epsilon(joint)
         return compute
-
-    import pandas as pd
-
-    from privpub.core import CategoricalAttribute, Schema
-    from privpub.ldp_synth import LDPBayesSynthesizer
-
-    schema = Schema([CategoricalAttribute("a", ["x", "y"]), CategoricalAttribute("b", ["u", "v", "w"])])
-    pub = LDPBayesSynthesizer(degree=1)
 
     def whole(eps_total: float) -> Mech:
         """The release as a user gets it (network and conditional tables) for a one-user table."""
@@ -542,8 +543,10 @@ def ldp_synth_cases() -> list[AuditCase]:
     one_user = "replace one user's whole record: (x, u) and (y, w) differ in both attributes (sizes 2 and 3)"
     return [
         AuditCase(
-            "ldp_synth.client_report", "ldp_synth", report(2.0), (0, 0), (1, 2), 2.0, 20_000,
-            "replace one user's whole record: (0, 0) and (1, 2) differ in both attributes (sizes 2 and 3)",
+            "ldp_synth.client_report", "ldp_synth", report(2.0), pd.DataFrame({"a": ["x"], "b": ["u"]}),
+            pd.DataFrame({"a": ["y"], "b": ["w"]}), 2.0, 20_000,
+            one_user + "; LDPBayesSynthesizer's own client step (_client_reports at _flip_prob's f, as publish "
+            "perturbs every user)",
             control=report(4.0), control_note="epsilon doubled", batch=True, exact=exact(2.0),
             exact_control=exact(4.0)),
         AuditCase(
