@@ -12,12 +12,12 @@ from privpub.audit._case import AuditCase
 from privpub.audit._exact import exact_epsilon, output_probabilities
 from privpub.core import (
     discrete_laplace,
-    sparse_noisy_counts,
     exponential_mechanism,
     exponential_mechanism_probabilities,
     laplace,
     report_noisy_max,
     secure_generator,
+    sparse_noisy_counts,
     split,
 )
 from privpub.ldp import GRR, OLH, OUE, SUE, FrequencyOracle

@@ -12,7 +12,6 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-from numpy.typing import NDArray
 
 from privpub.audit._case import AuditCase
 from privpub.audit._exact import exact_epsilon, output_probabilities
@@ -293,29 +292,42 @@ def stream_cases() -> list[AuditCase]:
 # spatial: KDG-HT's client report (one OUE report of a cell), and the budget-split mode
 # ---------------------------------------------------------------------------------------------
 def spatial_cases() -> list[AuditCase]:
+    from privpub.core import PrivacyUnit, accounting
     from privpub.ldp import OUE
-    from privpub.spatial.protocol import client_reports, grid_edges, interval_index
+    from privpub.spatial import KDGHT
+    from privpub.spatial._collect import user_groups
+    from privpub.spatial.protocol import grid_edges, interval_index
 
     edges = grid_edges(0.0, 1.0, 4)
 
-    def report(eps: float) -> Mech:
+    def kdg_reports(pub: KDGHT, epsilon: float) -> Mech:
+        """Phase B of ``pub.publish(..., epsilon, mode="per_user")``: :meth:`KDGHT._kdg_round` (the
+        axis budget of :meth:`KDGHT._axis_epsilon`, the OUE reports) for ``n`` sampled users at one
+        point, 4 intervals per axis, inside the accounting ``publish`` opens; the drawn reports are
+        kept by the collection. ``kdg_split="users"``: the users report x (the data is x); "budget":
+        each user reports x and y (the data is the point), a row is both reports."""
+        both = pub.kdg_split == "budget"
+
         def mech(point: Any, rng: np.random.Generator, n: int) -> Any:
-            cell = interval_index(edges, np.full(n, float(point)))
-            return client_reports(cell, 4, epsilon=eps, rng=rng)
+            x, y = (float(point[0]), float(point[1])) if both else (float(point), 0.0)
+            ix = interval_index(edges, np.full(n, x))
+            iy = interval_index(edges, np.full(n, y)) if both else np.zeros(0, dtype=np.int64)
+            with accounting(epsilon, method="kdght", unit=PrivacyUnit.participant()) as acc:
+                with user_groups(acc, "per_user", rng) as coll:
+                    coll.kept = []
+                    pub._kdg_round(coll, ix, iy, 4, 4, epsilon)
+                acc.seal()
+            assert coll.kept is not None
+            rows = np.zeros((n, 8 if both else 4), dtype=bool)
+            for _, k, first, rep in coll.kept:
+                bits = np.unpackbits(rep, axis=1, bitorder="little")[:, :4].astype(bool)
+                rows[first:first + bits.shape[0], 4 * k:4 * k + 4] = bits
+            return rows
         return mech
 
-    def budget_mode(eps_each: float) -> Mech:
-        """``kdg_split="budget"``: a sampled user reports both axes, each at ``epsilon / 2``."""
-        def mech(point: Any, rng: np.random.Generator, n: int) -> Any:
-            cx = interval_index(edges, np.full(n, float(point[0])))
-            cy = interval_index(edges, np.full(n, float(point[1])))
-            rx = client_reports(cx, 4, epsilon=eps_each, rng=rng)
-            ry = client_reports(cy, 4, epsilon=eps_each, rng=rng)
-            return np.concatenate([rx, ry], axis=1)
-        return mech
-
-    def exact(eps: float) -> Callable[[], float]:
-        return lambda: exact_epsilon(output_probabilities(OUE(domain_size=4), eps))
+    def exact(pub: KDGHT, eps: float) -> Callable[[], float]:
+        """The exact epsilon of one axis report at the publisher's axis budget."""
+        return lambda: exact_epsilon(output_probabilities(OUE(domain_size=4), pub._axis_epsilon(eps)))
 
     def whole(eps: float) -> Mech:
         """The release as a user gets it: UG on a 2 x 2 grid, its four cell estimates."""
@@ -332,13 +344,17 @@ def spatial_cases() -> list[AuditCase]:
         AuditCase("spatial.UG.publish", "spatial", whole(1.0), [(0.1, 0.1), (0.1, 0.1)], [(0.9, 0.9), (0.1, 0.1)],
                   1.0, 3_000, "replace one user's location (2 users): it moves to the opposite cell of a 2 x 2 "
                   "grid; whole release: the four cell estimates", control=whole(2.0), control_note="epsilon doubled"),
-        AuditCase("spatial.KDGHT.client_report", "spatial", report(1.0), 0.1, 0.9, 1.0, 20_000,
-                  "replace one user's location: x = 0.1 and 0.9 fall in different intervals of 4",
-                  control=report(2.0), control_note="report at 2 epsilon", batch=True,
-                  exact=exact(1.0), exact_control=exact(2.0)),
-        AuditCase("spatial.KDGHT.client_report[budget]", "spatial", budget_mode(0.5), (0.1, 0.1), (0.9, 0.9),
-                  1.0, 20_000, "replace one user's location; both axes change interval; two reports at epsilon/2",
-                  control=budget_mode(1.0), control_note="each axis report at the full epsilon", batch=True),
+        AuditCase("spatial.KDGHT.client_report", "spatial", kdg_reports(KDGHT(), 1.0), 0.1, 0.9, 1.0, 20_000,
+                  "replace one user's location: x = 0.1 and 0.9 fall in different intervals of 4; KDGHT's own "
+                  "phase-B round (KDGHT._kdg_round at KDGHT._axis_epsilon, per-user reports as publish draws them)",
+                  control=kdg_reports(KDGHT(), 2.0), control_note="publish at 2 epsilon", batch=True,
+                  exact=exact(KDGHT(), 1.0), exact_control=exact(KDGHT(), 2.0)),
+        AuditCase("spatial.KDGHT.client_report[budget]", "spatial", kdg_reports(KDGHT(kdg_split="budget"), 1.0),
+                  (0.1, 0.1), (0.9, 0.9), 1.0, 20_000,
+                  "replace one user's location; both axes change interval; KDGHT(kdg_split='budget')'s own phase-B "
+                  "round: two reports at KDGHT._axis_epsilon = epsilon/2",
+                  control=kdg_reports(KDGHT(kdg_split="budget"), 2.0),
+                  control_note="publish at 2 epsilon (each axis report at the full epsilon)", batch=True),
     ]
 
 
