@@ -98,11 +98,10 @@ def dawa_cases() -> list[AuditCase]:
     """DAWA (issues 26, 34): its stage-1 partition and its whole release, both computed by the
     publisher's own code. The partition case calls :meth:`DAWA._partitions`, the stage 1 that
     ``DAWA.publish`` runs (exact grid Laplace on the dyadic-bucket deviations, the dynamic
-    programme), with the ``(eps1, eps2)`` that ``DAWA().publish(..., epsilon=2)`` splits: never a
+    programme), with the ``(eps1, eps2)`` of :meth:`DAWA._split`, which ``DAWA().publish(..., epsilon=2)`` spends: never a
     re-implementation of it, so a change of stage 1's noise in ``_dawa.py`` is seen here.
     Negative controls: the partition at 4 eps1 (a quarter of the noise, the sensitivity
     understated), and the release at twice the declared epsilon."""
-    from privpub.core import split
     from privpub.histogram import DAWA
 
     h = np.array([0, 0, 3, 5])
@@ -111,7 +110,7 @@ def dawa_cases() -> list[AuditCase]:
 
     def partition(epsilon: float, eps1_factor: float = 1.0) -> Mech:
         pub = DAWA()
-        eps1, eps2 = split(epsilon, [pub.ratio, 1.0 - pub.ratio])  # as publish splits its budget
+        eps1, eps2 = pub._split(epsilon)  # publish's own split
 
         def mech(counts: Any, rng: np.random.Generator, n: int) -> Any:
             parts = pub._partitions(np.asarray(counts, dtype=np.int64), eps1_factor * eps1, eps2, rng, draws=n)
