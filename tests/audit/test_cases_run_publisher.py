@@ -17,6 +17,7 @@ were extracted (same seed, same output).
 from __future__ import annotations
 
 import copy
+import functools
 import hashlib
 import warnings
 from collections.abc import Callable
@@ -198,7 +199,7 @@ def test_kdght_client_cases_are_publish_phase_b(split: str, monkeypatch: pytest.
     for seed in SEEDS:
         KDGHT(kdg_split=split, m=4, n=4, eta=0.2).publish(pts, bounds=(0.0, 0.0, 1.0, 1.0), epsilon=1.0,
                                                            rng=seed, mode="per_user")
-        state, (ix, iy, m, nn, _), reports = kept[-1]
+        state, (ix, _iy, m, nn, _), reports = kept[-1]
         assert (m, nn) == (4, 4)
         n = ix.size
         got = case.mechanism(case.x, gen_at(state), n)
@@ -279,8 +280,13 @@ def _releases() -> dict[str, Callable[[], str]]:
 
     for variant in ("private", "unattributed", "paper"):
         for noise in ("discrete", "laplace"):
-            out[f"HPHP[{variant},{noise}]"] = lambda v=variant, n=noise: hphp(v, n)
-    out["DAWA"] = lambda: (lambda r: _digest(r.counts, r.boundaries))(DAWA().publish(hist, epsilon=1.0, rng=3))
+            out[f"HPHP[{variant},{noise}]"] = functools.partial(hphp, variant, noise)
+
+    def dawa() -> str:
+        r = DAWA().publish(hist, epsilon=1.0, rng=3)
+        return _digest(r.counts, r.boundaries)
+
+    out["DAWA"] = dawa
 
     def table(pub: Any, person: bool) -> str:
         kw = {"privacy_id": "u", "max_contributions": 2} if person else {}
@@ -289,14 +295,20 @@ def _releases() -> dict[str, Callable[[], str]]:
 
     for name, pub in (("MAXGDDP(2)", MAXGDDP(levels=2)), ("MAXGDDP(3,laplace)", MAXGDDP(levels=3, noise="laplace")),
                       ("DiffGen(2)", DiffGen(levels=2)), ("DiffGen(1,reuse)", DiffGen(levels=1, reuse_unspent=True))):
-        out[name] = lambda p=pub: table(p, False)
-        out[name + "[person]"] = lambda p=pub: table(p, True)
-    out["LDPBayes"] = lambda: _digest(*[t.ravel() for t in LDPBayesSynthesizer(degree=1).publish(
-        d2, schema=s2, epsilon=2.0, rng=7).tables])
+        out[name] = functools.partial(table, pub, False)
+        out[name + "[person]"] = functools.partial(table, pub, True)
+
+    def ldp_bayes() -> str:
+        r = LDPBayesSynthesizer(degree=1).publish(d2, schema=s2, epsilon=2.0, rng=7)
+        return _digest(*[t.ravel() for t in r.tables])
+
+    def kdght(split: str, mode: str) -> str:
+        return _digest(KDGHT(kdg_split=split).publish(pts, bounds=(0, 0, 1, 1), epsilon=1.0, rng=11, mode=mode).values)
+
+    out["LDPBayes"] = ldp_bayes
     for split in ("users", "budget"):
         for mode in ("simulate", "per_user"):
-            out[f"KDGHT[{split},{mode}]"] = lambda s=split, m=mode: _digest(KDGHT(kdg_split=s).publish(
-                pts, bounds=(0, 0, 1, 1), epsilon=1.0, rng=11, mode=m).values)
+            out[f"KDGHT[{split},{mode}]"] = functools.partial(kdght, split, mode)
     return out
 
 

@@ -81,15 +81,17 @@ def histogram_cases() -> list[AuditCase]:
         ]
     # AHP's whole release is not audited end to end: its clustering averages the change away, so
     # even its epsilon-doubled control stays below the declared epsilon at any feasible number of
-    # trials (a weak control); its two noise steps are the same `noise_vector` calls audited above.
+    # trials (a weak control). Its two noise steps draw through the module functions HPHP's steps
+    # call (`_noisy`, `noise_vector`), but no case runs AHP's own steps (a gap, not a re-implementation).
     # the releases as a user gets them (fast tier): trials chosen so that the epsilon-doubled
     # control is flagged at the fast tier too
-    for name, pub, trials in (("HPHP", hphp, 4_000),
-                              ("HPHP[unattributed]", HPHP(variant="unattributed", split=0.5), 6_000),
-                              ("LaplaceHistogram", LaplaceHistogram(), 1_500)):
+    publishers: tuple[tuple[str, Any, int], ...] = (
+        ("HPHP", hphp, 4_000), ("HPHP[unattributed]", HPHP(variant="unattributed", split=0.5), 6_000),
+        ("LaplaceHistogram", LaplaceHistogram(), 1_500))
+    for name, publisher, trials in publishers:
         cases.append(AuditCase(
-            f"histogram.{name}.publish", "histogram", whole(pub, 2.0), h, h_nb, 2.0, trials,
-            rel + "; whole release (counts, order, boundaries)", control=whole(pub, 4.0),
+            f"histogram.{name}.publish", "histogram", whole(publisher, 2.0), h, h_nb, 2.0, trials,
+            rel + "; whole release (counts, order, boundaries)", control=whole(publisher, 4.0),
             control_note="epsilon doubled"))
     return cases + dawa_cases() + person_histogram_cases()
 
