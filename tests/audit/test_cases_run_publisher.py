@@ -136,7 +136,8 @@ def test_maxgddp_selection_case_is_publish_selection(which: str, monkeypatch: py
     frame = getattr(case, which)
     spy = Spy(monkeypatch, MAXGDDP, "_select")
     picks = set()
-    for seed in range(20):
+    # 40 seeds: a case drawing at another scale picks differently on x_neighbour in ~1 seed in 5
+    for seed in range(40):
         MAXGDDP(levels=1).publish(frame, schema=SCHEMA, epsilon=2.0, rng=seed)
         state, _, _, out = spy.calls[-1]
         got = case.mechanism(frame, gen_at(state), 1)
