@@ -17,6 +17,7 @@ from privpub.core import (
     laplace,
     report_noisy_max,
     secure_generator,
+    sparse_noisy_counts,
     split,
 )
 from privpub.ldp import GRR, OLH, OUE, SUE, FrequencyOracle
@@ -74,6 +75,22 @@ def _secure_dlap(eps: float) -> Callable[..., Any]:
     return mech
 
 
+def _sparse_counts(eps: float, noise: str) -> Callable[..., Any]:
+    """``n`` independent copies of a 3-cell table in one call of :func:`sparse_noisy_counts`'s sparse
+    path (``dense_limit=0``: empty cells drawn through the noise tail); copy ``i`` owns cells
+    ``3i..3i+2`` (every cell gets independent noise), so each row is one release of the 3 cells."""
+    def mech(ids: Any, rng: np.random.Generator, n: int) -> Any:
+        base = np.asarray(ids, dtype=np.int64)
+        tiled = (base[None, :] + 3 * np.arange(n)[:, None]).reshape(-1)
+        cells, counts = np.unique(tiled, return_counts=True)
+        cid, cnt = sparse_noisy_counts(cells, counts, n_cells=3 * n, epsilon=eps, noise=noise, rng=rng,
+                                       max_released=float(3 * n), dense_limit=0)
+        out = np.zeros(3 * n)
+        out[cid] = cnt
+        return out.reshape(n, 3)
+    return mech
+
+
 def core_cases() -> list[AuditCase]:
     """Laplace, discrete Laplace, exponential mechanism, report-noisy-max, sequential composition."""
     flat = np.zeros(K)
@@ -116,6 +133,15 @@ def core_cases() -> list[AuditCase]:
         AuditCase("core.report_noisy_max[monotone]", "core", _selection(report_noisy_max, EPS, True),
                   flat, up_one, EPS, 10_000, f"{K} counting scores: all 0 vs candidate 0 up by 1",
                   control=_selection(report_noisy_max, 2 * EPS, True), batch=True),
+        # the sparse path (the leaf step of MAXGDDP and DiffGen takes it beyond DENSE_CELL_LIMIT cells;
+        # decision.MAXGDDP.leaf_counts audits the publisher's own leaf step)
+        AuditCase("core.sparse_noisy_counts[sparse]", "core", _sparse_counts(EPS, "discrete"), [0, 0, 0],
+                  [0, 0, 0, 1], EPS, 10_000, "add/remove one record; 3 cells, cell 1 empty vs count 1 (released "
+                  "only when the noisy count >= 1); the sparse path (empty cells through the noise tail)",
+                  control=_sparse_counts(2 * EPS, "discrete"), control_note="noise scale halved", batch=True),
+        AuditCase("core.sparse_noisy_counts[sparse laplace]", "core", _sparse_counts(EPS, "laplace"), [0, 0, 0],
+                  [0, 0, 0, 1], EPS, 10_000, "as core.sparse_noisy_counts[sparse] with the exact grid Laplace",
+                  control=_sparse_counts(2 * EPS, "laplace"), control_note="noise scale halved", batch=True),
         # full tier only: other epsilons, and the OS-seeded generator
         AuditCase("core.discrete_laplace[eps=0.25]", "core", _dlap(0.25, 1), 0, 1, 0.25, 40_000,
                   "count under add/remove-one: 0 and 1",

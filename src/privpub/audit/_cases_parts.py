@@ -12,7 +12,6 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-from numpy.typing import NDArray
 
 from privpub.audit._case import AuditCase
 from privpub.audit._exact import exact_epsilon, output_probabilities
@@ -26,24 +25,32 @@ Mech = Callable[..., Any]
 # histogram: HPHP's two noisy releases (structure noise on the counts, noise on group sums)
 # ---------------------------------------------------------------------------------------------
 def histogram_cases() -> list[AuditCase]:
-    from privpub.histogram import HPHP, LaplaceHistogram, noise_vector, publish_groups
+    from privpub.histogram import HPHP, LaplaceHistogram
 
     h = np.array([0, 0, 3, 5])
     h_nb = np.array([0, 0, 3, 6])  # add one record to bin 3
     rel = "add/remove one record: histograms [0, 0, 3, 5] and [0, 0, 3, 6]"
-    order = np.arange(4)
-    bounds = np.array([0, 2, 4])  # groups {0, 1}, {2, 3}: a partition fixed by the structure step
+    # groups {0, 1}, {2, 3}: a partition fixed by the structure step (public by the second step)
+    fixed = (np.arange(4), np.array([0, 2, 4]))
 
-    def structure(eps: float, noise: str) -> Mech:
+    def structure(pub: HPHP, epsilon: float, factor: float = 1.0) -> Mech:
+        """The structure step of ``pub.publish(..., epsilon)``: :meth:`HPHP._structure_noise` (the
+        noisy counts the grouping is computed from) at eps1 of :meth:`HPHP._split`."""
+        eps1 = pub._split(epsilon)[0]
+
         def mech(counts: Any, rng: np.random.Generator, n: int) -> Any:
-            c = np.asarray(counts)
-            return c + noise_vector(n * c.size, eps, noise, rng).reshape(n, c.size)
+            return pub._structure_noise(np.asarray(counts, dtype=np.int64), factor * eps1, rng, draws=n)
         return mech
 
-    def group_sums(eps: float, noise: str) -> Mech:
-        def mech(counts: Any, rng: np.random.Generator, n: int) -> Any:
-            z = noise_vector(n * (bounds.size - 1), eps, noise, rng).reshape(n, bounds.size - 1)
-            return np.array([publish_groups(counts, order, bounds, row) for row in z])
+    def group_sums(pub: HPHP, epsilon: float, factor: float = 1.0) -> Mech:
+        """The publishing step of ``pub.publish(..., epsilon)``: :meth:`HPHP._group_sums` at eps2 of
+        :meth:`HPHP._split`; the data is ``(counts, order, boundaries)``, the partition the same on
+        both sides (fixed by the structure step)."""
+        eps2 = pub._split(epsilon)[1]
+
+        def mech(data: Any, rng: np.random.Generator, n: int) -> Any:
+            counts, order, bounds = data
+            return pub._group_sums(np.asarray(counts, dtype=np.int64), order, bounds, factor * eps2, rng, draws=n)
         return mech
 
     def whole(publisher: Any, eps: float) -> Mech:
@@ -53,30 +60,38 @@ def histogram_cases() -> list[AuditCase]:
             return np.concatenate([r.counts, r.order, r.boundaries, pad])
         return mech
 
-    # HPHP(split=0.5) at epsilon 2: each of the two steps spends 1
+    # HPHP(split=0.5) at epsilon 2: each of the two steps spends 1 (HPHP._split)
     hphp = HPHP(split=0.5)
     cases = []
     for noise in ("discrete", "laplace"):
         tag = "" if noise == "discrete" else "[laplace]"
+        pub = HPHP(split=0.5, noise=noise)
         cases += [
-            AuditCase(f"histogram.HPHP.structure{tag}", "histogram", structure(1.0, noise), h, h_nb, 1.0,
-                      20_000, rel + f"; HPHP(split=0.5, noise={noise!r}) at epsilon 2 spends 1 here",
-                      control=structure(2.0, noise), control_note="noise scale halved", batch=True),
-            AuditCase(f"histogram.HPHP.group_sums{tag}", "histogram", group_sums(1.0, noise), h, h_nb, 1.0,
-                      10_000, rel + "; groups {0,1}, {2,3} fixed by the structure step",
-                      control=group_sums(2.0, noise), control_note="noise scale halved", batch=True),
+            AuditCase(f"histogram.HPHP.structure{tag}", "histogram", structure(pub, 2.0), h, h_nb, 1.0,
+                      20_000, rel + f"; HPHP(split=0.5, noise={noise!r}) at epsilon 2 spends eps1 = 1 here "
+                      "(HPHP._split); its own structure noise (HPHP._structure_noise, as publish draws it)",
+                      control=structure(pub, 2.0, 2.0), control_note="eps1 doubled (noise scale halved)",
+                      batch=True),
+            AuditCase(f"histogram.HPHP.group_sums{tag}", "histogram", group_sums(pub, 2.0), (h, *fixed),
+                      (h_nb, *fixed), 1.0, 10_000,
+                      rel + "; groups {0,1}, {2,3} fixed by the structure step; eps2 = 1 (HPHP._split); its own "
+                      "publishing step (HPHP._group_sums, as publish runs it)",
+                      control=group_sums(pub, 2.0, 2.0), control_note="eps2 doubled (noise scale halved)",
+                      batch=True),
         ]
     # AHP's whole release is not audited end to end: its clustering averages the change away, so
     # even its epsilon-doubled control stays below the declared epsilon at any feasible number of
-    # trials (a weak control); its two noise steps are the same `noise_vector` calls audited above.
+    # trials (a weak control). Its two noise steps draw through the module functions HPHP's steps
+    # call (`_noisy`, `noise_vector`), but no case runs AHP's own steps (a gap, not a re-implementation).
     # the releases as a user gets them (fast tier): trials chosen so that the epsilon-doubled
     # control is flagged at the fast tier too
-    for name, pub, trials in (("HPHP", hphp, 4_000),
-                              ("HPHP[unattributed]", HPHP(variant="unattributed", split=0.5), 6_000),
-                              ("LaplaceHistogram", LaplaceHistogram(), 1_500)):
+    publishers: tuple[tuple[str, Any, int], ...] = (
+        ("HPHP", hphp, 4_000), ("HPHP[unattributed]", HPHP(variant="unattributed", split=0.5), 6_000),
+        ("LaplaceHistogram", LaplaceHistogram(), 1_500))
+    for name, publisher, trials in publishers:
         cases.append(AuditCase(
-            f"histogram.{name}.publish", "histogram", whole(pub, 2.0), h, h_nb, 2.0, trials,
-            rel + "; whole release (counts, order, boundaries)", control=whole(pub, 4.0),
+            f"histogram.{name}.publish", "histogram", whole(publisher, 2.0), h, h_nb, 2.0, trials,
+            rel + "; whole release (counts, order, boundaries)", control=whole(publisher, 4.0),
             control_note="epsilon doubled"))
     return cases + dawa_cases() + person_histogram_cases()
 
@@ -85,11 +100,10 @@ def dawa_cases() -> list[AuditCase]:
     """DAWA (issues 26, 34): its stage-1 partition and its whole release, both computed by the
     publisher's own code. The partition case calls :meth:`DAWA._partitions`, the stage 1 that
     ``DAWA.publish`` runs (exact grid Laplace on the dyadic-bucket deviations, the dynamic
-    programme), with the ``(eps1, eps2)`` that ``DAWA().publish(..., epsilon=2)`` splits: never a
+    programme), with the ``(eps1, eps2)`` of :meth:`DAWA._split`, which ``DAWA().publish(..., epsilon=2)`` spends: never a
     re-implementation of it, so a change of stage 1's noise in ``_dawa.py`` is seen here.
     Negative controls: the partition at 4 eps1 (a quarter of the noise, the sensitivity
     understated), and the release at twice the declared epsilon."""
-    from privpub.core import split
     from privpub.histogram import DAWA
 
     h = np.array([0, 0, 3, 5])
@@ -98,7 +112,7 @@ def dawa_cases() -> list[AuditCase]:
 
     def partition(epsilon: float, eps1_factor: float = 1.0) -> Mech:
         pub = DAWA()
-        eps1, eps2 = split(epsilon, [pub.ratio, 1.0 - pub.ratio])  # as publish splits its budget
+        eps1, eps2 = pub._split(epsilon)  # publish's own split
 
         def mech(counts: Any, rng: np.random.Generator, n: int) -> Any:
             parts = pub._partitions(np.asarray(counts, dtype=np.int64), eps1_factor * eps1, eps2, rng, draws=n)
@@ -279,29 +293,42 @@ def stream_cases() -> list[AuditCase]:
 # spatial: KDG-HT's client report (one OUE report of a cell), and the budget-split mode
 # ---------------------------------------------------------------------------------------------
 def spatial_cases() -> list[AuditCase]:
+    from privpub.core import PrivacyUnit, accounting
     from privpub.ldp import OUE
-    from privpub.spatial.protocol import client_reports, grid_edges, interval_index
+    from privpub.spatial import KDGHT
+    from privpub.spatial._collect import user_groups
+    from privpub.spatial.protocol import grid_edges, interval_index
 
     edges = grid_edges(0.0, 1.0, 4)
 
-    def report(eps: float) -> Mech:
+    def kdg_reports(pub: KDGHT, epsilon: float) -> Mech:
+        """Phase B of ``pub.publish(..., epsilon, mode="per_user")``: :meth:`KDGHT._kdg_round` (the
+        axis budget of :meth:`KDGHT._axis_epsilon`, the OUE reports) for ``n`` sampled users at one
+        point, 4 intervals per axis, inside the accounting ``publish`` opens; the drawn reports are
+        kept by the collection. ``kdg_split="users"``: the users report x (the data is x); "budget":
+        each user reports x and y (the data is the point), a row is both reports."""
+        both = pub.kdg_split == "budget"
+
         def mech(point: Any, rng: np.random.Generator, n: int) -> Any:
-            cell = interval_index(edges, np.full(n, float(point)))
-            return client_reports(cell, 4, epsilon=eps, rng=rng)
+            x, y = (float(point[0]), float(point[1])) if both else (float(point), 0.0)
+            ix = interval_index(edges, np.full(n, x))
+            iy = interval_index(edges, np.full(n, y)) if both else np.zeros(0, dtype=np.int64)
+            with accounting(epsilon, method="kdght", unit=PrivacyUnit.participant()) as acc:
+                with user_groups(acc, "per_user", rng) as coll:
+                    coll.kept = []
+                    pub._kdg_round(coll, ix, iy, 4, 4, epsilon)
+                acc.seal()
+            assert coll.kept is not None
+            rows = np.zeros((n, 8 if both else 4), dtype=bool)
+            for _, k, first, rep in coll.kept:
+                bits = np.unpackbits(rep, axis=1, bitorder="little")[:, :4].astype(bool)
+                rows[first:first + bits.shape[0], 4 * k:4 * k + 4] = bits
+            return rows
         return mech
 
-    def budget_mode(eps_each: float) -> Mech:
-        """``kdg_split="budget"``: a sampled user reports both axes, each at ``epsilon / 2``."""
-        def mech(point: Any, rng: np.random.Generator, n: int) -> Any:
-            cx = interval_index(edges, np.full(n, float(point[0])))
-            cy = interval_index(edges, np.full(n, float(point[1])))
-            rx = client_reports(cx, 4, epsilon=eps_each, rng=rng)
-            ry = client_reports(cy, 4, epsilon=eps_each, rng=rng)
-            return np.concatenate([rx, ry], axis=1)
-        return mech
-
-    def exact(eps: float) -> Callable[[], float]:
-        return lambda: exact_epsilon(output_probabilities(OUE(domain_size=4), eps))
+    def exact(pub: KDGHT, eps: float) -> Callable[[], float]:
+        """The exact epsilon of one axis report at the publisher's axis budget."""
+        return lambda: exact_epsilon(output_probabilities(OUE(domain_size=4), pub._axis_epsilon(eps)))
 
     def whole(eps: float) -> Mech:
         """The release as a user gets it: UG on a 2 x 2 grid, its four cell estimates."""
@@ -318,13 +345,17 @@ def spatial_cases() -> list[AuditCase]:
         AuditCase("spatial.UG.publish", "spatial", whole(1.0), [(0.1, 0.1), (0.1, 0.1)], [(0.9, 0.9), (0.1, 0.1)],
                   1.0, 3_000, "replace one user's location (2 users): it moves to the opposite cell of a 2 x 2 "
                   "grid; whole release: the four cell estimates", control=whole(2.0), control_note="epsilon doubled"),
-        AuditCase("spatial.KDGHT.client_report", "spatial", report(1.0), 0.1, 0.9, 1.0, 20_000,
-                  "replace one user's location: x = 0.1 and 0.9 fall in different intervals of 4",
-                  control=report(2.0), control_note="report at 2 epsilon", batch=True,
-                  exact=exact(1.0), exact_control=exact(2.0)),
-        AuditCase("spatial.KDGHT.client_report[budget]", "spatial", budget_mode(0.5), (0.1, 0.1), (0.9, 0.9),
-                  1.0, 20_000, "replace one user's location; both axes change interval; two reports at epsilon/2",
-                  control=budget_mode(1.0), control_note="each axis report at the full epsilon", batch=True),
+        AuditCase("spatial.KDGHT.client_report", "spatial", kdg_reports(KDGHT(), 1.0), 0.1, 0.9, 1.0, 20_000,
+                  "replace one user's location: x = 0.1 and 0.9 fall in different intervals of 4; KDGHT's own "
+                  "phase-B round (KDGHT._kdg_round at KDGHT._axis_epsilon, per-user reports as publish draws them)",
+                  control=kdg_reports(KDGHT(), 2.0), control_note="publish at 2 epsilon", batch=True,
+                  exact=exact(KDGHT(), 1.0), exact_control=exact(KDGHT(), 2.0)),
+        AuditCase("spatial.KDGHT.client_report[budget]", "spatial", kdg_reports(KDGHT(kdg_split="budget"), 1.0),
+                  (0.1, 0.1), (0.9, 0.9), 1.0, 20_000,
+                  "replace one user's location; both axes change interval; KDGHT(kdg_split='budget')'s own phase-B "
+                  "round: two reports at KDGHT._axis_epsilon = epsilon/2",
+                  control=kdg_reports(KDGHT(kdg_split="budget"), 2.0),
+                  control_note="publish at 2 epsilon (each axis report at the full epsilon)", batch=True),
     ]
 
 
@@ -334,16 +365,11 @@ def spatial_cases() -> list[AuditCase]:
 def decision_cases() -> list[AuditCase]:
     import pandas as pd
 
-    from privpub.core import (
-        DENSE_CELL_LIMIT,
-        CategoricalAttribute,
-        NumericAttribute,
-        Schema,
-        report_noisy_max,
-        sparse_noisy_counts,
-    )
+    from privpub.core import CategoricalAttribute, NumericAttribute, Schema
     from privpub.decision import MAXGDDP, DiffGen
-    from privpub.decision.model import Cut, candidates, encode_frame, score_candidates
+    from privpub.decision._aggregate import open_counts
+    from privpub.decision._maxgddp import candidates
+    from privpub.decision.model import Cut, encode_frame
 
     schema = Schema([CategoricalAttribute("a", ["x", "y"]), CategoricalAttribute("b", ["u", "v"]),
                      CategoricalAttribute("c", ["r", "s"]), NumericAttribute("n", 0, 7)],
@@ -354,35 +380,38 @@ def decision_cases() -> list[AuditCase]:
     table_nb = pd.concat([table, added], ignore_index=True)
     pub = MAXGDDP(levels=1)
 
-    def scores(frame: pd.DataFrame) -> NDArray[np.int64]:
-        attrs = pub.compile(schema)
-        fine, y = encode_frame(attrs, schema, frame, with_class=True)
-        assert y is not None
-        cuts = [Cut.root(a) for a in attrs]
-        return score_candidates(candidates(cuts), cuts, fine, y, 2, pub.score)
+    def first_level(publisher: MAXGDDP, frame: pd.DataFrame, sch: Schema = schema) -> tuple[Any, list[Cut], Any]:
+        """What ``publish`` holds before its first draw: the compiled attributes, the root cuts and
+        the counts backend (``open_counts``, as ``publish`` opens it)."""
+        attrs = publisher.compile(sch)
+        return attrs, [Cut.root(a) for a in attrs], open_counts(attrs, sch, frame)
 
-    def selection(eps: float) -> Mech:
+    def selection(publisher: MAXGDDP, epsilon: float, factor: float = 1.0) -> Mech:
+        """Level 1 of ``publisher.publish(..., epsilon)``: :meth:`MAXGDDP._select` (the scores and
+        the report-noisy-max ``publish`` runs) at the level-1 budget of :meth:`MAXGDDP._budgets`."""
         def mech(frame: pd.DataFrame, rng: np.random.Generator, n: int) -> Any:
-            s = scores(frame)  # the scores are data; only the noisy argmax is released
-            return np.array([report_noisy_max(s, epsilon=eps, sensitivity=1.0, monotone=True, rng=rng)
-                             for _ in range(n)])
+            attrs, cuts, counts = first_level(publisher, frame)
+            eps_level = publisher._budgets(epsilon, attrs)[2][0]
+            return publisher._select(candidates(cuts), cuts, counts, factor * eps_level, rng, draws=n)
         return mech
 
-    def leaves(eps: float, noise: str, dense_limit: int | None = None) -> Mech:
-        """``n`` independent copies of a 3-cell table in one call to the leaf mechanism (copy ``i``
-        owns cells 3i..3i+2; every cell gets independent noise), so each row is one release of the
-        3 cells. ``dense_limit=0`` forces the sparse path (empty cells drawn through the tail)."""
-        limit = DENSE_CELL_LIMIT if dense_limit is None else dense_limit
+    # one attribute of one category: nothing to specialise, so publish(levels=1) is its leaf step
+    # alone on the root cut (1 partition x 2 classes)
+    leaf_schema = Schema([CategoricalAttribute("a", ["x"])], class_name="cls", classes=["p", "q"])
+    leaf_table = pd.DataFrame({"a": ["x", "x"], "cls": ["q", "q"]})
+    leaf_table_nb = pd.concat([leaf_table, pd.DataFrame({"a": ["x"], "cls": ["p"]})], ignore_index=True)
 
-        def mech(ids: Any, rng: np.random.Generator, n: int) -> Any:
-            base = np.asarray(ids, dtype=np.int64)
-            tiled = (base[None, :] + 3 * np.arange(n)[:, None]).reshape(-1)
-            cells, counts = np.unique(tiled, return_counts=True)
-            cid, cnt = sparse_noisy_counts(cells, counts, n_cells=3 * n, epsilon=eps, noise=noise, rng=rng,
-                                           max_released=float(3 * n), dense_limit=limit)
-            out = np.zeros(3 * n)
-            out[cid] = cnt
-            return out.reshape(n, 3)
+    def leaves(publisher: MAXGDDP, epsilon: float, factor: float = 1.0) -> Mech:
+        """The leaf step of ``publisher.publish(..., epsilon)``: :meth:`MAXGDDP._leaves` at eps2 of
+        :meth:`MAXGDDP._budgets` on the root cut of ``leaf_schema`` (cell (root, p) empty vs 1);
+        each row is one release, the released count per cell (0 if absent)."""
+        def mech(frame: pd.DataFrame, rng: np.random.Generator, n: int) -> Any:
+            attrs, cuts, counts = first_level(publisher, frame, leaf_schema)
+            eps2 = publisher._budgets(epsilon, attrs)[1]
+            ids, cnt, n_cells = publisher._leaves(cuts, counts, 2, factor * eps2, rng, draws=n)
+            out = np.zeros(n * n_cells)
+            out[ids] = cnt
+            return out.reshape(n, n_cells)
         return mech
 
     def whole(publisher: Any, sch: Schema, record: pd.DataFrame, eps: float, cap: int = 3) -> Mech:
@@ -404,24 +433,26 @@ def decision_cases() -> list[AuditCase]:
             return (" | ".join(map(str, r.history)), int(min(r.counts[hit[0]], cap)) if hit.size else 0)
         return mech
 
-    ids, ids_nb = [0, 0, 0], [0, 0, 0, 1]  # add one record to the empty cell 1
     rel = "add/remove one record"
     cases = [
-        AuditCase("decision.MAXGDDP.selection", "decision", selection(1.0), table, table_nb, 1.0, 10_000,
-                  rel + "; 9 candidates, Max scores all 2 -> one of them 3 (monotone, sensitivity 1)",
-                  control=selection(2.0), control_note="noise scale halved", batch=True),
+        AuditCase("decision.MAXGDDP.selection", "decision", selection(pub, 2.0), table, table_nb, 1.0, 10_000,
+                  rel + "; MAXGDDP(levels=1) at epsilon 2 spends 1 on level 1 (MAXGDDP._budgets); its own "
+                  "selection (MAXGDDP._select: Max scores, report-noisy-max as publish runs it); 9 candidates, "
+                  "Max scores all 2 -> one of them 3",
+                  control=selection(pub, 2.0, 2.0), control_note="level budget doubled (noise scale halved)",
+                  batch=True),
     ]
     for noise in ("discrete", "laplace"):
         tag = "" if noise == "discrete" else "[laplace]"
+        leaf_pub = MAXGDDP(levels=1, noise=noise)
         cases.append(AuditCase(
-            f"decision.leaf_counts{tag}", "decision", leaves(1.0, noise), ids, ids_nb, 1.0, 10_000,
-            rel + "; 3 cells, cell 1 empty vs count 1 (released only when the noisy count >= 1)",
-            control=leaves(2.0, noise), control_note="noise scale halved", batch=True))
-        cases.append(AuditCase(
-            f"decision.leaf_counts[sparse{' ' + noise if noise == 'laplace' else ''}]", "decision",
-            leaves(1.0, noise, 0), ids, ids_nb, 1.0, 10_000,
-            rel + "; core.sparse_noisy_counts's sparse path (empty cells through the noise tail) on 3 cells",
-            control=leaves(2.0, noise, 0), control_note="noise scale halved", batch=True))
+            f"decision.MAXGDDP.leaf_counts{tag}", "decision", leaves(leaf_pub, 2.0), leaf_table, leaf_table_nb, 1.0,
+            10_000, rel + f"; MAXGDDP(levels=1, noise={noise!r}) at epsilon 2 spends eps2 = 1 on the leaves "
+            "(MAXGDDP._budgets); its own leaf step (MAXGDDP._leaves), a one-category attribute (nothing to "
+            "specialise): cell (root, p) empty vs "
+            "count 1 (released only when the noisy count >= 1)",
+            control=leaves(leaf_pub, 2.0, 2.0), control_note="leaf budget doubled (noise scale halved)",
+            batch=True))
     # whole releases (fast tier; trials chosen so that the epsilon-doubled control is flagged):
     # MAXGDDP(levels=1) at epsilon 2 spends 1 on the 9 tied candidates and 1 on the leaves
     cases.append(AuditCase(
@@ -490,33 +521,34 @@ def person_decision_cases(whole: Callable[..., Mech], setups: list[tuple[Any, ..
 # ldp_synth: the LoPub client report (RAPPOR bits of every attribute)
 # ---------------------------------------------------------------------------------------------
 def ldp_synth_cases() -> list[AuditCase]:
-    from privpub.ldp import SUE
-    from privpub.ldp_synth import f_from_epsilon, perturb_codes
+    import pandas as pd
 
-    sizes = (2, 3)
+    from privpub.core import CategoricalAttribute, Schema
+    from privpub.ldp import SUE
+    from privpub.ldp_synth import LDPBayesSynthesizer
+
+    schema = Schema([CategoricalAttribute("a", ["x", "y"]), CategoricalAttribute("b", ["u", "v", "w"])])
+    sizes = schema.sizes
+    pub = LDPBayesSynthesizer(degree=1)
 
     def report(eps_total: float) -> Mech:
-        f = f_from_epsilon(eps_total, len(sizes))
+        """The local-perturbation step of ``pub.publish(..., epsilon=eps_total)``:
+        :meth:`LDPBayesSynthesizer._client_reports` at the flip probability of
+        :meth:`LDPBayesSynthesizer._flip_prob`, on ``n`` copies of one user's record."""
+        f = pub._flip_prob(eps_total, None, len(schema))[0]
 
-        def mech(record: Any, rng: np.random.Generator, n: int) -> Any:
-            return perturb_codes(np.tile(np.asarray(record), (n, 1)), sizes, flip_prob=f, rng=rng).bits
+        def mech(record: pd.DataFrame, rng: np.random.Generator, n: int) -> Any:
+            frame = record.iloc[np.zeros(n, dtype=np.int64)].reset_index(drop=True)
+            return pub._client_reports(frame, schema, f, rng).bits
         return mech
 
     def exact(eps_total: float) -> Callable[[], float]:
         def compute() -> float:
-            f = f_from_epsilon(eps_total, len(sizes))
+            f = pub._flip_prob(eps_total, None, len(schema))[0]
             blocks = [output_probabilities(SUE(domain_size=s, f=f), None) for s in sizes]
             joint = np.kron(blocks[0], blocks[1])  # rows: records (a, b); columns: bit vectors
             return exact_epsilon(joint)
         return compute
-
-    import pandas as pd
-
-    from privpub.core import CategoricalAttribute, Schema
-    from privpub.ldp_synth import LDPBayesSynthesizer
-
-    schema = Schema([CategoricalAttribute("a", ["x", "y"]), CategoricalAttribute("b", ["u", "v", "w"])])
-    pub = LDPBayesSynthesizer(degree=1)
 
     def whole(eps_total: float) -> Mech:
         """The release as a user gets it (network and conditional tables) for a one-user table."""
@@ -528,8 +560,10 @@ def ldp_synth_cases() -> list[AuditCase]:
     one_user = "replace one user's whole record: (x, u) and (y, w) differ in both attributes (sizes 2 and 3)"
     return [
         AuditCase(
-            "ldp_synth.client_report", "ldp_synth", report(2.0), (0, 0), (1, 2), 2.0, 20_000,
-            "replace one user's whole record: (0, 0) and (1, 2) differ in both attributes (sizes 2 and 3)",
+            "ldp_synth.client_report", "ldp_synth", report(2.0), pd.DataFrame({"a": ["x"], "b": ["u"]}),
+            pd.DataFrame({"a": ["y"], "b": ["w"]}), 2.0, 20_000,
+            one_user + "; LDPBayesSynthesizer's own client step (_client_reports at _flip_prob's f, as publish "
+            "perturbs every user)",
             control=report(4.0), control_note="epsilon doubled", batch=True, exact=exact(2.0),
             exact_control=exact(4.0)),
         AuditCase(

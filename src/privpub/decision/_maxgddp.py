@@ -310,8 +310,15 @@ class MAXGDDP(TablePublisher):
         return self._run(data, schema=schema, epsilon=epsilon, rng=rng, session=session, exact=False,
                          privacy_unit=privacy_unit, privacy_id=privacy_id, max_contributions=max_contributions)
 
-    def _budgets(self, budget: float, n_runnable: int) -> tuple[float, float, tuple[float, ...]]:
-        """``(eps1, eps2, level budgets)`` from the record-level budget."""
+    def _budgets(self, budget: float, attrs: tuple[Attr, ...]) -> tuple[float, float, tuple[float, ...]]:
+        """``(eps1, eps2, level budgets)`` from the record-level budget: the split :meth:`publish` spends.
+
+        The level budgets are for the levels that can run on ``attrs`` (at most
+        ``n_specializations(attrs)``). The audit cases ``decision.MAXGDDP.selection`` and
+        ``decision.MAXGDDP.leaf_counts`` take their epsilons from here, so a change of the split
+        is seen by them.
+        """
+        n_runnable = min(self.levels, n_specializations(attrs))
         eps1 = budget * self.split
         eps2 = budget - eps1
         if not (eps1 > 0.0 and eps2 > 0.0):  # an epsilon near the smallest float underflows to 0
@@ -337,8 +344,7 @@ class MAXGDDP(TablePublisher):
         # public checks, before any reservation or draw: a level that can run gets a usable
         # budget, and a run that specialises everything (levels >= what the schema allows) has a
         # known final size
-        runnable = min(self.levels, n_specializations(attrs))
-        _, eps2, _ = self._budgets(unit.record_amount(eps), runnable)
+        _, eps2, _ = self._budgets(unit.record_amount(eps), attrs)
         if self.levels >= n_specializations(attrs) and not exact:
             check_cells(n_cells_of([a.n_fine for a in attrs], k), leaf_epsilon=eps2, noise=self.noise,
                         max_rows=self.max_synthetic_rows,
@@ -347,7 +353,7 @@ class MAXGDDP(TablePublisher):
         with accounting(eps, method="maxgddp", session=session, data=describe_data(data), private=not exact,
                         unit=unit) as acc:
             # every mechanism spends the record-level budget (epsilon / k for a person of k rows)
-            _, eps2, sched = self._budgets(acc.record_budget, runnable)
+            _, eps2, sched = self._budgets(acc.record_budget, attrs)
             cuts = [Cut.root(a) for a in attrs]
             history: list[Specialization] = []
             for i in range(self.levels):
@@ -355,13 +361,8 @@ class MAXGDDP(TablePublisher):
                 if not cands:
                     log.info("MAXGDDP: nothing left to specialise after %d levels", i)
                     break
-                scores = scores_from_counts(cands, cuts, counts, self.score)
                 with acc.step(f"level {i + 1} selection"):
-                    if exact:
-                        j = int(np.argmax(scores))
-                    else:
-                        j = report_noisy_max(scores, epsilon=sched[i], sensitivity=1.0, monotone=True, rng=gen,
-                                             note=f"{len(cands)} candidates, Lap(1/eps_i), monotone Max scores")
+                    j = int(self._select(cands, cuts, counts, sched[i], gen, exact=exact)[0])
                 history.append(apply(cuts, cands[j]))
                 if not exact:  # the cut only grows: stop as soon as the leaves cannot be released
                     check_cells(n_cells_of([len(c.starts) for c in cuts], k), leaf_epsilon=eps2, noise=self.noise,
@@ -370,10 +371,39 @@ class MAXGDDP(TablePublisher):
                 acc.leak("selection", f"{len(history)} levels: exact argmax of the Max scores, no noise")
                 acc.leak("leaf counts", "the true cell counts, no noise")
             with acc.step("leaf counts"):
-                cells = leaf_cells(cuts, counts, k, epsilon=eps2, noise=self.noise, exact=exact,
-                                   max_rows=self.max_synthetic_rows, gen=gen)
+                cells = self._leaves(cuts, counts, k, eps2, gen, exact=exact)
             return build_release(cuts=cuts, cells=cells, schema=schema, history=history, ledger=acc.seal(),
                                  epsilon=eps, method="maxgddp", private=not exact, params=self.params())
+
+    def _select(self, cands: list[Candidate], cuts: list[Cut], counts: DecisionCounts, epsilon: float,
+                gen: np.random.Generator, *, exact: bool = False, draws: int = 1) -> NDArray[np.int64]:
+        """One level's selection exactly as :meth:`publish` runs it: ``draws`` independent picks.
+
+        The Max scores of ``cands`` on the current ``cuts`` (:func:`scores_from_counts`, the
+        publisher's ``score``), then :func:`privpub.core.report_noisy_max` at the level budget
+        ``epsilon`` with sensitivity 1, monotone (a record moves every score by 0 or +1): ``Lap(1 /
+        epsilon)`` per candidate, one charge per draw to the active accountant. ``exact`` (the
+        non-private reference) is the plain argmax. ``publish`` calls it with ``draws=1`` and the
+        level budget of :meth:`_budgets`; the audit case ``decision.MAXGDDP.selection`` calls it
+        with many draws and the same budget, so the audited selection is the published one.
+        """
+        scores = scores_from_counts(cands, cuts, counts, self.score)
+        if exact:
+            return np.full(draws, int(np.argmax(scores)), dtype=np.int64)
+        note = f"{len(cands)} candidates, Lap(1/eps_i), monotone Max scores"
+        return np.array([report_noisy_max(scores, epsilon=epsilon, sensitivity=1.0, monotone=True, rng=gen, note=note)
+                         for _ in range(draws)], dtype=np.int64)
+
+    def _leaves(self, cuts: list[Cut], counts: DecisionCounts, n_classes: int, epsilon: float,
+                gen: np.random.Generator, *, exact: bool = False, draws: int = 1
+                ) -> tuple[NDArray[np.int64], NDArray[np.int64], int]:
+        """The leaf step exactly as :meth:`publish` runs it: :func:`leaf_cells` on the final ``cuts``
+        at the leaf budget ``epsilon`` (eps2 of :meth:`_budgets`) with the publisher's ``noise`` and
+        ``max_synthetic_rows``. ``publish`` calls it with ``draws=1``; the audit case
+        ``decision.MAXGDDP.leaf_counts`` calls it with many draws (``leaf_cells``'s ``draws``: one
+        call, release ``i`` in the cell ids ``i * n_cells ..``) and the same leaf budget."""
+        return leaf_cells(cuts, counts, n_classes, epsilon=epsilon, noise=self.noise, exact=exact,
+                          max_rows=self.max_synthetic_rows, gen=gen, draws=draws)
 
     def params(self) -> dict[str, Any]:
         return {"levels": self.levels, "split": self.split, "schedule": self.schedule,

@@ -218,7 +218,7 @@ def check_cells(n_cells: int, *, leaf_epsilon: float, noise: str, max_rows: floa
 
 def leaf_cells(
     cuts: list[Cut], data: DecisionCounts, n_classes: int, *,
-    epsilon: float, noise: str, exact: bool, max_rows: float, gen: np.random.Generator,
+    epsilon: float, noise: str, exact: bool, max_rows: float, gen: np.random.Generator, draws: int = 1,
 ) -> tuple[NDArray[np.int64], NDArray[np.int64], int]:
     """The released cells of the final cut: ``(cell ids, counts, n_cells)`` (spec §2.7-2.8).
 
@@ -229,6 +229,10 @@ def leaf_cells(
     mechanism, :func:`privpub.core.sparse_noisy_counts`, which charges the active accountant
     ``epsilon`` once (the cell histogram has L1 sensitivity 1) and returns the cells whose
     rounded noisy count is >= 1. ``exact`` (non-private reference runs only): the true counts.
+
+    ``draws`` (the auditor only; the publishers pass 1): ``draws`` independent releases in one
+    call, release ``i`` in the cell ids ``i * n_cells ..`` (the same true counts repeated; every
+    cell gets independent noise, so each block is one run of this step).
     """
     from privpub.decision._model import n_cells_of
 
@@ -239,8 +243,11 @@ def leaf_cells(
     uniq, true = data.cell_counts(cuts)
     if exact:
         return uniq.astype(np.int64), true.astype(np.int64), n_cells
+    # one code path for every draws (draws=1: the ids and counts unchanged)
+    uniq = (uniq[None, :] + n_cells * np.arange(draws, dtype=np.int64)[:, None]).reshape(-1)
+    true = np.tile(true, draws)
     out_ids, counts = sparse_noisy_counts(
-        uniq, true, n_cells=n_cells, epsilon=epsilon, noise=noise, rng=gen, max_released=max_rows,
+        uniq, true, n_cells=n_cells * draws, epsilon=epsilon, noise=noise, rng=gen, max_released=max_rows * draws,
         note=f"{n_cells} (partition, class) cells, empty ones included (disjoint); L1 sensitivity 1")
     return out_ids, counts, n_cells
 

@@ -321,7 +321,7 @@ class DAWA(HistogramPublisher):
         unit, counts, eps, gen = _prepared(data, privacy_unit, epsilon, rng, "DAWA", "dawa", ratio=self.ratio)
         n = counts.size
         with accounting(eps, method="dawa", session=session, data=describe_data(counts), unit=unit) as acc:
-            eps1, eps2 = split(acc.record_budget, [self.ratio, 1.0 - self.ratio])
+            eps1, eps2 = self._split(acc.record_budget)
             with acc.step("partition"):
                 bounds = self._partitions(counts, eps1, eps2, gen)[0]
             spans, children, weights = greedy_h_weights(bounds, n)
@@ -343,6 +343,13 @@ class DAWA(HistogramPublisher):
                                    "sensitivity1": dawa_sensitivity(n)}, unit)
             return _release(counts=out, order=None, boundaries=bounds, ledger=acc.seal(), epsilon=eps,
                             method="dawa", noise="laplace", params=params)
+
+    def _split(self, budget: float) -> tuple[float, float]:
+        """``(eps1, eps2)``: the partition and measurement budgets :meth:`publish` spends out of the
+        record-level ``budget`` (``ratio`` and ``1 - ratio``). The audit case
+        ``histogram.DAWA.partition`` takes its epsilons from here."""
+        eps1, eps2 = split(budget, [self.ratio, 1.0 - self.ratio])
+        return eps1, eps2
 
     def _partitions(self, counts: NDArray[np.int64], eps1: float, eps2: float, gen: np.random.Generator,
                     draws: int = 1) -> list[NDArray[np.int64]]:

@@ -658,44 +658,68 @@ class HPHP(HistogramPublisher):
         with accounting(eps, method=method, session=session, data=describe_data(counts),
                         private=self.private, unit=unit) as acc:
             # every mechanism draws at record level from the unit's record budget (eps / k for a person)
-            eps1, eps2 = split(acc.record_budget, [self.rho, 1.0 - self.rho])
+            eps1, eps2 = self._split(acc.record_budget)
             params = _unit_params({**asdict(self), "rho": self.rho, "epsilon1": eps1, "epsilon2": eps2}, unit)
             if self.variant == "private":
                 with acc.step("structure"):
-                    y = _noisy(counts, eps1, self.noise, gen, note=f"the {n} counts (L1 sensitivity 1)")
+                    y = self._structure_noise(counts, eps1, gen, note=f"the {n} counts (L1 sensitivity 1)")[0]
                 order, bounds = hphp_structure(
                     y, epsilon1=eps1, epsilon2=eps2, noise=self.noise,
                     noise_correction=self.noise_correction, eta=self.eta, grouping=self.grouping,
                 )
-                k = bounds.size - 1
                 with acc.step("publish"):
-                    z = noise_vector(k, eps2, self.noise, gen,
-                              note=f"one draw per group sum; {k} disjoint groups (L1 sensitivity 1)")
-                out = publish_groups(counts, order, bounds, z)
+                    out = self._group_sums(counts, order, bounds, eps2, gen)[0]
                 return _release(counts=out, order=order, boundaries=bounds, ledger=acc.seal(), epsilon=eps,
                                 method=method, noise=self.noise, params=params)
             # lines 1-5 of the paper's Algorithm 2: noise on the sorted counts, isotonic fit, DPCluster
             perm = np.argsort(counts, kind="stable").astype(np.int64)
             sorted_counts = counts[perm]
             with acc.step("structure"):
-                noisy_sorted = _noisy(sorted_counts, eps1, self.noise, gen,
-                                      note=f"the {n} sorted counts (L1 sensitivity 1, Hay et al. 2010)")
+                noisy_sorted = self._structure_noise(sorted_counts, eps1, gen,
+                                                     note=f"the {n} sorted counts (L1 sensitivity 1, Hay et al. 2010)")[0]
             bounds = rank_structure(noisy_sorted, epsilon2=eps2, noise=self.noise,
                                     nonneg_inference=self.nonneg_inference, grouping=self.grouping)
-            k = bounds.size - 1
-            with acc.step("publish"):
-                z = noise_vector(k, eps2, self.noise, gen,
-                          note=f"one draw per group sum; {k} disjoint groups (L1 sensitivity 1)")
             if self.variant == "unattributed":
                 ranks = np.arange(n, dtype=np.int64)
-                out = publish_groups(sorted_counts, ranks, bounds, z)
+                with acc.step("publish"):
+                    out = self._group_sums(sorted_counts, ranks, bounds, eps2, gen)[0]
                 return _release(counts=out, order=ranks, boundaries=bounds, ledger=acc.seal(), epsilon=eps,
                                 method=method, noise=self.noise, params=params, attributed=False)
+            with acc.step("publish"):
+                out = self._group_sums(counts, perm, bounds, eps2, gen)[0]
             acc.leak("group-to-bin mapping", "line 6 of the paper's Algorithm 2 maps the groups to bins through "
                      "the TRUE sort order of the counts: not differentially private")
-            out = publish_groups(counts, perm, bounds, z)
             return _release(counts=out, order=perm, boundaries=bounds, ledger=acc.seal(), epsilon=eps,
                             method=method, noise=self.noise, params=params, private=False)
+
+    def _split(self, budget: float) -> tuple[float, float]:
+        """``(eps1, eps2)``: the structure and publishing budgets :meth:`publish` spends out of the
+        record-level ``budget`` (``rho`` and ``1 - rho``). The audit cases ``histogram.HPHP.structure``
+        and ``histogram.HPHP.group_sums`` take their epsilons from here."""
+        eps1, eps2 = split(budget, [self.rho, 1.0 - self.rho])
+        return eps1, eps2
+
+    def _structure_noise(self, values: NDArray[np.int64], epsilon: float, gen: np.random.Generator, *,
+                         note: str = "", draws: int = 1) -> NDArray[Any]:
+        """The structure step's noisy vector exactly as :meth:`publish` draws it: ``values`` (the
+        counts, or the sorted counts of ``"unattributed"``/``"paper"``; L1 sensitivity 1) plus the
+        publisher's ``noise`` at ``epsilon`` (eps1 of :meth:`_split`), one charge. ``publish`` calls
+        it with ``draws=1``, the audit case ``histogram.HPHP.structure`` with many draws (one code
+        path; shape ``(draws, n)``: independent noise on ``draws`` copies, one charge)."""
+        return _noisy(np.tile(values, draws), epsilon, self.noise, gen, note=note).reshape(draws, values.size)
+
+    def _group_sums(self, values: NDArray[np.int64], order: NDArray[np.int64], boundaries: NDArray[np.int64],
+                    epsilon: float, gen: np.random.Generator, *, draws: int = 1) -> NDArray[Any]:
+        """The publishing step exactly as :meth:`publish` runs it: one draw of the publisher's
+        ``noise`` at ``epsilon`` (eps2 of :meth:`_split`) per group sum of the partition
+        ``(order, boundaries)`` fixed by the structure step (disjoint groups, L1 sensitivity 1),
+        then :func:`publish_groups` (each bin gets its group's noisy mean). ``publish`` calls it
+        with ``draws=1``, the audit case ``histogram.HPHP.group_sums`` with many draws (one code
+        path; shape ``(draws, n)``, one charge)."""
+        k = boundaries.size - 1
+        z = noise_vector(k * draws, epsilon, self.noise, gen,
+                         note=f"one draw per group sum; {k} disjoint groups (L1 sensitivity 1)")
+        return np.array([publish_groups(values, order, boundaries, row) for row in z.reshape(draws, k)])
 
 
 @dataclass(frozen=True, kw_only=True)

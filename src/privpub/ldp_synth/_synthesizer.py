@@ -244,7 +244,7 @@ class LDPBayesSynthesizer(Publisher):
         if not isinstance(schema, Schema):
             raise ParameterError(f"schema must be a privpub.core.Schema, got {type(schema).__name__}", param="schema")
         self._check_degree(len(schema))
-        f, eps = resolve_flip_prob(epsilon, flip_prob, len(schema))
+        f, eps = self._flip_prob(epsilon, flip_prob, len(schema))
         if not isinstance(data, pd.DataFrame):
             raise ParameterError(f"data must be a pandas DataFrame, got {type(data).__name__}")
         # the users' one-hot reports, perturbed per attribute (unpacked bits, their packed draw and the
@@ -255,10 +255,24 @@ class LDPBayesSynthesizer(Publisher):
         with accounting(eps, method="ldp_bayes", session=session, data=describe_data(data),
                         unit=PrivacyUnit.participant()) as acc:
             with acc.step("local perturbation"):
-                reports = simulate_clients(data, schema, flip_prob=f, rng=gen)
+                reports = self._client_reports(data, schema, f, gen)
             ledger = acc.seal()
         columns = tuple(str(c) for c in data.columns)
         return self._fit(reports, schema, gen, progress, columns, ledger)
+
+    @staticmethod
+    def _flip_prob(epsilon: float | None, flip_prob: float | None, d: int) -> tuple[float, float]:
+        """``(f, epsilon)`` of a ``d``-attribute report, exactly as :meth:`publish` resolves them
+        (:func:`resolve_flip_prob`: ``f = 2 / (1 + exp(epsilon / (2 d)))``). The audit case
+        ``ldp_synth.client_report`` takes its flip probability from here."""
+        return resolve_flip_prob(epsilon, flip_prob, d)
+
+    @staticmethod
+    def _client_reports(data: pd.DataFrame, schema: Schema, flip_prob: float, gen: np.random.Generator) -> LDPReports:
+        """The local-perturbation step exactly as :meth:`publish` runs it: every row (one user)
+        through :func:`simulate_clients` at ``flip_prob`` (from :meth:`_flip_prob`). The audit
+        case ``ldp_synth.client_report`` calls it on many copies of one user's record."""
+        return simulate_clients(data, schema, flip_prob=flip_prob, rng=gen)
 
     def fit_reports(
         self,

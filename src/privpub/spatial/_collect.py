@@ -343,6 +343,9 @@ class Collection:
     mode: str
     rng: np.random.Generator
     roles: list[Role] = field(default_factory=list)
+    #: the auditor only: a list that receives ``(name, k, first user, packed reports)`` of every
+    #: per-user report drawn (``None``, the default: nothing is kept)
+    kept: list[tuple[str, int, int, NDArray[Any]]] | None = None
 
     def _note(self, name: str, n: int, d: int, mechanism: str) -> str:
         return f"{name}: {n:,} users, one {mechanism} report each over {d:,} cells"
@@ -365,6 +368,8 @@ class Collection:
                     rep = client_reports(cells[k][s:e], d_eff[k], epsilon=epsilon, rng=self.rng,
                                          mechanism=mechanism, packed=True,
                                          note=self._note(name, e - s, d_eff[k], mechanism))
+                    if self.kept is not None:
+                        self.kept.append((name, k, s, rep))
                     supports[k] += oracle.aggregate(rep)
         self.roles.append(Role(name, n, mechanism, epsilon, len(domains)))
         return [np.asarray(o.estimate_from_support(sup, n, epsilon=epsilon)[:d], dtype=np.float64)

@@ -263,6 +263,32 @@ class KDGHT(SpatialPublisher):
                                   n_users=n_users, roles=tuple(coll.roles), mode=mode, **fields)
 
 
+    def _axis_epsilon(self, epsilon: float) -> float:
+        """The budget of one KDG axis report, as :meth:`publish` spends it: ``epsilon`` (``kdg_split=
+        "users"``: a sampled user reports one axis) or ``epsilon / 2`` (``"budget"``: both axes,
+        sequential composition). The audit cases ``spatial.KDGHT.client_report[...]`` take it from here."""
+        return epsilon if self.kdg_split == "users" else epsilon / 2.0
+
+    def _kdg_round(self, coll: Collection, ix: NDArray[np.int64], iy: NDArray[np.int64], m: int, nn: int,
+                   epsilon: float) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+        """Phase B's collection round exactly as :meth:`publish` runs it: the sampled users' interval
+        indices ``ix`` (x axis, ``m`` intervals) and ``iy`` (y axis, ``nn`` intervals) reported at
+        :meth:`_axis_epsilon` through ``coll`` (OUE; per user in ``"per_user"`` mode, the exact
+        aggregated law in ``"simulate"``). Returns the estimated interval counts of both axes. The
+        audit cases ``spatial.KDGHT.client_report[...]`` call it with a per-user collection that
+        keeps the reports (``Collection.kept``), so the audited reports are the drawn ones."""
+        eps_axis = self._axis_epsilon(epsilon)
+        if self.kdg_split == "users":
+            (cx,) = coll.round("U'_x", cells=[ix], counts=[np.bincount(ix, minlength=m)], domains=[m],
+                               epsilon=eps_axis)
+            (cy,) = coll.round("U'_y", cells=[iy], counts=[np.bincount(iy, minlength=nn)], domains=[nn],
+                               epsilon=eps_axis)
+        else:
+            cx, cy = coll.round("U'", cells=[ix, iy], domains=[m, nn], epsilon=eps_axis,
+                                counts=[np.bincount(ix, minlength=m), np.bincount(iy, minlength=nn)])
+        return cx, cy
+
+
 def assign_roles(
     n_users: int, eta: float, kdg_split: str, role_gen: np.random.Generator
 ) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.int64]]:
@@ -318,10 +344,7 @@ def _run_kdght(pub: KDGHT, pts: NDArray[np.float64], box: Bounds, eps: float, co
     # R, the tree users, is the complement of U' (``sampled``); only the per-user path lists it
     ux, uy, sampled = _sample_roles(n_users, pub.eta, pub.kdg_split, role_gen)
     n_rest = n_users - sampled.size
-    if pub.kdg_split == "users":
-        eps_axis, n_axis = eps, min(ux.size, uy.size)
-    else:
-        eps_axis, n_axis = eps / 2.0, ux.size
+    n_axis = min(ux.size, uy.size) if pub.kdg_split == "users" else ux.size
     # ---- phase B: KDG -------------------------------------------------------------------------
     m = pub.m if pub.m is not None else kdg_intervals(n_axis, eps, kdg_split=pub.kdg_split, rule=pub.interval_rule)
     nn = pub.n if pub.n is not None else kdg_intervals(n_axis, eps, kdg_split=pub.kdg_split, rule=pub.interval_rule)
@@ -336,14 +359,7 @@ def _run_kdght(pub: KDGHT, pts: NDArray[np.float64], box: Bounds, eps: float, co
     else:
         ix = interval_index(ex, pts[ux, 0])
         iy = interval_index(ey, pts[uy, 1])
-        if pub.kdg_split == "users":
-            (cx,) = coll.round("U'_x", cells=[ix], counts=[np.bincount(ix, minlength=m)], domains=[m],
-                               epsilon=eps_axis)
-            (cy,) = coll.round("U'_y", cells=[iy], counts=[np.bincount(iy, minlength=nn)], domains=[nn],
-                               epsilon=eps_axis)
-        else:
-            cx, cy = coll.round("U'", cells=[ix, iy], domains=[m, nn], epsilon=eps_axis,
-                                counts=[np.bincount(ix, minlength=m), np.bincount(iy, minlength=nn)])
+        cx, cy = pub._kdg_round(coll, ix, iy, m, nn, eps)
         fx = norm_sub(cx / ux.size, 1.0)
         fy = norm_sub(cy / uy.size, 1.0)
         blocks_x = merge_sparse(fx, np.diff(ex) / width, pub.lam, pub.rgdd_tau)
