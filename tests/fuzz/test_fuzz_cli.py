@@ -447,7 +447,8 @@ def test_fuzz_covers_every_command() -> None:
                                                     "reproduce histogram", "reproduce decision", "reproduce spatial",
                                                     "reproduce stream", "reproduce ldp_synth"}
     # smoke-tested in tests/report, tests/audit (audit client: tests/audit/test_client_conformance.py)
-    long_running = {"demo", "reproduce all", "audit run", "audit list", "audit client"}
+    # (audit structure: tests/audit/test_cli.py runs it and checks its table and exit codes)
+    long_running = {"demo", "reproduce all", "audit run", "audit list", "audit client", "audit structure"}
     # fuzzed against a real service in tests/service/test_cli_fuzz.py
     fuzzed |= {"serve", "db upgrade", "participate", "campaign create", "campaign status", "campaign tokens",
                "campaign release", "campaign close", "campaign archive"}

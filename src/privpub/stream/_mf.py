@@ -240,7 +240,7 @@ class MFSqrt(StreamPublisher):
     >>> pub = MFSqrt(window=16, rho=0.5, rng=0)
     >>> pub.extend([1, 2, 3, 4, 5, 6])
     >>> round(pub.query(1, 4), 2)  # true sum 10
-    9.81
+    8.47
     >>> pub.ledger.measure, pub.ledger.total
     ('zcdp', 0.5)
     """
