@@ -296,8 +296,7 @@ def spatial_cases() -> list[AuditCase]:
     from privpub.core import PrivacyUnit, accounting
     from privpub.ldp import OUE
     from privpub.spatial import KDGHT
-    from privpub.spatial._collect import user_groups
-    from privpub.spatial.protocol import grid_edges, interval_index
+    from privpub.spatial.protocol import grid_edges, interval_index, user_groups
 
     edges = grid_edges(0.0, 1.0, 4)
 
@@ -367,9 +366,7 @@ def decision_cases() -> list[AuditCase]:
 
     from privpub.core import CategoricalAttribute, NumericAttribute, Schema
     from privpub.decision import MAXGDDP, DiffGen
-    from privpub.decision._aggregate import open_counts
-    from privpub.decision._maxgddp import candidates
-    from privpub.decision.model import Cut, encode_frame
+    from privpub.decision.model import Cut, candidates, encode_frame, open_counts
 
     schema = Schema([CategoricalAttribute("a", ["x", "y"]), CategoricalAttribute("b", ["u", "v"]),
                      CategoricalAttribute("c", ["r", "s"]), NumericAttribute("n", 0, 7)],

@@ -16,7 +16,7 @@ Geometry: :func:`grid_edges`, :func:`interval_index`, :func:`leaf_lookup`,
 
 from __future__ import annotations
 
-from privpub.spatial._collect import check_points, client_reports
+from privpub.spatial._collect import check_points, client_reports, user_groups
 from privpub.spatial._kernels import (
     Block,
     ci_combine,
@@ -45,4 +45,5 @@ __all__ = [
     "merge_sparse",
     "mtr_split",
     "oue_v1",
+    "user_groups",
 ]
