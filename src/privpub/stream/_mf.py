@@ -382,8 +382,7 @@ class MFSqrt(StreamPublisher):
         if a.ndim != 1 or not 1 <= a.shape[0] <= self.horizon:
             raise ParameterError(f"answers must be the first 1..{self.horizon} prefix answers of a block", param="answers")
         d = np.diff(a, prepend=0.0)
-        out: NDArray[np.float64] = fftconvolve(d, self._rt.astype(np.float64))[: a.shape[0]]
-        return out
+        return _conv(d, self._rt[: a.shape[0]].astype(np.float64))[: a.shape[0]]
 
     # -- ingest -------------------------------------------------------------------------------
     def _open_block(self) -> None:
@@ -760,9 +759,7 @@ class BLT(MFSqrt):
         if buffers is not None:
             self._buffers = check_positive_int(buffers, "buffers")
         theta, omega = blt_parameters(H, self._buffers)
-        self._theta, self._omega = np.array(theta), np.array(omega)
-        self._P, self._Q = _blt_polys(self._theta, self._omega)
-        _, self._r = _blt_columns(self._theta, self._omega, H)
+        _, self._r = _blt_columns(np.array(theta), np.array(omega), H)
 
     def _params(self) -> dict[str, Any]:
         return {**super()._params(), "buffers": self._buffers}
