@@ -32,29 +32,39 @@ References
 
 from __future__ import annotations
 
-import functools
 import math
 from typing import Any, ClassVar
 
 import numpy as np
 from numpy.typing import NDArray
-from scipy.optimize import minimize
 from scipy.signal import fftconvolve, lfilter
 
 from privpub.core import (
-    Accountant,
-    Charge,
     PrivacyUnit,
     RNGLike,
     Session,
-    as_generator,
     check_positive_int,
-    discrete_gaussian_noise,
     discrete_gaussian_sigma2,
     discrete_gaussian_variance,
 )
-from privpub.errors import DomainError, ParameterError, PrivpubError
+from privpub.errors import DomainError, ParameterError
 from privpub.stream._base import NEIGHBOURS, StreamPublisher
+
+# the factorisations themselves did not change with the fix (only where the noise is added): the
+# control takes them, and the block noise's draw, from the package
+from privpub.stream._mf import (  # noqa: F401  (re-exported for the tests)
+    _BlockNoise,
+    _blt_columns,
+    _blt_polys,
+    _range_units,
+    _right_column,
+    blt_max_variance,
+    blt_parameters,
+    mf_range_coefficients,
+    mf_range_error,
+    mf_sqrt_coefficients,
+    mf_sqrt_max_variance,
+)
 
 __all__ = ["BLT", "MFRange", "MFSqrt", "blt_parameters", "mf_range_coefficients", "mf_range_error",
            "mf_sqrt_coefficients", "mf_sqrt_max_variance"]
@@ -76,79 +86,10 @@ RETIRED_MF_REASON = (
     "go on publishing, and delete or close this one")
 
 
-def mf_sqrt_coefficients(horizon: int) -> NDArray[np.float64]:
-    """``c_k = binom(2k, k) / 4^k`` for ``k < horizon``: the first column of ``L = sqrt(A)``.
-
-    By the recurrence ``c_k = c_{k-1} (2k - 1) / (2k)`` (relative rounding error below
-    ``k`` ulps).
-
-    Examples
-    --------
-    >>> mf_sqrt_coefficients(4).tolist()
-    [1.0, 0.5, 0.375, 0.3125]
-    """
-    T = check_positive_int(horizon, "horizon")
-    k = np.arange(1, T, dtype=np.float64)
-    return np.concatenate([[1.0], np.cumprod((2 * k - 1) / (2 * k))])
 
 
-def mf_sqrt_max_variance(horizon: int, rho: float, sensitivity: float = 1.0) -> float:
-    """Largest prefix-sum variance of the square-root factorisation over ``horizon`` steps.
-
-    ``Δ² (sum_{k<T} c_k^2)^2 / (2ρ)``: the noise ``z`` has variance ``σ² = Δ² C / (2ρ)`` with
-    ``C = sum_{k<T} c_k^2`` (the squared column norm of ``L``), and the prefix at ``t`` has
-    variance ``σ² sum_{k<t} c_k^2``, largest at ``t = T`` (real Gaussian ``z``; the discrete
-    Gaussian's variance is at most ``σ²``).
-
-    Examples
-    --------
-    >>> round(mf_sqrt_max_variance(16, 0.5), 4)
-    3.7787
-    """
-    c = mf_sqrt_coefficients(horizon)
-    col = math.fsum(c * c)
-    return float(sensitivity) ** 2 * col * col / (2.0 * float(rho))
 
 
-class _BlockNoise:
-    """The noise of the factorised blocks: one discrete Gaussian vector per block, charged as a
-    branch of one parallel block of the publisher's accountant (blocks hold disjoint items)."""
-
-    def __init__(self, acc: Accountant, rng: RNGLike, rho: float, sensitivity: float, note: str) -> None:
-        self._acc = acc
-        self._gen = as_generator(rng)
-        self._rho = rho
-        self._sens = sensitivity
-        self._note = note
-        self._block = acc.open_parallel("factorised blocks (disjoint parts of the stream)")
-        self.blocks = 0
-
-    def draw(self, size: int) -> NDArray[np.int64]:
-        """Charge one more block and draw its ``z`` (the mechanism charges before drawing)."""
-        with self._acc.within(self._block), self._block.branch("block"):
-            z = discrete_gaussian_noise(size, rho=self._rho, sensitivity=self._sens, rng=self._gen,
-                                        accountant=self._acc, note=self._note)
-        self.blocks += 1
-        return z
-
-    # the interface StreamPublisher.state()/from_state()/ledger use
-    def flush(self) -> None:
-        return None
-
-    def checkpoint(self) -> None:
-        return None  # nothing is pre-drawn beyond the open block's z, which the state keeps
-
-    def record(self) -> dict[str, Any]:
-        return {"blocks": self.blocks}
-
-    def restore(self, record: dict[str, Any]) -> None:
-        if self.blocks:
-            raise PrivpubError("restore() needs a publisher that has not drawn any block")
-        n = int(record.get("blocks", 0))
-        if n:
-            charge = Charge("discrete_gaussian", self._rho, self._sens, self._note, "", "zcdp")
-            self._block.charge_branches(n, [charge], name="block")
-        self.blocks = n
 
 
 class MFSqrt(StreamPublisher):
@@ -466,99 +407,18 @@ class MFSqrt(StreamPublisher):
 # ---------------------------------------------------------------------------------------------
 # BLT: buffered linear Toeplitz factorisation (O(d) noise state per step)
 # ---------------------------------------------------------------------------------------------
-def _blt_polys(theta: NDArray[np.float64], omega: NDArray[np.float64]) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
-    """``L(x) = sum_i theta_i / (1 - omega_i x) = P(x) / Q(x)`` as polynomial coefficients (x^0 first)."""
-    Q = np.array([1.0])
-    for o in omega:
-        Q = np.convolve(Q, [1.0, -o])
-    P = np.zeros(omega.shape[0])
-    for j in range(omega.shape[0]):
-        pj = np.array([1.0])
-        for i, o in enumerate(omega):
-            if i != j:
-                pj = np.convolve(pj, [1.0, -o])
-        P[: pj.shape[0]] += theta[j] * pj
-    return P, Q
 
 
-def _series(num: NDArray[np.float64], den: NDArray[np.float64], T: int) -> NDArray[np.float64]:
-    """First ``T`` terms of the power series of ``num / den``, in chunks; once a chunk's terms are
-    negligible (below 1e-250 of the largest) the rest is 0 (no denormal arithmetic, which is slow)."""
-    out = np.zeros(T)
-    zi = np.zeros(max(len(num), len(den)) - 1)
-    top, a, chunk = 0.0, 0, 4096
-    x = np.zeros(chunk)
-    x[0] = 1.0
-    while a < T:
-        m = min(chunk, T - a)
-        y, zi = lfilter(num, den, x[:m], zi=zi)
-        x[0] = 0.0
-        out[a : a + m] = y
-        top = max(top, float(np.max(np.abs(y))))
-        a += m
-        if float(np.max(np.abs(zi), initial=0.0)) < 1e-250 * top:
-            break
-    return out
 
 
-def _blt_columns(theta: NDArray[np.float64], omega: NDArray[np.float64], T: int) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
-    """``c`` (first column of ``L``: ``c_k = sum_i theta_i omega_i^k``) and ``r`` (first column of
-    ``R = L^-1 A``: the series of ``Q / ((1 - x) P)``), ``T`` terms each."""
-    P, Q = _blt_polys(theta, omega)
-    return _series(P, Q, T), np.cumsum(_series(Q, P, T))
 
 
-def _sum_c2(theta: NDArray[np.float64], omega: NDArray[np.float64], T: int) -> float:
-    """``sum_{k<T} c_k^2`` in closed form (geometric sums over pairs of buffers)."""
-    w = np.outer(omega, omega)
-    return float(np.sum(np.outer(theta, theta) * (1.0 - w**T) / (1.0 - w)))
 
 
-def _unpack(v: NDArray[np.float64]) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
-    d = v.shape[0] // 2
-    omega = np.clip(1.0 / (1.0 + np.exp(-v[:d])), 1e-6, 1.0 - 1e-12)
-    e = np.maximum(np.exp(v[d:] - v[d:].max()), 1e-12)  # no denormal weights (they slow lfilter down)
-    return e / e.sum(), omega
 
 
-@functools.lru_cache(maxsize=32)
-def blt_parameters(horizon: int, buffers: int = 4) -> tuple[tuple[float, ...], tuple[float, ...]]:
-    """``(theta, omega)`` of a BLT left factor for ``horizon``, fitted to minimise the largest
-    prefix variance ``(sum_{k<T} c_k^2)(sum_{k<T} r_k^2)`` (Dvijotham et al. 2024's objective
-    for prefix sums; ``sum theta = 1`` so ``c_0 = 1``).
-
-    Started from decay rates ``1 - omega_i`` spaced geometrically between ``1/T`` and ``1/2``
-    with weights from the quadrature of ``1/sqrt(pi k)``; Nelder-Mead in (logit omega, log theta).
-    Deterministic (no randomness): the parameters are public and data-independent.
-    """
-    T = check_positive_int(horizon, "horizon")
-    d = check_positive_int(buffers, "buffers")
-    if d > 8:
-        raise ParameterError(f"buffers must be at most 8, got {d}", param="buffers")
-    s = np.geomspace(1.0 / max(T, 2), 0.5, d)
-    omega0 = 1.0 - s
-    # horizons 1 and 2 give one decay rate (s all 1/2): the quadrature weights vanish, start uniform
-    w0 = np.sqrt(s) * np.gradient(np.log(s)) if d > 1 and s[0] < s[-1] else np.ones(d)
-    v0 = np.concatenate([np.log(omega0 / (1.0 - omega0)), np.log(w0 / w0.sum())])
-
-    def loss(v: NDArray[np.float64]) -> float:
-        theta, omega = _unpack(v)
-        P, Q = _blt_polys(theta, omega)
-        r = np.cumsum(_series(Q, P, T))
-        with np.errstate(all="ignore"):
-            out = math.log(_sum_c2(theta, omega, T)) + math.log(float(np.dot(r, r)))
-        return out if math.isfinite(out) else 1e300
-
-    res = minimize(loss, v0, method="Nelder-Mead", options={"maxfev": 250 * d, "xatol": 1e-4, "fatol": 1e-6})
-    theta, omega = _unpack(res.x if res.fun <= loss(v0) else v0)
-    return tuple(float(x) for x in theta), tuple(float(x) for x in omega)
 
 
-def blt_max_variance(horizon: int, rho: float, sensitivity: float = 1.0, buffers: int = 4) -> float:
-    """Largest prefix variance of the BLT counter: ``Δ² (sum c_k^2)(sum r_k^2) / (2ρ)`` (real Gaussian ``z``)."""
-    theta, omega = blt_parameters(horizon, buffers)
-    c, r = _blt_columns(np.array(theta), np.array(omega), int(horizon))
-    return float(sensitivity) ** 2 * math.fsum(c * c) * math.fsum(r * r) / (2.0 * float(rho))
 
 
 class BLT(MFSqrt):
@@ -641,131 +501,18 @@ MAX_RANGE_HORIZON = 1 << 20
 _FACTOR_TOL = 1e-9
 
 
-def _inverse_series(c: NDArray[np.float64], n: int) -> NDArray[np.float64]:
-    """First ``n`` terms of the power series ``1 / c(x)`` (``c_0 != 0``) by Newton's iteration
-    ``g <- g (2 - c g)`` with FFT products: ``O(n log n)``."""
-    g = np.array([1.0 / c[0]])
-    m = 1
-    while m < n:
-        m2 = min(2 * m, n)
-        e = fftconvolve(c[:m2], g)[:m2]
-        g = np.concatenate([g, np.zeros(m2 - m)])
-        g = 2.0 * g - fftconvolve(g, e)[:m2]
-        m = m2
-    return g
 
 
-def _right_column(c: NDArray[np.float64]) -> NDArray[np.float64]:
-    """``r``, the first column of ``R = L^-1 A`` for the Toeplitz ``L`` of ``c``: the series of
-    ``1 / ((1 - x) c(x))``, checked against ``L R = A`` (a convolution of ``c`` and ``r`` that is all
-    ones) so that a rounding failure can never understate the sensitivity."""
-    n = c.shape[0]
-    r = np.cumsum(_inverse_series(c, n))
-    err = float(np.max(np.abs(fftconvolve(c, r)[:n] - 1.0)))
-    if not err <= _FACTOR_TOL:
-        raise PrivpubError(f"the factorisation L R = A is off by {err:.3g} (> {_FACTOR_TOL:g}) at horizon {n}: "
-                           "refusing a sensitivity computed from it")
-    return r
 
 
-def _range_units(c: NDArray[np.float64]) -> float:
-    """``||D L||_F^2``: summed over every range ``[l, r]`` of ``[1, T]``, the squared norm of row ``r``
-    minus row ``l - 1`` of the Toeplitz ``L`` of ``c`` (row 0 is zero).
-
-    Over the ``T + 1`` rows ``P_0 = 0, P_1 .. P_T``, ``sum_{i<j} |P_j - P_i|^2 = (T+1) sum_j |P_j|^2
-    - |sum_j P_j|^2``, with ``sum_j |P_j|^2 = sum_k (T - k) c_k^2`` and the column sums of ``L`` the
-    prefix sums ``C_n`` of ``c``: ``O(T)``.
-    """
-    T = c.shape[0]
-    k = np.arange(T, dtype=np.float64)
-    C = np.cumsum(c)
-    return float((T + 1) * np.dot(T - k, c * c) - np.dot(C, C))
 
 
-def _range_loss(p: NDArray[np.float64], T: int) -> tuple[float, NDArray[np.float64]]:
-    """``log ||D L||_F^2 + log max_j ||R e_j||^2`` for ``c = (1, p)``, and its gradient in ``p``.
-
-    With ``u`` the series of ``1 / c`` and ``r = cumsum(u)`` (column 0 of ``R``, the largest), a
-    change ``dc`` moves ``u`` by ``-(u * u) dc`` (power series), so ``d sum r_k^2 / dc_j =
-    -2 sum_{k >= j} rbar_k (u * u)_{k - j}`` with ``rbar`` the reversed cumulative sum of ``r``.
-    """
-    c = np.concatenate([[1.0], p])
-    k = np.arange(T, dtype=np.float64)
-    C = np.cumsum(c)
-    E = float((T + 1) * np.dot(T - k, c * c) - np.dot(C, C))
-    dE = 2.0 * (T + 1) * (T - k) * c - 2.0 * np.cumsum(C[::-1])[::-1]
-    u = _inverse_series(c, T)
-    r = np.cumsum(u)
-    S = float(np.dot(r, r))
-    v = fftconvolve(u, u)[:T]
-    rbar = np.cumsum(r[::-1])[::-1]
-    dS = -2.0 * fftconvolve(rbar[::-1], v)[:T][::-1]
-    if not (E > 0 and S > 0 and math.isfinite(E * S)):
-        return 1e300, np.zeros(T - 1)
-    grad: NDArray[np.float64] = (dE / E + dS / S)[1:]
-    return math.log(E) + math.log(S), grad
 
 
-@functools.lru_cache(maxsize=16)
-def _range_coefficients(T: int) -> NDArray[np.float64]:
-    sqrt = mf_sqrt_coefficients(T)
-    if T == 1:
-        best = sqrt
-    else:
-        res = minimize(_range_loss, sqrt[1:], args=(T,), jac=True, method="L-BFGS-B",
-                       options={"maxiter": 200, "maxcor": 30, "ftol": 1e-15, "gtol": 1e-14})
-        cand = np.concatenate([[1.0], res.x])
-        # keep the optimiser's result only when it is a finite improvement on its start
-        ok = bool(np.all(np.isfinite(cand))) and res.fun < _range_loss(sqrt[1:], T)[0]
-        best = cand if ok else sqrt
-    best.setflags(write=False)
-    return best
 
 
-def mf_range_coefficients(horizon: int) -> NDArray[np.float64]:
-    """First column ``c`` of the left factor ``L`` of :class:`MFRange` (``c_0 = 1``; read-only).
-
-    The lower-triangular Toeplitz ``L`` minimising the expected total squared error over the
-    all-ranges workload ``||D L||_F^2 max_j ||R e_j||^2`` (``R = L^-1 A``): L-BFGS (SciPy) on its
-    logarithm with the analytic gradient (:func:`_range_loss`), started from the square-root
-    factorisation. Deterministic (no randomness): the factor depends on the horizon only (public).
-    Cached per horizon.
-
-    Examples
-    --------
-    >>> np.round(mf_range_coefficients(4), 3).tolist()  # the square root's is [1, 0.5, 0.375, 0.3125]
-    [1.0, 0.705, 0.684, 0.694]
-    """
-    T = check_positive_int(horizon, "horizon")
-    if T > MAX_RANGE_HORIZON:
-        raise ParameterError(f"mf_range optimises horizons up to 2**20, got {T}; lower horizon (the stream is "
-                             "cut into blocks of horizon items)", param="horizon")
-    return _range_coefficients(T)
 
 
-def mf_range_error(horizon: int, rho: float, sensitivity: float = 1.0, *, factor: str = "range") -> float:
-    """Mean expected squared error over the ``T (T + 1) / 2`` ranges ``[l, r]`` of one block of
-    ``horizon = T`` items, for the Toeplitz factorisation ``factor`` (``"range"``: :class:`MFRange`;
-    ``"sqrt"``: :class:`MFSqrt`), with real Gaussian ``z``.
-
-    ``Δ² max_j ||R e_j||² / (2ρ) · tr(W L Lᵀ Wᵀ) / (T (T + 1) / 2)`` with ``W = D A`` the range
-    workload: ``W R^-1 = D L``, and ``tr = ||D L||_F^2`` in ``O(T)`` (:func:`_range_units`).
-
-    Examples
-    --------
-    >>> mf_range_error(16, 0.5) < mf_range_error(16, 0.5, factor="sqrt")
-    True
-    """
-    T = check_positive_int(horizon, "horizon")
-    if factor == "range":
-        c = mf_range_coefficients(T)
-    elif factor == "sqrt":
-        c = mf_sqrt_coefficients(T)
-    else:
-        raise ParameterError(f"factor must be 'range' or 'sqrt', got {factor!r}", param="factor")
-    r = _right_column(c)
-    return (float(sensitivity) ** 2 * math.fsum(r * r) / (2.0 * float(rho))
-            * _range_units(c) / (T * (T + 1) / 2.0))
 
 
 class MFRange(MFSqrt):
