@@ -127,6 +127,21 @@ def clopper_pearson_bounds(
     return np.asarray(lower, dtype=np.float64), np.asarray(upper, dtype=np.float64)
 
 
+def split_trials(trials: Any, selection: Any, n_events: Any, confidence: Any, *,
+                 min_selection: int) -> tuple[int, int, int, float]:
+    """The checked ``(selection runs, estimation runs, events, confidence)`` of an audit: events are
+    chosen on the first runs and estimated on the others (at least 50)."""
+    n_trials = check_positive_int(trials, "trials", minimum=100)
+    conf = check_probability(confidence, "confidence")
+    frac = check_probability(selection, "selection")
+    k_events = check_positive_int(n_events, "n_events")
+    n_sel = max(min_selection, round(frac * n_trials))
+    n_est = n_trials - n_sel
+    if n_est < 50:
+        raise ParameterError(f"trials must leave at least 50 estimation runs, got trials={n_trials}", param="trials")
+    return n_sel, n_est, k_events, conf
+
+
 def _log_ratio_lower(k1: NDArray[np.int64], k2: NDArray[np.int64], n: int, alpha: float) -> NDArray[np.float64]:
     lo, _ = clopper_pearson_bounds(k1, n, alpha)
     _, hi = clopper_pearson_bounds(k2, n, alpha)
@@ -410,15 +425,8 @@ def audit_epsilon(
     if not callable(mechanism):
         raise ParameterError(f"mechanism must be callable, got {type(mechanism).__name__}", param="mechanism")
     eps = check_epsilon(epsilon)
-    n_trials = check_positive_int(trials, "trials", minimum=100)
-    conf = check_probability(confidence, "confidence")
-    frac = check_probability(selection, "selection")
-    k_events = check_positive_int(n_events, "n_events")
-    alpha = 1.0 - conf
-    n_sel = max(50, round(frac * n_trials))
-    n_est = n_trials - n_sel
-    if n_est < 50:
-        raise ParameterError(f"trials must leave at least 50 estimation runs, got trials={n_trials}", param="trials")
+    n_sel, n_est, k_events, conf = split_trials(trials, selection, n_events, confidence, min_selection=50)
+    n_trials, alpha = n_sel + n_est, 1.0 - conf
 
     gen = as_generator(rng)
     g_sel_x, g_sel_y, g_est_x, g_est_y = gen.spawn(4)

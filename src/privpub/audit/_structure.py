@@ -66,7 +66,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from privpub.audit._auditor import _candidates, clopper_pearson_bounds
+from privpub.audit._auditor import _candidates, clopper_pearson_bounds, split_trials
 from privpub.core import RNGLike, as_generator, check_epsilon, check_positive_int, check_probability
 from privpub.errors import ParameterError
 
@@ -526,15 +526,8 @@ def audit_structure(
         raise ParameterError(f"checks must be among {list(CHECKS)}, got {list(checks)}", param="checks")
     eps = check_epsilon(epsilon)
     dlt = check_probability(delta, "delta", closed="left")
-    n_trials = check_positive_int(trials, "trials", minimum=100)
-    conf = check_probability(confidence, "confidence")
-    frac = check_probability(selection, "selection")
-    k_events = check_positive_int(n_events, "n_events")
-    alpha = 1.0 - conf
-    n_sel = max(40, round(frac * n_trials))
-    n_est = n_trials - n_sel
-    if n_est < 50:
-        raise ParameterError(f"trials must leave at least 50 estimation runs, got trials={n_trials}", param="trials")
+    n_sel, n_est, k_events, conf = split_trials(trials, selection, n_events, confidence, min_selection=40)
+    n_trials, alpha = n_sel + n_est, 1.0 - conf
     gen = as_generator(rng)
     g = gen.spawn(4)
 
